@@ -1,0 +1,294 @@
+"""The stateless agent: takes produce requests, flushes them as one file per interval, serves fetches.
+
+"Stateless" means nothing here must survive a restart: records are acknowledged only after their flush is
+committed to the metadata store, and every cache can be dropped. Any number of agents can share one bucket
+and one metadata store.
+
+Flush trigger: ``flush_interval_ms`` after the first record entered the open buffer, or as soon as the
+open buffer holds ``flush_bytes``. Up to ``max_inflight_flushes`` flushes may upload/commit at once; the
+buffer keeps filling meanwhile, bounded by ``buffer_bytes`` (open + in flight).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agents.buffer import PartitionBatch, PendingFlush, PendingRequest, ProduceBuffer
+from agents.cache import ObjectCache
+from agents.fetch import Fetcher, FetchResult
+from agents.flusher import Flusher
+from agents.metrics import Metrics
+from agents.watch import PartitionWatch
+from storage import records
+from storage.clock import Clock
+from storage.errors import InvalidPayload, RecordTooLarge, StrataError, Unavailable, UnknownPartition
+from storage.metadata.base import MetadataStore, TopicInfo
+from storage.objectstore.base import AsyncObjectStore
+from storage.partitioner import partition_for_key
+from storage.topic_config import TopicConfig
+
+log = logging.getLogger("strata.agent")
+
+MiB = 1024 * 1024
+# Per-record framing overhead counted against max.message.bytes (Kafka counts the batch framing too).
+RECORD_OVERHEAD = 70
+HOUSEKEEPING_INTERVAL_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    flush_interval_ms: int = 250
+    flush_bytes: int = 8 * MiB
+    buffer_bytes: int = 64 * MiB
+    cache_bytes: int = 64 * MiB
+    max_inflight_flushes: int = 4
+    idempotency_window_ms: int = 3_600_000
+    topic_cache_ttl_s: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRecord:
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[records.Header, ...] = ()
+    partition: int | None = None
+    timestamp: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CachedTopic:
+    info: TopicInfo
+    config: TopicConfig
+    expires: float
+
+
+class Agent:
+    def __init__(
+        self,
+        config: AgentConfig,
+        store: AsyncObjectStore,
+        metadata: MetadataStore,
+        metrics: Metrics,
+        clock: Clock,
+        rng: random.Random,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.metadata = metadata
+        self.metrics = metrics
+        self.clock = clock
+        self.rng = rng
+        self.buffer = ProduceBuffer(config.buffer_bytes)
+        self.cache = ObjectCache(config.cache_bytes)
+        self.watch = PartitionWatch()
+        self.flusher = Flusher(store, metadata, self.cache, self.watch, metrics, clock, rng)
+        self.fetcher = Fetcher(store, metadata, self.cache, self.watch, clock)
+        self._topics: dict[str, CachedTopic] = {}
+        self._round_robin: dict[str, int] = {}
+        self._inflight_keys: dict[str, asyncio.Future[list[tuple[int, int]]]] = {}
+        self._wakeup = asyncio.Event()
+        self._slots = asyncio.Semaphore(config.max_inflight_flushes)
+        self._flush_tasks: set[asyncio.Task[None]] = set()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._housekeeping_task: asyncio.Task[None] | None = None
+        self._closing = False
+        metrics.bind_gauges(lambda: self.buffer.bytes_held, lambda: self.cache.size)
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._loop_task = asyncio.create_task(self._flush_loop(), name="strata-flush-loop")
+        self._housekeeping_task = asyncio.create_task(self._housekeeping(), name="strata-housekeeping")
+
+    async def close(self) -> None:
+        """Flush what is buffered, wait for in-flight flushes, stop the loops."""
+        self._closing = True
+        self._wakeup.set()
+        if self._loop_task is not None:
+            await self._loop_task
+        if self._housekeeping_task is not None:
+            self._housekeeping_task.cancel()
+            await asyncio.gather(self._housekeeping_task, return_exceptions=True)
+        if self._flush_tasks:
+            await asyncio.gather(*self._flush_tasks)
+
+    # --- topics ------------------------------------------------------------------------------------------
+    async def topic(self, name: str) -> CachedTopic:
+        cached = self._topics.get(name)
+        now = self.clock.monotonic()
+        if cached is not None and cached.expires > now:
+            return cached
+        info = await asyncio.to_thread(self.metadata.get_topic, name)
+        cached = CachedTopic(
+            info, TopicConfig.from_overrides(info.configs), now + self.config.topic_cache_ttl_s
+        )
+        self._topics[name] = cached
+        return cached
+
+    def forget_topic(self, name: str) -> None:
+        self._topics.pop(name, None)
+
+    # --- produce -----------------------------------------------------------------------------------------
+    async def produce(
+        self, topic: str, recs: Sequence[ProduceRecord], idempotency_key: str | None = None
+    ) -> list[tuple[int, int]]:
+        """Buffer the records, wait for their flush to commit, return (partition, offset) per record."""
+        started = self.clock.monotonic()
+        cached = await self.topic(topic)
+        future: asyncio.Future[list[tuple[int, int]]] = asyncio.get_running_loop().create_future()
+        if idempotency_key is None:
+            self._enqueue(self._encode(cached, recs, None, future))
+        else:
+            inflight = self._inflight_keys.get(idempotency_key)
+            if inflight is not None:
+                return await asyncio.shield(inflight)  # same key already on its way on this agent
+            # Registered before the first await, so concurrent duplicates on this agent find it.
+            self._inflight_keys[idempotency_key] = future
+            future.add_done_callback(lambda _: self._inflight_keys.pop(idempotency_key, None))
+            settled = False  # True once the future has an answer or belongs to a queued request
+            try:
+                not_before = self.clock.now_ms() - self.config.idempotency_window_ms
+                previous = await asyncio.to_thread(
+                    self.metadata.lookup_idempotency, idempotency_key, not_before
+                )
+                if previous is not None:
+                    future.set_result(previous)
+                else:
+                    self._enqueue(self._encode(cached, recs, idempotency_key, future))
+                settled = True
+            except StrataError as exc:
+                future.set_exception(exc)
+                future.exception()  # retrieved: this request re-raises it below
+                raise
+            finally:
+                if not settled and not future.done():  # cancelled before reaching the buffer
+                    future.set_exception(Unavailable("the original request was cancelled"))
+                    future.exception()
+        # Shielded: a client that disconnects must not cancel a future other duplicates wait on.
+        offsets = await asyncio.shield(future)
+        self.metrics.produce_records.inc(len(offsets))
+        self.metrics.produce_latency.observe(self.clock.monotonic() - started)
+        return offsets
+
+    def _enqueue(self, request: PendingRequest) -> None:
+        self.buffer.add(request, self.clock.monotonic())
+        if len(self.buffer) == 1 or self.buffer.open_bytes >= self.config.flush_bytes:
+            self._wakeup.set()
+
+    def _encode(
+        self,
+        cached: CachedTopic,
+        recs: Sequence[ProduceRecord],
+        idempotency_key: str | None,
+        future: asyncio.Future[list[tuple[int, int]]],
+    ) -> PendingRequest:
+        info, config = cached.info, cached.config
+        now = self.clock.now_ms()
+        by_partition: dict[int, list[records.Record]] = {}
+        order: list[tuple[int, int]] = []  # (partition, index within its batch), in request order
+        for i, rec in enumerate(recs):
+            size = RECORD_OVERHEAD + len(rec.key or b"") + len(rec.value or b"")
+            size += sum(len(h.key) + len(h.value or b"") for h in rec.headers)
+            if size > config.max_message_bytes:
+                raise RecordTooLarge(
+                    f"record {i} is {size} bytes, more than max.message.bytes={config.max_message_bytes}"
+                )
+            if rec.key is None and config.compacted:
+                raise InvalidPayload(f"record {i} has no key; topic {info.name!r} is compacted")
+            partition = self._partition(info, rec)
+            batch = by_partition.setdefault(partition, [])
+            order.append((partition, len(batch)))
+            ts = rec.timestamp if rec.timestamp is not None else now
+            batch.append(records.Record(len(batch), ts, rec.key, rec.value, rec.headers))
+        batches: list[PartitionBatch] = []
+        batch_index: dict[int, int] = {}
+        for partition, batch_records in by_partition.items():
+            batch_index[partition] = len(batches)
+            timestamps = [r.timestamp for r in batch_records]
+            batches.append(
+                PartitionBatch(
+                    info.name,
+                    partition,
+                    records.encode_batch(batch_records),
+                    len(batch_records),
+                    min(timestamps),
+                    max(timestamps),
+                )
+            )
+        return PendingRequest(
+            topic=info.name,
+            batches=batches,
+            order=[(batch_index[p], j) for p, j in order],
+            idempotency_key=idempotency_key,
+            future=future,
+        )
+
+    def _partition(self, info: TopicInfo, rec: ProduceRecord) -> int:
+        if rec.partition is not None:
+            if not 0 <= rec.partition < info.partitions:
+                raise UnknownPartition(
+                    f"partition {rec.partition} does not exist: topic {info.name!r} has "
+                    f"partitions 0..{info.partitions - 1}"
+                )
+            return rec.partition
+        if rec.key is not None:
+            return partition_for_key(rec.key, info.partitions)
+        # Null keys are spread round-robin, as Kafka's clients did before sticky partitioning.
+        n = self._round_robin.get(info.name, self.rng.randrange(info.partitions))
+        self._round_robin[info.name] = n + 1
+        return n % info.partitions
+
+    # --- flushing ----------------------------------------------------------------------------------------
+    async def _flush_loop(self) -> None:
+        interval = self.config.flush_interval_ms / 1000
+        while True:
+            if len(self.buffer) == 0:
+                if self._closing:
+                    return
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            first = self.buffer.first_append_at
+            assert first is not None  # the buffer is not empty
+            remaining = first + interval - self.clock.monotonic()
+            if remaining > 0 and self.buffer.open_bytes < self.config.flush_bytes and not self._closing:
+                self._wakeup.clear()
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), remaining)
+                except TimeoutError:
+                    pass
+                continue
+            # Wait for a flush slot before draining, so the buffer keeps growing while uploads are busy.
+            await self._slots.acquire()
+            pending = self.buffer.drain()
+            task = asyncio.create_task(self._flush(pending))
+            self._flush_tasks.add(task)
+            task.add_done_callback(self._flush_tasks.discard)
+
+    async def _flush(self, pending: PendingFlush) -> None:
+        try:
+            await self.flusher.flush(pending)
+        finally:
+            self.buffer.release(pending)
+            self._slots.release()
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await self.clock.asleep(HOUSEKEEPING_INTERVAL_S)
+            before = self.clock.now_ms() - self.config.idempotency_window_ms
+            try:
+                removed = await asyncio.to_thread(self.metadata.expire_idempotency, before)
+            except Unavailable as exc:
+                log.warning("idempotency expiry skipped: %s", exc.message)
+                continue
+            if removed:
+                log.info("expired %d idempotency keys", removed)
+
+    # --- fetch -------------------------------------------------------------------------------------------
+    async def fetch(
+        self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int
+    ) -> FetchResult:
+        return await self.fetcher.fetch(topic, partition, offset, max_bytes, max_wait_ms)

@@ -1,0 +1,70 @@
+"""A byte-bounded LRU of object bytes: whole files the agent flushed itself, and ranges it fetched.
+
+A tailing consumer on the agent that wrote the data is served from the flushed file without a GET.
+Entries are immutable (objects are never rewritten under the same key), so the cache never needs
+invalidation; an entry for a file that GC deletes simply ages out.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+
+class ObjectCache:
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._files: OrderedDict[str, bytes] = OrderedDict()
+        self._ranges: OrderedDict[tuple[str, int, int], bytes] = OrderedDict()
+        self._bytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def size(self) -> int:
+        return self._bytes
+
+    def put_file(self, key: str, data: bytes) -> None:
+        if len(data) > self.max_bytes:
+            return
+        with self._lock:
+            if key not in self._files:
+                self._files[key] = data
+                self._bytes += len(data)
+            self._evict()
+
+    def put_range(self, key: str, start: int, data: bytes) -> None:
+        if len(data) > self.max_bytes:
+            return
+        with self._lock:
+            rkey = (key, start, start + len(data))
+            if rkey not in self._ranges and key not in self._files:
+                self._ranges[rkey] = data
+                self._bytes += len(data)
+            self._evict()
+
+    def get(self, key: str, start: int, end: int) -> bytes | None:
+        """Bytes [start, end) of the object if a cached file or range covers them."""
+        with self._lock:
+            data = self._files.get(key)
+            if data is not None:
+                self._files.move_to_end(key)
+                self.hits += 1
+                return data[start:end]
+            for (rkey, rstart, rend), rdata in self._ranges.items():
+                if rkey == key and rstart <= start and end <= rend:
+                    self._ranges.move_to_end((rkey, rstart, rend))
+                    self.hits += 1
+                    return rdata[start - rstart : end - rstart]
+            self.misses += 1
+            return None
+
+    def _evict(self) -> None:
+        # Evict least recently used, ranges before whole files: whole files serve tailing consumers.
+        while self._bytes > self.max_bytes and self._ranges:
+            _, data = self._ranges.popitem(last=False)
+            self._bytes -= len(data)
+        while self._bytes > self.max_bytes and self._files:
+            _, data = self._files.popitem(last=False)
+            self._bytes -= len(data)

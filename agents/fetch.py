@@ -1,0 +1,185 @@
+"""The fetch path: metadata lookup, coalesced ranged GETs (through the cache), decode, offset patching.
+
+Offsets: a chunk row holds the chunk's absolute base offset; batches inside the file carry base offsets
+relative to their chunk. A record's offset is chunk.base_offset + batch.base_offset + offset_delta.
+
+Gaps: offsets removed by compaction or retention have no record. A fetch from X returns records from the
+first existing offset >= X (invariant 3); ``next_offset`` moves past holes, so a consumer never stalls.
+
+Integrity: every chunk's CRC-32C (from the metadata row) is checked before decoding, and every batch's
+own CRC while decoding; a mismatch is ``CorruptObject`` (50002) naming the object, never garbage records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from agents.cache import ObjectCache
+from agents.watch import PartitionWatch
+from storage import fileformat, records
+from storage.clock import Clock
+from storage.errors import CodecError, CorruptObject, OffsetOutOfRange
+from storage.metadata.base import ChunkRow, MetadataStore, PartitionState
+from storage.objectstore.base import AsyncObjectStore
+
+log = logging.getLogger("strata.fetch")
+
+# Chunks of one object closer than this are read with one ranged GET.
+COALESCE_GAP = 1024 * 1024
+# How often a long-polling fetch re-reads the high watermark to see other agents' commits.
+POLL_INTERVAL_S = 0.1
+MAX_CHUNKS_PER_FETCH = 256
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    records: list[records.Record]
+    next_offset: int
+    high_watermark: int
+    log_start_offset: int
+
+
+def plan_reads(chunks: list[ChunkRow]) -> list[tuple[str, int, int, list[ChunkRow]]]:
+    """Group chunks into ranged GETs: (object_key, start, end, chunks), merging near ranges per object."""
+    reads: list[tuple[str, int, int, list[ChunkRow]]] = []
+    by_key: dict[str, list[ChunkRow]] = {}
+    for chunk in chunks:
+        by_key.setdefault(chunk.object_key, []).append(chunk)
+    for key, group in by_key.items():
+        group.sort(key=lambda c: c.position)
+        start, end, members = group[0].position, group[0].position + group[0].length, [group[0]]
+        for chunk in group[1:]:
+            if chunk.position - end <= COALESCE_GAP:
+                end = max(end, chunk.position + chunk.length)
+                members.append(chunk)
+            else:
+                reads.append((key, start, end, members))
+                start, end, members = chunk.position, chunk.position + chunk.length, [chunk]
+        reads.append((key, start, end, members))
+    return reads
+
+
+class Fetcher:
+    def __init__(
+        self,
+        store: AsyncObjectStore,
+        metadata: MetadataStore,
+        cache: ObjectCache,
+        watch: PartitionWatch,
+        clock: Clock,
+    ) -> None:
+        self.store = store
+        self.metadata = metadata
+        self.cache = cache
+        self.watch = watch
+        self.clock = clock
+
+    async def fetch(
+        self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int
+    ) -> FetchResult:
+        state = await asyncio.to_thread(self.metadata.partition_state, topic, partition)
+        _check_range(state, offset)
+        deadline = self.clock.monotonic() + max_wait_ms / 1000
+        while offset >= state.high_watermark:
+            remaining = deadline - self.clock.monotonic()
+            if remaining <= 0:
+                return FetchResult([], offset, state.high_watermark, state.log_start_offset)
+            await self.watch.wait(topic, partition, min(remaining, POLL_INTERVAL_S))
+            state = await asyncio.to_thread(self.metadata.partition_state, topic, partition)
+            _check_range(state, offset)
+        return await self._read(state, offset, max_bytes)
+
+    async def _read(self, state: PartitionState, offset: int, max_bytes: int) -> FetchResult:
+        chunks = await asyncio.to_thread(
+            self.metadata.find_chunks, state.topic, state.partition, offset, MAX_CHUNKS_PER_FETCH
+        )
+        # Take chunks until their bytes reach max_bytes (always at least one): the records returned are
+        # then bounded by max_bytes too, except that a single oversized first record is still returned.
+        selected: list[ChunkRow] = []
+        total = 0
+        for chunk in chunks:
+            if chunk.base_offset >= state.high_watermark:
+                break
+            if selected and total + chunk.length > max_bytes:
+                break
+            selected.append(chunk)
+            total += chunk.length
+        out: list[records.Record] = []
+        size = 0
+        next_offset = offset
+        for chunk, data in await self._load(selected):
+            for record in _decode_chunk(chunk, data):
+                if record.offset < offset:
+                    continue
+                record_size = _record_size(record)
+                if out and size + record_size > max_bytes:
+                    return FetchResult(out, next_offset, state.high_watermark, state.log_start_offset)
+                out.append(record)
+                size += record_size
+                next_offset = record.offset + 1
+            # Offsets up to the chunk's last offset are consumed even if compaction removed them.
+            next_offset = max(next_offset, chunk.last_offset + 1)
+        if not selected:
+            # No chunk at or after ``offset`` below the high watermark: everything up to it was removed.
+            next_offset = max(offset, state.high_watermark)
+        return FetchResult(out, next_offset, state.high_watermark, state.log_start_offset)
+
+    async def _load(self, chunks: list[ChunkRow]) -> list[tuple[ChunkRow, bytes]]:
+        reads = plan_reads(chunks)
+        datas = await asyncio.gather(*(self._get(key, start, end) for key, start, end, _ in reads))
+        loaded: dict[int, bytes] = {}
+        for (_, start, _, members), data in zip(reads, datas, strict=True):
+            for chunk in members:
+                loaded[chunk.chunk_id] = data[chunk.position - start : chunk.position - start + chunk.length]
+        return [(chunk, loaded[chunk.chunk_id]) for chunk in chunks]
+
+    async def _get(self, key: str, start: int, end: int) -> bytes:
+        cached = self.cache.get(key, start, end)
+        if cached is not None:
+            return cached
+        data = await self.store.get_range(key, start, end)
+        if len(data) != end - start:
+            raise CorruptObject(
+                f"object {key} is shorter than its metadata says ({start}+{len(data)} < {end})",
+                object_key=key,
+            )
+        self.cache.put_range(key, start, data)
+        return data
+
+
+def _check_range(state: PartitionState, offset: int) -> None:
+    if offset < state.log_start_offset or offset > state.high_watermark:
+        raise OffsetOutOfRange(
+            f"offset {offset} is out of range for {state.topic}/{state.partition}: "
+            f"valid offsets are {state.log_start_offset}..{state.high_watermark}"
+        )
+
+
+def _decode_chunk(chunk: ChunkRow, data: bytes) -> list[records.Record]:
+    try:
+        fileformat.verify_chunk(data, chunk.crc, object_key=chunk.object_key)
+        return list(records.decode_records(data, offset_base=chunk.base_offset))
+    except CodecError as exc:
+        log.error(
+            "corrupt chunk in object %s (topic %s partition %d, bytes %d+%d): %s",
+            chunk.object_key,
+            chunk.topic,
+            chunk.partition,
+            chunk.position,
+            chunk.length,
+            exc.message,
+        )
+        raise CorruptObject(
+            f"stored data for {chunk.topic}/{chunk.partition} at offsets "
+            f"{chunk.base_offset}..{chunk.last_offset} is corrupt (object {chunk.object_key})",
+            object_key=chunk.object_key,
+        ) from exc
+
+
+def _record_size(record: records.Record) -> int:
+    size = 16 + len(record.key or b"") + len(record.value or b"")
+    for header in record.headers:
+        size += len(header.key) + len(header.value or b"")
+    return size

@@ -1,0 +1,92 @@
+"""Prometheus metrics of one Strata process, on a private registry (one per app, so tests don't collide).
+
+Object-store request counts are read from the stores' ``RequestCounters`` at scrape time rather than
+incremented twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from storage.objectstore.base import REQUEST_KINDS, RequestCounters
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.5, 0.75, 1, 2.5, 5, 10, 30)
+
+
+class _RequestCollector(Collector):
+    def __init__(self, counters: RequestCounters) -> None:
+        self._counters = counters
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "strata_object_store_requests", "Object-store requests sent, by kind", labels=["kind"]
+        )
+        snapshot = self._counters.snapshot()
+        for kind in REQUEST_KINDS:
+            family.add_metric([kind], snapshot[kind])
+        yield family
+        read = CounterMetricFamily("strata_object_store_read_bytes", "Bytes read from the object store")
+        read.add_metric([], self._counters.bytes_read)
+        yield read
+        written = CounterMetricFamily(
+            "strata_object_store_written_bytes", "Bytes written to the object store"
+        )
+        written.add_metric([], self._counters.bytes_written)
+        yield written
+
+
+class Metrics:
+    def __init__(self, counters: RequestCounters) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.produce_requests = Counter(
+            "strata_produce_requests", "Produce requests by outcome", ["outcome"], registry=r
+        )
+        self.produce_records = Counter("strata_produce_records", "Records acknowledged", registry=r)
+        self.produce_latency = Histogram(
+            "strata_produce_latency_seconds",
+            "Produce request latency (receipt to acknowledgement)",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.fetch_requests = Counter(
+            "strata_fetch_requests", "Fetch requests by outcome", ["outcome"], registry=r
+        )
+        self.fetch_records = Counter("strata_fetch_records", "Records returned by fetch", registry=r)
+        self.fetch_latency = Histogram(
+            "strata_fetch_latency_seconds",
+            "Fetch latency, long-poll wait included",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.flushes = Counter("strata_flushes", "Flushes committed", registry=r)
+        self.flush_failures = Counter("strata_flush_failures", "Flushes that failed", registry=r)
+        self.flush_bytes = Counter("strata_flush_bytes", "Bytes written by flushes", registry=r)
+        self.flush_records = Counter("strata_flush_records", "Records written by flushes", registry=r)
+        self.flush_partitions = Histogram(
+            "strata_flush_partitions",
+            "Topic-partitions per flushed file",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024),
+            registry=r,
+        )
+        self.flush_seconds = Histogram(
+            "strata_flush_seconds", "Upload + commit time of a flush", buckets=_LATENCY_BUCKETS, registry=r
+        )
+        self.buffer_bytes = Gauge("strata_buffer_bytes", "Bytes held by the produce buffer", registry=r)
+        self.cache_bytes = Gauge("strata_cache_bytes", "Bytes held by the fetch cache", registry=r)
+        r.register(_RequestCollector(counters))
+
+    def bind_gauges(self, buffer_bytes: Callable[[], float], cache_bytes: Callable[[], float]) -> None:
+        self.buffer_bytes.set_function(buffer_bytes)
+        self.cache_bytes.set_function(cache_bytes)
+
+    def observe_flush(self, *, nbytes: int, nrecords: int, npartitions: int, seconds: float) -> None:
+        self.flushes.inc()
+        self.flush_bytes.inc(nbytes)
+        self.flush_records.inc(nrecords)
+        self.flush_partitions.observe(npartitions)
+        self.flush_seconds.observe(seconds)

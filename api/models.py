@@ -1,0 +1,201 @@
+"""Request and response bodies of the HTTP API, and the conversions between them and the agent's types.
+
+Models are strict (no silent coercion of 1 to "1") and forbid unknown fields, so a typo in a client is a
+clear 42206 rather than ignored data.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+
+from agents.agent import ProduceRecord
+from storage import records
+from storage.errors import InvalidPayload, NotAcceptable
+from storage.topic_config import MAX_PARTITIONS
+
+MAX_OFFSET = 2**63 - 1
+MAX_TIMESTAMP = 2**63 - 1
+Encoding = Literal["utf8", "base64"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class HeaderIn(_Strict):
+    name: StrictStr
+    value: StrictStr | None = None
+
+
+class RecordIn(_Strict):
+    key: StrictStr | None = None
+    value: StrictStr | None = None
+    headers: list[HeaderIn] = Field(default_factory=list)
+    partition: Annotated[StrictInt, Field(ge=0, le=MAX_PARTITIONS)] | None = None
+    timestamp: Annotated[StrictInt, Field(ge=0, le=MAX_TIMESTAMP)] | None = None
+
+
+class ProduceIn(_Strict):
+    records: list[RecordIn] = Field(min_length=1)
+    encoding: Encoding = "utf8"
+
+
+class PartitionOffset(BaseModel):
+    partition: int
+    offset: int
+
+
+class ProduceOut(BaseModel):
+    offsets: list[PartitionOffset]
+
+
+ConfigValue = StrictStr | StrictInt | StrictFloat
+
+
+class TopicCreate(_Strict):
+    name: StrictStr
+    partitions: Annotated[StrictInt, Field(ge=1, le=MAX_PARTITIONS)] = 1
+    configs: dict[str, ConfigValue] = Field(default_factory=dict)
+
+
+class TopicConfigsPatch(_Strict):
+    configs: dict[str, ConfigValue | None]
+
+
+class PartitionInfo(BaseModel):
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+
+
+class TopicOut(BaseModel):
+    name: str
+    configs: dict[str, str]
+    partitions: list[PartitionInfo]
+
+
+class TopicList(BaseModel):
+    topics: list[str]
+
+
+class HeaderOut(BaseModel):
+    name: str
+    value: str | None
+
+
+class RecordOut(BaseModel):
+    offset: int
+    key: str | None
+    value: str | None
+    headers: list[HeaderOut]
+    timestamp: int
+
+
+class FetchOut(BaseModel):
+    records: list[RecordOut]
+    next_offset: int
+    high_watermark: int
+    log_start_offset: int
+
+
+class OffsetsOut(BaseModel):
+    log_start_offset: int
+    high_watermark: int
+
+
+class GroupOffsetIn(_Strict):
+    topic: StrictStr
+    partition: Annotated[StrictInt, Field(ge=0, le=MAX_PARTITIONS)]
+    offset: Annotated[StrictInt, Field(ge=0, le=MAX_OFFSET)]
+
+
+class GroupOffsetsIn(_Strict):
+    offsets: list[GroupOffsetIn] = Field(min_length=1, max_length=10_000)
+
+
+class GroupOffsetOut(BaseModel):
+    topic: str
+    partition: int
+    offset: int
+
+
+class GroupOffsetsOut(BaseModel):
+    group: str
+    offsets: list[GroupOffsetOut]
+
+
+class ErrorOut(BaseModel):
+    error_code: int
+    message: str
+
+
+def _decode(text: str | None, encoding: Encoding, what: str) -> bytes | None:
+    if text is None:
+        return None
+    if encoding == "utf8":
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            # JSON can carry lone surrogates ("\ud800") that have no UTF-8 form.
+            raise InvalidPayload(f"{what} is not valid Unicode text") from None
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidPayload(f"{what} is not valid base64") from None
+
+
+def _header_name(name: str, what: str) -> str:
+    _decode(name, "utf8", what)  # header names are UTF-8 strings in the record format
+    return name
+
+
+def to_produce_records(body: ProduceIn) -> list[ProduceRecord]:
+    out = []
+    for i, rec in enumerate(body.records):
+        headers = tuple(
+            records.Header(
+                _header_name(h.name, f"records[{i}].headers[{j}].name"),
+                _decode(h.value, body.encoding, f"records[{i}].headers[{j}].value"),
+            )
+            for j, h in enumerate(rec.headers)
+        )
+        out.append(
+            ProduceRecord(
+                key=_decode(rec.key, body.encoding, f"records[{i}].key"),
+                value=_decode(rec.value, body.encoding, f"records[{i}].value"),
+                headers=headers,
+                partition=rec.partition,
+                timestamp=rec.timestamp,
+            )
+        )
+    return out
+
+
+def _encode(data: bytes | None, encoding: Encoding, offset: int) -> str | None:
+    if data is None:
+        return None
+    if encoding == "base64":
+        return base64.b64encode(data).decode("ascii")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise NotAcceptable(
+            f"the record at offset {offset} is not valid UTF-8; fetch with encoding=base64"
+        ) from None
+
+
+def record_out(record: records.Record, encoding: Encoding) -> dict[str, object]:
+    """A plain dict (not a model): fetch responses are serialised straight to JSON with orjson."""
+    return {
+        "offset": record.offset,
+        "key": _encode(record.key, encoding, record.offset),
+        "value": _encode(record.value, encoding, record.offset),
+        "headers": [
+            {"name": h.key, "value": _encode(h.value, encoding, record.offset)} for h in record.headers
+        ],
+        "timestamp": record.timestamp,
+    }

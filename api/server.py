@@ -1,0 +1,47 @@
+"""Running a Strata process: the HTTP agent, the background worker, or both (the embedded default)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import uvicorn
+
+from api.app import create_app
+from api.runtime import build_runtime
+from api.settings import Settings
+from api.worker import run_worker
+
+log = logging.getLogger("strata.server")
+
+
+def serve(settings: Settings) -> int:
+    runtime = build_runtime(settings)
+    if settings.role == "worker":
+        log.info("strata worker: bucket %s, metadata %s", settings.bucket_url, settings.metadata_url)
+        try:
+            asyncio.run(run_worker(runtime))
+        except KeyboardInterrupt:
+            pass
+        return 0
+    app = create_app(runtime, with_worker=settings.role == "all")
+    log.info(
+        "strata %s on http://%s:%d: bucket %s, metadata %s",
+        settings.role,
+        settings.host,
+        settings.port,
+        settings.bucket_url,
+        settings.metadata_url,
+    )
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=settings.access_log,
+        lifespan="on",
+        loop="uvloop",
+        http="httptools",
+    )
+    uvicorn.Server(config).run()
+    return 0

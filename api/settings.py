@@ -1,0 +1,170 @@
+"""Server settings: one table gives every setting's flag, STRATA_* environment variable, type and default.
+
+Precedence: command-line flag > environment variable > default. The table is also what the docs and the
+docker-compose check read, so a variable that is not here is not a setting.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from storage.errors import SettingsError
+
+MiB = 1024 * 1024
+ROLES = ("agent", "worker", "all")
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    name: str  # attribute of Settings; the flag is --name-with-dashes
+    env: str
+    type: Callable[[str], object]
+    default: object
+    help: str
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def _bool(raw: str) -> bool:
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"not a boolean: {raw!r}")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "data_dir", "STRATA_DATA_DIR", str, "./data", "Directory for the embedded bucket and SQLite file"
+    ),
+    Setting("host", "STRATA_HOST", str, "127.0.0.1", "Address the HTTP server binds to"),
+    Setting("port", "STRATA_PORT", int, 8080, "Port the HTTP server listens on"),
+    Setting(
+        "bucket",
+        "STRATA_BUCKET",
+        str,
+        None,
+        "Object store URL: file:///path or s3://bucket[/prefix] (default: file://DATA_DIR/bucket)",
+    ),
+    Setting("s3_endpoint", "STRATA_S3_ENDPOINT", str, None, "S3 endpoint override (MinIO, moto)"),
+    Setting("s3_region", "STRATA_S3_REGION", str, None, "S3 region (default: the AWS SDK's)"),
+    Setting(
+        "metadata",
+        "STRATA_METADATA",
+        str,
+        None,
+        "Metadata URL: sqlite:///path or postgresql://... (default: sqlite:///DATA_DIR/metadata.db)",
+    ),
+    Setting(
+        "flush_interval_ms", "STRATA_FLUSH_INTERVAL_MS", int, 250, "Flush at most this long after a record"
+    ),
+    Setting(
+        "flush_bytes", "STRATA_FLUSH_BYTES", int, 8 * MiB, "Flush as soon as this many bytes are buffered"
+    ),
+    Setting("buffer_bytes", "STRATA_BUFFER_BYTES", int, 64 * MiB, "Produce buffer bound; past it: HTTP 429"),
+    Setting("cache_bytes", "STRATA_CACHE_BYTES", int, 64 * MiB, "Fetch cache size (recent files and ranges)"),
+    Setting(
+        "max_request_bytes",
+        "STRATA_MAX_REQUEST_BYTES",
+        int,
+        16 * MiB,
+        "Largest produce request body accepted",
+    ),
+    Setting(
+        "max_records_per_request",
+        "STRATA_MAX_RECORDS_PER_REQUEST",
+        int,
+        10_000,
+        "Most records accepted in one produce request",
+    ),
+    Setting(
+        "idempotency_window_ms",
+        "STRATA_IDEMPOTENCY_WINDOW_MS",
+        int,
+        3_600_000,
+        "How long an Idempotency-Key is remembered",
+    ),
+    Setting("role", "STRATA_ROLE", str, "all", "agent (HTTP), worker (background jobs) or all", ROLES),
+    Setting("api_tokens", "STRATA_API_TOKENS", str, None, "Comma-separated bearer tokens; unset = no auth"),
+    Setting(
+        "orphan_grace_ms",
+        "STRATA_ORPHAN_GRACE_MS",
+        int,
+        3_600_000,
+        "Age after which an uploaded but uncommitted object is deleted",
+    ),
+    Setting("log_level", "STRATA_LOG_LEVEL", str, "info", "Log level", ("debug", "info", "warning", "error")),
+    Setting("access_log", "STRATA_ACCESS_LOG", _bool, False, "Log every HTTP request"),
+)
+SETTINGS_BY_ENV = {s.env: s for s in SETTINGS}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    data_dir: str = "./data"
+    host: str = "127.0.0.1"
+    port: int = 8080
+    bucket: str | None = None
+    s3_endpoint: str | None = None
+    s3_region: str | None = None
+    metadata: str | None = None
+    flush_interval_ms: int = 250
+    flush_bytes: int = 8 * MiB
+    buffer_bytes: int = 64 * MiB
+    cache_bytes: int = 64 * MiB
+    max_request_bytes: int = 16 * MiB
+    max_records_per_request: int = 10_000
+    idempotency_window_ms: int = 3_600_000
+    role: str = "all"
+    api_tokens: str | None = None
+    orphan_grace_ms: int = 3_600_000
+    log_level: str = "info"
+    access_log: bool = False
+
+    @property
+    def bucket_url(self) -> str:
+        if self.bucket:
+            return self.bucket
+        return "file://" + str((Path(self.data_dir) / "bucket").resolve())
+
+    @property
+    def metadata_url(self) -> str:
+        if self.metadata:
+            return self.metadata
+        return "sqlite:///" + str((Path(self.data_dir) / "metadata.db").resolve())
+
+    @property
+    def tokens(self) -> frozenset[str]:
+        if not self.api_tokens:
+            return frozenset()
+        return frozenset(t.strip() for t in self.api_tokens.split(",") if t.strip())
+
+
+def load_settings(
+    overrides: Mapping[str, object] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Defaults, then STRATA_* variables, then explicit overrides (command-line flags that were given)."""
+    env = os.environ if environ is None else environ
+    values: dict[str, object] = {}
+    for setting in SETTINGS:
+        raw = env.get(setting.env)
+        if raw is not None and raw != "":
+            try:
+                values[setting.name] = setting.type(raw)
+            except ValueError as exc:
+                raise SettingsError(f"{setting.env}={raw!r}: {exc}") from None
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            values[name] = value
+    for setting in SETTINGS:
+        value = values.get(setting.name)
+        if setting.choices and value is not None and value not in setting.choices:
+            raise SettingsError(f"{setting.env}: {value!r} is not one of {', '.join(setting.choices)}")
+    known = {f.name for f in fields(Settings)}
+    return Settings(**{k: v for k, v in values.items() if k in known})  # type: ignore[arg-type]

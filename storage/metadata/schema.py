@@ -1,0 +1,208 @@
+"""The metadata schema and its migrations, one ordered list per SQL dialect.
+
+``schema_version`` holds one row per applied migration. ``migrate`` runs inside one write transaction
+that first takes a lock every starting process contends for (PostgreSQL: a transaction-scoped advisory
+lock keyed by the current schema; SQLite: the ``BEGIN IMMEDIATE`` the backend already opened), then
+applies the migrations newer than the highest recorded version. DDL is transactional in both dialects, so
+two processes starting at once apply each migration exactly once and a crash leaves either all of a
+migration or none of it.
+
+Rules for adding a migration: append, never edit an applied one; keep the version numbers of the two
+dialects in step, so one number means one logical schema whatever the backend.
+
+Columns named after the architecture's ``partition`` and ``offset`` are spelled ``partition_id`` and
+``*_offset``: both words are reserved or special in one of the dialects, and quoting them everywhere is
+a trap for the next person writing a query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from storage.errors import SettingsError
+
+if TYPE_CHECKING:
+    from storage.metadata.sql import Tx
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Types:
+    """The few places where the dialects' DDL differs."""
+
+    id_pk: str  # a never-reused, database-assigned integer key
+    big: str  # offsets, sizes, millisecond timestamps, CRC-32C (unsigned 32-bit)
+    small: str  # partition numbers, levels, counts
+    boolean: str
+    false: str
+    table_options: str
+
+
+# SQLite: AUTOINCREMENT guarantees a rowid is never handed out twice, even after the highest row is
+# deleted. Compaction compares chunk ids to decide whether its inputs are still live, so a reused id
+# would be an ABA bug. STRICT makes SQLite reject a value of the wrong type instead of storing it.
+_SQLITE = _Types(
+    id_pk="INTEGER PRIMARY KEY AUTOINCREMENT",
+    big="INTEGER",
+    small="INTEGER",
+    boolean="INTEGER",
+    false="0",
+    table_options=" STRICT",
+)
+
+# PostgreSQL: identity columns come from a sequence, which never hands out a value twice.
+_POSTGRES = _Types(
+    id_pk="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+    big="BIGINT",
+    small="INTEGER",
+    boolean="BOOLEAN",
+    false="FALSE",
+    table_options="",
+)
+
+
+def _v1(t: _Types) -> tuple[str, ...]:
+    return (
+        f"""CREATE TABLE topics (
+            name TEXT PRIMARY KEY,
+            partitions {t.small} NOT NULL CHECK (partitions > 0),
+            configs TEXT NOT NULL,
+            created_ms {t.big} NOT NULL
+        ){t.table_options}""",
+        # One row per partition; exists exactly when its topic does (same transactions). next_offset is
+        # the high watermark and only grows, under the row lock of the committing transaction.
+        f"""CREATE TABLE partitions (
+            topic TEXT NOT NULL REFERENCES topics (name),
+            partition_id {t.small} NOT NULL CHECK (partition_id >= 0),
+            next_offset {t.big} NOT NULL,
+            log_start_offset {t.big} NOT NULL,
+            PRIMARY KEY (topic, partition_id),
+            CHECK (0 <= log_start_offset AND log_start_offset <= next_offset)
+        ){t.table_options}""",
+        f"""CREATE TABLE files (
+            file_id {t.id_pk},
+            object_key TEXT NOT NULL UNIQUE,
+            size {t.big} NOT NULL,
+            level {t.small} NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('live', 'obsolete')),
+            created_ms {t.big} NOT NULL,
+            obsolete_since_ms {t.big},
+            CHECK ((state = 'obsolete') = (obsolete_since_ms IS NOT NULL))
+        ){t.table_options}""",
+        # Garbage collection scans obsolete files by age.
+        "CREATE INDEX files_by_state ON files (state, obsolete_since_ms)",
+        # A chunk row exists exactly while its records are live. Within a partition the offset ranges
+        # [base_offset, last_offset] of the rows never overlap, so ordering by last_offset is ordering by
+        # base_offset and the read path can use chunks_by_offset for both the filter and the order.
+        f"""CREATE TABLE chunks (
+            chunk_id {t.id_pk},
+            topic TEXT NOT NULL,
+            partition_id {t.small} NOT NULL,
+            base_offset {t.big} NOT NULL,
+            last_offset {t.big} NOT NULL,
+            record_count {t.big} NOT NULL CHECK (record_count > 0),
+            file_id {t.big} NOT NULL REFERENCES files (file_id),
+            position {t.big} NOT NULL,
+            length {t.big} NOT NULL,
+            min_timestamp {t.big} NOT NULL,
+            max_timestamp {t.big} NOT NULL,
+            crc {t.big} NOT NULL,
+            has_holes {t.boolean} NOT NULL DEFAULT {t.false},
+            CHECK (base_offset >= 0 AND last_offset >= base_offset)
+        ){t.table_options}""",
+        "CREATE INDEX chunks_by_offset ON chunks (topic, partition_id, last_offset)",
+        "CREATE INDEX chunks_by_file ON chunks (file_id)",
+        # Compaction and retention work (the planner writes rows; workers lease them).
+        f"""CREATE TABLE jobs (
+            job_id {t.id_pk},
+            kind TEXT NOT NULL,
+            spec TEXT NOT NULL,
+            state TEXT NOT NULL,
+            lease_owner TEXT,
+            lease_expires_ms {t.big},
+            attempts {t.small} NOT NULL DEFAULT 0,
+            created_ms {t.big} NOT NULL,
+            updated_ms {t.big} NOT NULL
+        ){t.table_options}""",
+        "CREATE INDEX jobs_by_state ON jobs (state, lease_expires_ms)",
+        # offsets: JSON [[partition, offset], ...] in request order.
+        f"""CREATE TABLE idempotency (
+            key TEXT PRIMARY KEY,
+            topic TEXT NOT NULL,
+            offsets TEXT NOT NULL,
+            created_ms {t.big} NOT NULL
+        ){t.table_options}""",
+        "CREATE INDEX idempotency_by_created ON idempotency (created_ms)",
+        f"""CREATE TABLE group_offsets (
+            group_id TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            partition_id {t.small} NOT NULL,
+            committed_offset {t.big} NOT NULL,
+            committed_ms {t.big} NOT NULL,
+            PRIMARY KEY (group_id, topic, partition_id)
+        ){t.table_options}""",
+        "CREATE INDEX group_offsets_by_topic ON group_offsets (topic)",
+    )
+
+
+SQLITE_MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _v1(_SQLITE)),)
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _v1(_POSTGRES)),)
+
+MIGRATIONS: dict[str, tuple[Migration, ...]] = {
+    "sqlite": SQLITE_MIGRATIONS,
+    "postgres": POSTGRES_MIGRATIONS,
+}
+
+# Serialises schema changes of one PostgreSQL schema (search_path) across every process that starts.
+# Keyed by the schema name so that independent schemas in one database (tests) do not wait on each other.
+_POSTGRES_LOCK = (
+    "SELECT pg_advisory_xact_lock(hashtext('strata.schema'), hashtext(coalesce(current_schema(), '')))"
+)
+
+
+def latest_version(dialect: str) -> int:
+    return MIGRATIONS[dialect][-1].version
+
+
+def migrate(tx: Tx, dialect: str, now_ms: int) -> list[int]:
+    """Bring the schema up to date inside the caller's write transaction; returns the versions applied.
+
+    Raises SettingsError when the database was migrated by a newer Strata than this one: running old code
+    against a newer schema could write rows the newer code misreads.
+    """
+    migrations = MIGRATIONS[dialect]
+    versions = [m.version for m in migrations]
+    if versions != sorted(set(versions)):
+        raise SettingsError(f"{dialect} migrations are not strictly ordered: {versions}")
+    if dialect == "postgres":
+        tx.all(_POSTGRES_LOCK)
+    tx.execute(
+        "CREATE TABLE IF NOT EXISTS schema_version ("
+        " version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_ms BIGINT NOT NULL)"
+    )
+    row = tx.one("SELECT MAX(version) FROM schema_version")
+    current = int(row[0]) if row is not None and row[0] is not None else 0
+    if current > versions[-1]:
+        raise SettingsError(
+            f"the metadata schema is at version {current}, newer than this Strata knows ({versions[-1]});"
+            " upgrade Strata"
+        )
+    applied: list[int] = []
+    for migration in migrations:
+        if migration.version <= current:
+            continue
+        for statement in migration.statements:
+            tx.execute(statement)
+        tx.execute(
+            "INSERT INTO schema_version (version, description, applied_ms) VALUES (?, ?, ?)",
+            (migration.version, migration.description, now_ms),
+        )
+        applied.append(migration.version)
+    return applied

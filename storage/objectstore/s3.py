@@ -1,0 +1,373 @@
+"""S3 (and S3-compatible: MinIO, moto) via boto3, for synchronous callers.
+
+Request accounting: botocore's own retries are switched off (one attempt per call), because Strata's retry
+wrapper (``retry.py``) owns retrying. Every SDK call is then exactly one HTTP request, and it is counted
+before it is sent, so ``counters`` equals the requests the service saw (and billed), failed ones included.
+
+Error translation (the only place S3 failures are classified; ``s3async.py`` reuses it):
+- ``ObjectNotFound``: NoSuchKey, or a bodiless 404 (HEAD). A HEAD in a missing bucket is also a bodiless
+  404, indistinguishable from a missing key; every other call reports NoSuchBucket explicitly.
+- ``TransientStoreError``: any 5xx or 429, the throttling/timeout codes below, and connection, timeout and
+  body-streaming failures.
+- ``ObjectStoreError``: everything else the service refuses (AccessDenied, NoSuchBucket, ...) and SDK
+  failures such as missing credentials.
+
+Ranges are [start, end) as in the interface; on the wire they are ``Range: bytes=start-(end-1)``. Like S3
+itself, a range that runs past the end of the object returns the bytes that exist, and one that starts at
+or after the end returns b"" (S3 answers 416 InvalidRange, which is not an error for Strata's readers:
+they compare lengths against the metadata and raise CorruptObject themselves).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+import boto3
+import urllib3.exceptions
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    FlexibleChecksumError,
+    HTTPClientError,
+    IncompleteReadError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.response import StreamingBody
+
+from storage.errors import ObjectNotFound, ObjectStoreError, SettingsError, StrataError, TransientStoreError
+from storage.objectstore.base import (
+    DELETE,
+    GET,
+    HEAD,
+    LIST,
+    PUT,
+    ObjectInfo,
+    ObjectStore,
+    ObjectStream,
+    RequestCounters,
+)
+
+if TYPE_CHECKING:
+    from types_boto3_s3.client import S3Client
+    from types_boto3_s3.type_defs import ListObjectsV2OutputTypeDef
+
+DEFAULT_CONNECT_TIMEOUT_S = 5.0
+DEFAULT_READ_TIMEOUT_S = 30.0
+DEFAULT_MAX_POOL_CONNECTIONS = 32
+# ListObjectsV2's maximum; a smaller page only adds LIST requests (tests use it to exercise paging).
+DEFAULT_LIST_PAGE_SIZE = 1000
+
+# Error codes that mean "the same request may succeed later", whatever the HTTP status says (S3 sends
+# RequestTimeout as a 400, for example).
+TRANSIENT_ERROR_CODES = frozenset(
+    {
+        "InternalError",
+        "ServiceUnavailable",
+        "SlowDown",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+        "PriorRequestNotComplete",
+        "OperationAborted",
+    }
+)
+NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+INVALID_RANGE_CODE = "InvalidRange"
+
+# SDK exceptions (not service answers) that are worth repeating: the request or its response was lost on
+# the way. botocore's ConnectionError covers EndpointConnectionError and ConnectTimeoutError; its
+# HTTPClientError covers ConnectionClosedError, ReadTimeoutError and ResponseStreamingError. urllib3's own
+# errors can leak from a StreamingBody read in some versions. A checksum mismatch on a response body is a
+# corrupted transfer, so a repeat fetches it again.
+TRANSIENT_SDK_ERRORS: tuple[type[Exception], ...] = (
+    BotoConnectionError,
+    HTTPClientError,
+    IncompleteReadError,
+    FlexibleChecksumError,
+    urllib3.exceptions.ProtocolError,
+    urllib3.exceptions.ReadTimeoutError,
+)
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def translate_client_error(exc: ClientError, where: str) -> StrataError:
+    code = error_code(exc)
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    if code in NOT_FOUND_CODES:
+        return ObjectNotFound(f"{where}: not found ({code})")
+    if code in TRANSIENT_ERROR_CODES or status >= 500 or status == 429:
+        return TransientStoreError(f"{where}: {code or status} (transient): {exc}")
+    return ObjectStoreError(f"{where}: {code or status}: {exc}")
+
+
+@contextmanager
+def translate_errors(
+    where: str, transient: tuple[type[Exception], ...] = TRANSIENT_SDK_ERRORS
+) -> Iterator[None]:
+    """Turn SDK exceptions raised inside the block into Strata's typed errors (see the module doc)."""
+    try:
+        yield
+    except ClientError as exc:
+        raise translate_client_error(exc, where) from exc
+    except transient as exc:
+        raise TransientStoreError(f"{where}: {type(exc).__name__}: {exc}") from exc
+    except BotoCoreError as exc:
+        raise ObjectStoreError(f"{where}: {type(exc).__name__}: {exc}") from exc
+
+
+def normalize_prefix(prefix: str) -> str:
+    """The key prefix as stored: no leading "/", and a trailing "/" unless empty."""
+    prefix = prefix.strip("/")
+    return prefix + "/" if prefix else ""
+
+
+def store_url(bucket: str, prefix: str) -> str:
+    return f"s3://{bucket}/{prefix.rstrip('/')}" if prefix else f"s3://{bucket}"
+
+
+def range_header(start: int, end: int | None) -> str | None:
+    """The HTTP Range for [start, end); None means the whole object. Caller guarantees end > start."""
+    if end is None:
+        return None if start == 0 else f"bytes={start}-"
+    return f"bytes={start}-{end - 1}"
+
+
+def check_range(start: int, end: int | None) -> None:
+    if start < 0 or (end is not None and end < start):
+        raise ValueError(f"invalid byte range [{start}, {end})")
+
+
+class EmptyStream:
+    """A stream with no bytes: an empty range (no request sent), or a range that starts at or after the
+    end of the object (S3 answered 416)."""
+
+    def read(self, n: int) -> bytes:
+        return b""
+
+    def close(self) -> None:
+        pass
+
+
+class S3ObjectStream:
+    """One streaming GET. Read errors are translated like request errors (a reset mid-body is transient)."""
+
+    def __init__(self, body: StreamingBody, counters: RequestCounters, where: str) -> None:
+        self._body = body
+        self._counters = counters
+        self._where = where
+
+    def read(self, n: int) -> bytes:
+        if n < 0:
+            raise ValueError("read size must be >= 0")
+        if n == 0:
+            return b""
+        with translate_errors(self._where):
+            data = self._body.read(n)
+        self._counters.add_bytes_read(len(data))
+        return data
+
+    def close(self) -> None:
+        self._body.close()
+
+    def __enter__(self) -> S3ObjectStream:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def make_config(
+    *,
+    path_style: bool,
+    connect_timeout_s: float,
+    read_timeout_s: float,
+    max_pool_connections: int,
+) -> Config:
+    return Config(
+        # Exactly one attempt: the retry wrapper owns retrying, and counters must equal real requests.
+        # Not {"max_attempts": 1}: in client config botocore reads max_attempts as *retries*, which would
+        # send up to two requests per call.
+        retries={"total_max_attempts": 1, "mode": "standard"},
+        connect_timeout=connect_timeout_s,
+        read_timeout=read_timeout_s,
+        max_pool_connections=max_pool_connections,
+        # MinIO and moto serve buckets under the path, not as virtual hosts.
+        s3={"addressing_style": "path"} if path_style else None,
+    )
+
+
+class S3ObjectStore(ObjectStore):
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        counters: RequestCounters | None = None,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+        max_pool_connections: int = DEFAULT_MAX_POOL_CONNECTIONS,
+        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
+    ) -> None:
+        if not 1 <= list_page_size <= DEFAULT_LIST_PAGE_SIZE:
+            raise ValueError(f"list_page_size must be in [1, {DEFAULT_LIST_PAGE_SIZE}]")
+        self.bucket = bucket
+        self.prefix = normalize_prefix(prefix)
+        self.url = store_url(bucket, self.prefix)
+        self.counters = counters if counters is not None else RequestCounters()
+        self._list_page_size = list_page_size
+        config = make_config(
+            path_style=endpoint_url is not None,
+            connect_timeout_s=connect_timeout_s,
+            read_timeout_s=read_timeout_s,
+            max_pool_connections=max_pool_connections,
+        )
+        try:
+            # A session per store: boto3's default session is shared global state. The client itself is
+            # thread-safe, so one per store serves every thread.
+            self._client: S3Client = boto3.session.Session().client(
+                "s3", endpoint_url=endpoint_url, region_name=region, config=config
+            )
+        except (BotoCoreError, ValueError) as exc:
+            raise SettingsError(f"cannot create an S3 client for {self.url}: {exc}") from exc
+
+    def _where(self, action: str, key: str) -> str:
+        return f"S3 {action} {self.url} key {key!r}"
+
+    def put(self, key: str, data: bytes) -> None:
+        self.counters.incr(PUT, written=len(data))
+        with translate_errors(self._where("PUT", key)):
+            self._client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data)
+
+    def get(self, key: str) -> bytes:
+        where = self._where("GET", key)
+        self.counters.incr(GET)
+        with translate_errors(where):
+            body = self._client.get_object(Bucket=self.bucket, Key=self.prefix + key)["Body"]
+            try:
+                data = body.read()
+            finally:
+                body.close()
+        self.counters.add_bytes_read(len(data))
+        return data
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        check_range(start, end)
+        if start == end:
+            # An empty range cannot be expressed as a Range header; nothing is sent.
+            return b""
+        where = self._where("GET", key)
+        self.counters.incr(GET)
+        with translate_errors(where):
+            try:
+                response = self._client.get_object(
+                    Bucket=self.bucket, Key=self.prefix + key, Range=f"bytes={start}-{end - 1}"
+                )
+            except ClientError as exc:
+                if error_code(exc) == INVALID_RANGE_CODE:
+                    return b""
+                raise
+            body = response["Body"]
+            try:
+                data = body.read()
+            finally:
+                body.close()
+        self.counters.add_bytes_read(len(data))
+        return data
+
+    def open_stream(self, key: str, start: int = 0, end: int | None = None) -> ObjectStream:
+        check_range(start, end)
+        if end == start:
+            return EmptyStream()
+        where = self._where("GET", key)
+        header = range_header(start, end)
+        self.counters.incr(GET)
+        with translate_errors(where):
+            try:
+                if header is None:
+                    response = self._client.get_object(Bucket=self.bucket, Key=self.prefix + key)
+                else:
+                    response = self._client.get_object(
+                        Bucket=self.bucket, Key=self.prefix + key, Range=header
+                    )
+            except ClientError as exc:
+                if error_code(exc) == INVALID_RANGE_CODE:
+                    return EmptyStream()
+                raise
+        return S3ObjectStream(response["Body"], self.counters, where)
+
+    def head(self, key: str) -> ObjectInfo:
+        self.counters.incr(HEAD)
+        with translate_errors(self._where("HEAD", key)):
+            response = self._client.head_object(Bucket=self.bucket, Key=self.prefix + key)
+        return ObjectInfo(
+            key=key,
+            size=response["ContentLength"],
+            last_modified_ms=int(response["LastModified"].timestamp() * 1000),
+        )
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        """ListObjectsV2, one counted LIST per page; keys come back without the store's prefix."""
+        return self._list_pages(prefix)
+
+    def _list_pages(self, prefix: str) -> Iterator[ObjectInfo]:
+        where = self._where("LIST", prefix)
+        full_prefix = self.prefix + prefix
+        token: str | None = None
+        while True:
+            self.counters.incr(LIST)
+            with translate_errors(where):
+                page: ListObjectsV2OutputTypeDef
+                if token is None:
+                    page = self._client.list_objects_v2(
+                        Bucket=self.bucket, Prefix=full_prefix, MaxKeys=self._list_page_size
+                    )
+                else:
+                    page = self._client.list_objects_v2(
+                        Bucket=self.bucket,
+                        Prefix=full_prefix,
+                        MaxKeys=self._list_page_size,
+                        ContinuationToken=token,
+                    )
+            for obj in page.get("Contents", []):
+                yield ObjectInfo(
+                    key=obj["Key"][len(self.prefix) :],
+                    size=obj["Size"],
+                    last_modified_ms=int(obj["LastModified"].timestamp() * 1000),
+                )
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or token is None:
+                return
+
+    def delete(self, key: str) -> None:
+        self.counters.incr(DELETE)
+        with translate_errors(self._where("DELETE", key)):
+            self._client.delete_object(Bucket=self.bucket, Key=self.prefix + key)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+__all__ = [
+    "S3ObjectStore",
+    "S3ObjectStream",
+    "translate_client_error",
+    "translate_errors",
+]

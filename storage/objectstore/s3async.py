@@ -1,0 +1,153 @@
+"""S3 via aiobotocore, for the agent's flush path (async callers).
+
+The same request accounting and error translation as ``s3.py`` (one attempt per call, counted before it is
+sent), plus the aiohttp failures that can surface while a response body is read.
+
+One known gap in the accounting: when the server closes a connection without sending any response, aiohttp
+itself resends the (idempotent) request once before reporting the failure (RFC 9112 section 9.3.1), and
+it offers no public switch to turn that off. Such a call is counted as one request but may have been sent
+twice; the test suite pins this behaviour so that a change in aiohttp is noticed.
+
+The client is created lazily on first use, once, inside an ``AsyncExitStack`` that ``close()`` unwinds. Its
+HTTP connection pool belongs to the event loop that created it, so one store serves one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING
+
+import aiohttp
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
+from botocore.exceptions import BotoCoreError, ClientError
+
+from storage.errors import SettingsError
+from storage.objectstore.base import GET, PUT, AsyncObjectStore, RequestCounters
+from storage.objectstore.s3 import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_MAX_POOL_CONNECTIONS,
+    DEFAULT_READ_TIMEOUT_S,
+    INVALID_RANGE_CODE,
+    TRANSIENT_SDK_ERRORS,
+    check_range,
+    error_code,
+    normalize_prefix,
+    store_url,
+    translate_errors,
+)
+
+if TYPE_CHECKING:
+    from types_aiobotocore_s3.client import S3Client
+
+# aiobotocore maps most aiohttp failures to botocore exceptions, but a truncated or malformed body
+# (ClientPayloadError) and a timeout while reading can still arrive as aiohttp/asyncio exceptions.
+ASYNC_TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+    *TRANSIENT_SDK_ERRORS,
+    aiohttp.ClientError,
+    TimeoutError,
+)
+
+
+class AsyncS3ObjectStore(AsyncObjectStore):
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        counters: RequestCounters | None = None,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+        max_pool_connections: int = DEFAULT_MAX_POOL_CONNECTIONS,
+    ) -> None:
+        self.bucket = bucket
+        self.prefix = normalize_prefix(prefix)
+        self.url = store_url(bucket, self.prefix)
+        self.counters = counters if counters is not None else RequestCounters()
+        self._endpoint_url = endpoint_url
+        self._region = region
+        self._config = AioConfig(
+            # Exactly one attempt per call, as in s3.make_config (and why it is not "max_attempts").
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            connect_timeout=connect_timeout_s,
+            read_timeout=read_timeout_s,
+            max_pool_connections=max_pool_connections,
+            s3={"addressing_style": "path"} if endpoint_url is not None else None,
+        )
+        self._exit_stack = AsyncExitStack()
+        self._client: S3Client | None = None
+        self._closed = False
+        # Serialises the first-use creation so concurrent first calls share one client.
+        self._client_lock = asyncio.Lock()
+
+    async def _get_client(self) -> S3Client:
+        if self._client is not None:
+            return self._client
+        async with self._client_lock:
+            if self._closed:
+                raise RuntimeError(f"{self.url}: the store is closed")
+            if self._client is None:
+                try:
+                    self._client = await self._exit_stack.enter_async_context(
+                        get_session().create_client(
+                            "s3",
+                            endpoint_url=self._endpoint_url,
+                            region_name=self._region,
+                            config=self._config,
+                        )
+                    )
+                except (BotoCoreError, ValueError) as exc:
+                    raise SettingsError(f"cannot create an S3 client for {self.url}: {exc}") from exc
+            return self._client
+
+    def _where(self, action: str, key: str) -> str:
+        return f"S3 {action} {self.url} key {key!r}"
+
+    async def put(self, key: str, data: bytes) -> None:
+        client = await self._get_client()
+        self.counters.incr(PUT, written=len(data))
+        with translate_errors(self._where("PUT", key), ASYNC_TRANSIENT_ERRORS):
+            await client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data)
+
+    async def get(self, key: str) -> bytes:
+        client = await self._get_client()
+        self.counters.incr(GET)
+        with translate_errors(self._where("GET", key), ASYNC_TRANSIENT_ERRORS):
+            response = await client.get_object(Bucket=self.bucket, Key=self.prefix + key)
+            async with response["Body"] as body:
+                data = await body.read()
+        self.counters.add_bytes_read(len(data))
+        return data
+
+    async def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes [start, end), clipped to the object's size, as in ``S3ObjectStore.get_range``."""
+        check_range(start, end)
+        if start == end:
+            return b""
+        client = await self._get_client()
+        self.counters.incr(GET)
+        with translate_errors(self._where("GET", key), ASYNC_TRANSIENT_ERRORS):
+            try:
+                response = await client.get_object(
+                    Bucket=self.bucket, Key=self.prefix + key, Range=f"bytes={start}-{end - 1}"
+                )
+            except ClientError as exc:
+                if error_code(exc) == INVALID_RANGE_CODE:
+                    return b""
+                raise
+            async with response["Body"] as body:
+                data = await body.read()
+        self.counters.add_bytes_read(len(data))
+        return data
+
+    async def close(self) -> None:
+        async with self._client_lock:
+            self._closed = True
+            self._client = None
+            await self._exit_stack.aclose()
+
+
+__all__ = ["AsyncS3ObjectStore"]

@@ -1,0 +1,52 @@
+"""Kafka's key partitioner: murmur2 exactly as ``org.apache.kafka.common.utils.Utils.murmur2``.
+
+A keyed record goes to ``toPositive(murmur2(key)) % numPartitions``, as in Kafka's ``BuiltInPartitioner``
+(and the older ``DefaultPartitioner``), so a key lands in the same partition whether a Kafka client or
+Strata's HTTP API produced it. ``toPositive`` masks the sign bit (``& 0x7fffffff``); it is not ``abs``.
+
+Java does this arithmetic in wrapping signed 32-bit ints; here every step is masked to 32 bits and the result
+is reinterpreted as signed at the end, which gives the same bits.
+"""
+
+from __future__ import annotations
+
+import struct
+
+__all__ = ["murmur2", "partition_for_key"]
+
+_SEED = 0x9747B28C
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+
+
+def murmur2(data: bytes | bytearray | memoryview) -> int:
+    """Return Kafka's murmur2 hash of ``data`` as a signed 32-bit int (Java's ``int``)."""
+    length = len(data)
+    h = (_SEED ^ length) & _MASK
+    whole = length & ~3
+    # Kafka reads each 4-byte block little-endian, whatever the platform.
+    for (k,) in struct.iter_unpack("<I", data[:whole]):
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        k = (k * _M) & _MASK
+        h = ((h * _M) & _MASK) ^ k
+    rest = length & 3
+    if rest:
+        # Java's switch falls through from case 3 to case 1; the multiply happens once, after the last byte.
+        if rest == 3:
+            h ^= data[whole + 2] << 16
+        if rest >= 2:
+            h ^= data[whole + 1] << 8
+        h ^= data[whole]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int) -> int:
+    """Return the partition Kafka's default partitioner picks for ``key`` among ``num_partitions``."""
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions

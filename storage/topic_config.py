@@ -1,0 +1,146 @@
+"""Topic names and topic configuration, with Kafka's names, defaults and validation rules.
+
+Only explicitly set configs are stored; ``TopicConfig`` applies Kafka's defaults on read, so changing a
+default in a later release changes every topic that did not override it, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from storage.errors import InvalidConfig, InvalidTopicName
+
+_TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+MAX_PARTITIONS = 10_000
+
+CLEANUP_DELETE = "delete"
+CLEANUP_COMPACT = "compact"
+_CLEANUP_POLICIES = {"delete", "compact", "compact,delete", "delete,compact"}
+
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+
+
+def validate_topic_name(name: str) -> str:
+    """Kafka's rule: [a-zA-Z0-9._-]{1,249}, and not "." or ".."."""
+    if not isinstance(name, str) or not _TOPIC_RE.fullmatch(name) or name in (".", ".."):
+        raise InvalidTopicName(
+            f"invalid topic name {name!r}: use 1-249 characters from [a-zA-Z0-9._-], not '.' or '..'"
+        )
+    return name
+
+
+def _long(min_value: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise InvalidConfig(f"expected an integer, got {raw!r}") from None
+        if value < min_value:
+            raise InvalidConfig(f"must be >= {min_value}, got {value}")
+        return value
+
+    return parse
+
+
+def _ratio(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidConfig(f"expected a number between 0 and 1, got {raw!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise InvalidConfig(f"must be between 0 and 1, got {value}")
+    return value
+
+
+def _policy(raw: str) -> str:
+    if raw.replace(" ", "") not in _CLEANUP_POLICIES:
+        raise InvalidConfig(f"cleanup.policy must be delete, compact or compact,delete; got {raw!r}")
+    return raw
+
+
+# name -> (parser, Kafka default). -1 means "unlimited" where Kafka uses it that way.
+_SPEC: dict[str, tuple[Callable[[str], object], str]] = {
+    "cleanup.policy": (_policy, "delete"),
+    "retention.ms": (_long(-1), str(7 * DAY_MS)),
+    "retention.bytes": (_long(-1), "-1"),
+    "delete.retention.ms": (_long(0), str(DAY_MS)),
+    "min.compaction.lag.ms": (_long(0), "0"),
+    "max.compaction.lag.ms": (_long(1), str(2**63 - 1)),
+    "min.cleanable.dirty.ratio": (_ratio, "0.5"),
+    "max.message.bytes": (_long(0), str(1024 * 1024 + 12)),
+}
+KNOWN_CONFIGS = frozenset(_SPEC)
+
+
+def check_config_name(name: str) -> str:
+    if name not in _SPEC:
+        raise InvalidConfig(f"unknown topic config {name!r}; known: {', '.join(sorted(_SPEC))}")
+    return name
+
+
+def validate_configs(configs: Mapping[str, object]) -> dict[str, str]:
+    """Check names and values; returns the configs as strings, as they are stored. Raises InvalidConfig."""
+    out: dict[str, str] = {}
+    for name, value in configs.items():
+        check_config_name(name)
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise InvalidConfig(f"{name}: value must be a string or a number")
+        raw = str(value)
+        parser = _SPEC[name][0]
+        try:
+            parser(raw)
+        except InvalidConfig as exc:
+            raise InvalidConfig(f"{name}: {exc.message}") from None
+        out[name] = raw
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """The effective configuration of a topic: stored overrides on top of Kafka's defaults."""
+
+    cleanup_policy: frozenset[str]
+    retention_ms: int
+    retention_bytes: int
+    delete_retention_ms: int
+    min_compaction_lag_ms: int
+    max_compaction_lag_ms: int
+    min_cleanable_dirty_ratio: float
+    max_message_bytes: int
+
+    @property
+    def compacted(self) -> bool:
+        return CLEANUP_COMPACT in self.cleanup_policy
+
+    @property
+    def deletes(self) -> bool:
+        return CLEANUP_DELETE in self.cleanup_policy
+
+    @classmethod
+    def from_overrides(cls, overrides: Mapping[str, str]) -> TopicConfig:
+        merged = {name: default for name, (_, default) in _SPEC.items()}
+        merged.update(overrides)
+
+        def long(name: str) -> int:
+            return int(merged[name])
+
+        return cls(
+            cleanup_policy=frozenset(merged["cleanup.policy"].replace(" ", "").split(",")),
+            retention_ms=long("retention.ms"),
+            retention_bytes=long("retention.bytes"),
+            delete_retention_ms=long("delete.retention.ms"),
+            min_compaction_lag_ms=long("min.compaction.lag.ms"),
+            max_compaction_lag_ms=long("max.compaction.lag.ms"),
+            min_cleanable_dirty_ratio=float(merged["min.cleanable.dirty.ratio"]),
+            max_message_bytes=long("max.message.bytes"),
+        )
+
+
+def effective_configs(overrides: Mapping[str, str]) -> dict[str, str]:
+    """All configs with defaults filled in, for display (GET /v1/topics/{t})."""
+    merged = {name: default for name, (_, default) in _SPEC.items()}
+    merged.update(overrides)
+    return merged

@@ -1,0 +1,3 @@
+"""Fixtures for every test tier live in tests/fixtures/; each starts a real server or fails loudly."""
+
+pytest_plugins = ["tests.fixtures.s3", "tests.fixtures.metadata", "tests.fixtures.server"]
