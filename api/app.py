@@ -37,11 +37,7 @@ _IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
 TopicPath = Annotated[str, Path(description="Topic name: [a-zA-Z0-9._-]{1,249}")]
 PartitionPath = Annotated[int, Path(ge=0, le=2**31 - 1)]
 ERRORS: dict[int | str, dict[str, object]] = {
-    400: {"model": models.ErrorOut},
-    404: {"model": models.ErrorOut},
-    413: {"model": models.ErrorOut},
-    422: {"model": models.ErrorOut},
-    503: {"model": models.ErrorOut},
+    status: {"model": models.ErrorOut} for status in (400, 401, 404, 406, 409, 413, 422, 429, 500, 503)
 }
 
 

@@ -256,7 +256,6 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a Strata server. With no options: the embedded default, a local directory as the "
         "bucket and SQLite metadata under ./data, on http://127.0.0.1:8080. Every option can also be "
         "set by the STRATA_* environment variable shown.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     for setting in SETTINGS:
         kwargs: dict[str, Any] = {
@@ -347,6 +346,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except (ClientError, SettingsError) as exc:
+        err.print(f"[red]{exc}[/red]")
+        return 1
+    except OSError as exc:
         err.print(f"[red]{exc}[/red]")
         return 1
     except httpx.HTTPError as exc:

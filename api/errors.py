@@ -63,7 +63,12 @@ async def _validation_error(_: Request, exc: Exception) -> Response:
 
 async def _http_error(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
-    code = exc.status_code * 100 + 1
+    if exc.status_code == 400:
+        # FastAPI's only 400: a body it could not parse at all (not UTF-8, nested too deep for the parser,
+        # an integer too long for int()). A plain syntax error already arrives as json_invalid above.
+        return error_response(BadRequest("request body is not valid JSON"))
+    # Routing-level errors (no such path, method not allowed): n = 0, distinct from every Strata code.
+    code = exc.status_code * 100
     return JSONBytes(
         {"error_code": code, "message": str(exc.detail)},
         status_code=exc.status_code,
@@ -71,7 +76,14 @@ async def _http_error(_: Request, exc: Exception) -> Response:
     )
 
 
+async def _unexpected(_: Request, exc: Exception) -> Response:
+    # A bug, not a failure kind: the client gets the standard shape, the log gets the traceback.
+    log.error("unexpected error", exc_info=exc)
+    return error_response(StrataError("internal error; see the server log"))
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(Exception, _unexpected)
     app.add_exception_handler(StrataError, _strata_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from storage.errors import BadRequest, RecordTooLarge, StrataError, Unauthorized
 
 # Probes and scrapes stay reachable without a token, as load balancers and Prometheus expect.
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 class _BodyTooLarge(Exception):
@@ -57,18 +57,24 @@ class LimitsAndAuth:
                 return
         received = 0
         started = False
+        too_large = False
 
         async def limited_receive() -> Message:
-            nonlocal received
+            nonlocal received, too_large
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_body_bytes:
+                    too_large = True
                     raise _BodyTooLarge
             return message
 
         async def tracking_send(message: Message) -> None:
             nonlocal started
+            if too_large:
+                # The app's own answer to the aborted read (FastAPI turns any exception while reading the
+                # body into a 400) is dropped: the client gets the 413 below.
+                return
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
@@ -76,8 +82,9 @@ class LimitsAndAuth:
         try:
             await self.app(scope, limited_receive, tracking_send)
         except _BodyTooLarge:
-            if not started:
-                await self.on_error(self._too_large())(scope, receive, send)
+            pass
+        if too_large and not started:
+            await self.on_error(self._too_large())(scope, receive, send)
 
     def _too_large(self) -> RecordTooLarge:
         return RecordTooLarge(f"request body exceeds {self.max_body_bytes} bytes")

@@ -9,7 +9,7 @@ import uvicorn
 
 from api.app import create_app
 from api.runtime import build_runtime
-from api.settings import Settings
+from api.settings import Settings, redact_password
 from api.worker import run_worker
 
 log = logging.getLogger("strata.server")
@@ -18,7 +18,11 @@ log = logging.getLogger("strata.server")
 def serve(settings: Settings) -> int:
     runtime = build_runtime(settings)
     if settings.role == "worker":
-        log.info("strata worker: bucket %s, metadata %s", settings.bucket_url, settings.metadata_url)
+        log.info(
+            "strata worker: bucket %s, metadata %s",
+            settings.bucket_url,
+            redact_password(settings.metadata_url),
+        )
         try:
             asyncio.run(run_worker(runtime))
         except KeyboardInterrupt:
@@ -31,7 +35,7 @@ def serve(settings: Settings) -> int:
         settings.host,
         settings.port,
         settings.bucket_url,
-        settings.metadata_url,
+        redact_password(settings.metadata_url),
     )
     config = uvicorn.Config(
         app,

@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from storage.errors import SettingsError
 
@@ -168,3 +169,12 @@ def load_settings(
             raise SettingsError(f"{setting.env}: {value!r} is not one of {', '.join(setting.choices)}")
     known = {f.name for f in fields(Settings)}
     return Settings(**{k: v for k, v in values.items() if k in known})  # type: ignore[arg-type]
+
+
+def redact_password(url: str) -> str:
+    """The URL with any password replaced by ***, for logs."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -16,6 +16,9 @@ class StrataError(Exception):
 
     code: ClassVar[int] = 50001
     retriable: ClassVar[bool] = False
+    # The HTTP status is code // 100 unless a class pins it (50003 is served as 503, as Confluent's
+    # REST Proxy and load balancers expect for "try again").
+    status: ClassVar[int | None] = None
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -23,7 +26,7 @@ class StrataError(Exception):
 
     @property
     def http_status(self) -> int:
-        return self.code // 100
+        return self.status if self.status is not None else self.code // 100
 
 
 # --- client errors (4xx): the request is wrong; retrying it unchanged fails again -----------------------
@@ -53,10 +56,6 @@ class UnknownTopic(StrataError):
 
 class UnknownPartition(StrataError):
     code = 40402
-
-
-class UnknownGroup(StrataError):
-    code = 40403
 
 
 class NotAcceptable(StrataError):
@@ -102,6 +101,7 @@ class Unavailable(StrataError):
 
     code = 50003
     retriable = True
+    status = 503
 
 
 class TransientStoreError(Unavailable):
@@ -112,6 +112,7 @@ class CommitConflict(Unavailable):
     """An optimistic metadata commit lost a race (inputs changed underneath it)."""
 
     code = 40901
+    status = 409
 
 
 # --- server-side faults that retrying does not fix ---------------------------------------------------------

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from storage.errors import InvalidConfig, InvalidTopicName
 
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_INTEGER_RE = re.compile(r"-?[0-9]{1,19}")  # a longer number is outside a long's range anyway
+LONG_MAX = 2**63 - 1
 MAX_PARTITIONS = 10_000
 
 CLEANUP_DELETE = "delete"
@@ -34,12 +36,15 @@ def validate_topic_name(name: str) -> str:
 
 def _long(min_value: int) -> Callable[[str], int]:
     def parse(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise InvalidConfig(f"expected an integer, got {raw!r}") from None
+        # ASCII digits only: int() also takes "1_000", " 5 " and other scripts' digits, which would then be
+        # stored as given. Values are Kafka longs (64-bit), as every reader of the config assumes.
+        if not _INTEGER_RE.fullmatch(raw):
+            raise InvalidConfig(f"expected a 64-bit integer, got {raw!r}")
+        value = int(raw)
         if value < min_value:
             raise InvalidConfig(f"must be >= {min_value}, got {value}")
+        if value > LONG_MAX:
+            raise InvalidConfig(f"must be <= {LONG_MAX}, got {raw}")
         return value
 
     return parse

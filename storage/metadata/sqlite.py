@@ -1,8 +1,10 @@
 """SQLite backend: the embedded default. One database file, shared safely by threads and processes.
 
-- WAL journal: readers never block the writer and the writer never blocks readers. ``synchronous=NORMAL``
-  is durable against process crashes in WAL mode; a power loss may roll back the last transactions but
-  never corrupts the file.
+- WAL journal: readers never block the writer and the writer never blocks readers.
+- ``synchronous=FULL``: every commit is fsynced before it returns. NORMAL would be crash-safe for the
+  process but may roll back the last commits on power loss; a lost flush commit would un-acknowledge
+  records and let their offsets be handed out again (invariants 1 and 2). Commits are few (about one per
+  flush interval per agent), so the fsync is cheap here.
 - Every write transaction starts with ``BEGIN IMMEDIATE``: it takes the database's single write lock up
   front, waiting up to the busy timeout. A deferred transaction that reads and later writes could instead
   fail with SQLITE_BUSY without waiting (the lock upgrade cannot be granted while another writer holds
@@ -97,7 +99,7 @@ class SqliteBackend(Backend):
         )
         try:
             self._enable_wal(conn)
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")
         except BaseException:
             conn.close()
