@@ -31,6 +31,7 @@ from storage.clock import Clock
 from storage.errors import StrataError, Unavailable, UnknownTopic
 from storage.metadata.base import (
     LEVEL_INGEST,
+    FlushResult,
     IdempotencyConflict,
     IdempotencyEntry,
     MetadataStore,
@@ -43,6 +44,8 @@ log = logging.getLogger("strata.flush")
 
 # An idempotency conflict removes requests and retries; more rounds than this means something is wrong.
 _MAX_CONFLICT_ROUNDS = 4
+COMMIT_ATTEMPTS = 4
+COMMIT_BACKOFF_S = 0.05
 
 
 @dataclass(slots=True)
@@ -169,6 +172,27 @@ class Flusher:
                 remaining.append(req)
         return remaining
 
+    async def _commit(
+        self, new_file: NewFile, chunks: list[NewChunk], entries: list[IdempotencyEntry]
+    ) -> FlushResult:
+        """Commit, retrying transient failures.
+
+        A failed commit is ambiguous: the transaction may have committed and only its reply been lost.
+        ``commit_flush`` is idempotent per object key (a replay returns the recorded offsets), so
+        retrying resolves the ambiguity instead of turning it into a 503 and a duplicate write.
+        """
+        for attempt in range(COMMIT_ATTEMPTS):
+            try:
+                return await asyncio.to_thread(
+                    self.metadata.commit_flush, new_file, chunks, entries, self.clock.now_ms()
+                )
+            except Unavailable as exc:
+                if attempt == COMMIT_ATTEMPTS - 1:
+                    raise
+                log.warning("commit of %s failed, retrying: %s", new_file.object_key, exc.message)
+                await self.clock.asleep(COMMIT_BACKOFF_S * 2**attempt)
+        raise AssertionError("unreachable")
+
     async def _write_and_commit(self, flush: PendingFlush, requests: list[PendingRequest]) -> None:
         built = build_file(flush, requests)
         key = new_object_key(LEVEL_INGEST, self.clock, self.rng)
@@ -181,9 +205,7 @@ class Flusher:
             if req.idempotency_key is not None
         ]
         new_file = NewFile(key, len(built.data), LEVEL_INGEST, self.clock.now_ms())
-        result = await asyncio.to_thread(
-            self.metadata.commit_flush, new_file, built.chunks, entries, self.clock.now_ms()
-        )
+        result = await self._commit(new_file, built.chunks, entries)
         # Committed: from here on the records are durable and visible, so waiters may be acknowledged.
         self.cache.put_file(key, built.data)
         self.watch.notify(built.tps)
