@@ -24,7 +24,9 @@ Batch layout (``RECORD_BATCH_OVERHEAD`` = 61 bytes of header, then the records):
         61     .  records               [Record] /
 
     attributes: bits 0-2 compression (0 = none), bit 3 timestamp type (0 = CreateTime,
-    1 = LogAppendTime), bit 4 transactional, bit 5 control batch, bits 6-15 unused.
+    1 = LogAppendTime), bit 4 transactional, bit 5 control batch, bit 6 delete horizon set
+    (KIP-534: baseTimestamp then holds the tombstones' delete horizon, and record timestamps stay
+    baseTimestamp + timestampDelta), bits 7-15 unused.
     batchLength counts the bytes after itself: total batch size = 12 + batchLength.
 
 Record layout (repeated recordsCount times, uncompressed)::
@@ -70,16 +72,20 @@ from crc32c import crc32c
 from storage.errors import CodecError
 
 __all__ = [
+    "DELETE_HORIZON_FLAG",
     "LOG_OVERHEAD",
     "MAGIC",
     "RECORD_BATCH_OVERHEAD",
     "BatchHeader",
     "Header",
     "Record",
+    "RecordSpan",
     "count_records",
     "decode_records",
     "encode_batch",
+    "filter_batch",
     "iter_batches",
+    "scan_batch",
     "set_base_offset",
 ]
 
@@ -98,6 +104,7 @@ _PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoc
 _COMPRESSION_MASK = 0x07
 _LOG_APPEND_TIME = 0x08
 _CONTROL = 0x20
+DELETE_HORIZON_FLAG = 0x40
 
 # The smallest possible record: seven one-byte fields (length, attributes, timestampDelta, offsetDelta,
 # keyLength, valueLength, headerCount). Bounds recordsCount before any record is read.
@@ -146,6 +153,11 @@ class BatchHeader:
     records_count: int
     size: int
 
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When the batch's tombstones may be removed, if a compaction already kept them once."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG else None
+
 
 # --- encoding --------------------------------------------------------------------------------------------
 
@@ -186,19 +198,27 @@ def _encode_headers(headers: tuple[Header, ...]) -> bytes:
     return b"".join(parts)
 
 
-def encode_batch(records: Sequence[Record], base_offset: int = 0) -> bytes:
+def encode_batch(
+    records: Sequence[Record],
+    base_offset: int = 0,
+    *,
+    delete_horizon_ms: int | None = None,
+    last_offset_delta: int | None = None,
+) -> bytes:
     """Encode ``records`` as one uncompressed RecordBatch v2.
 
     Offsets must be >= ``base_offset`` and strictly increasing; gaps are allowed, because compaction output
     keeps the offsets its input had. Timestamps may go backwards (a negative ``timestampDelta``).
+    ``delete_horizon_ms`` sets the delete-horizon flag and stores the horizon as baseTimestamp (KIP-534).
+    ``last_offset_delta`` keeps a filtered batch's original span (it must cover the last record).
     Raises ``ValueError`` for input that cannot be encoded; ``CodecError`` is reserved for bytes read back.
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
     if not 0 <= base_offset <= _INT64_MAX:
         raise ValueError(f"base offset {base_offset} is outside 0..2^63-1")
-    base_timestamp = records[0].timestamp
-    max_timestamp = base_timestamp
+    base_timestamp = records[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
+    max_timestamp = records[0].timestamp
     previous = base_offset - 1
     parts: list[bytes] = []
     append = parts.append
@@ -250,9 +270,15 @@ def encode_batch(records: Sequence[Record], base_offset: int = 0) -> bytes:
         append(trailer)
 
     records_bytes = b"".join(parts)
+    span = previous - base_offset
+    if last_offset_delta is not None:
+        if not span <= last_offset_delta <= _INT32_MAX:
+            raise ValueError(f"lastOffsetDelta {last_offset_delta} does not cover the last record")
+        span = last_offset_delta
     covered_header = _CRC_HEADER.pack(
-        0,  # attributes: no compression, CreateTime, not transactional, not control
-        previous - base_offset,  # lastOffsetDelta
+        # No compression, CreateTime, not transactional, not control; maybe a delete horizon.
+        0 if delete_horizon_ms is None else DELETE_HORIZON_FLAG,
+        span,  # lastOffsetDelta
         base_timestamp,
         max_timestamp,
         -1,  # producerId
@@ -546,3 +572,151 @@ def decode_records(
         header = _read_header(data, pos, verify_crc)
         yield from _decode_batch(data, pos, header, offset_base)
         pos += header.size
+
+
+# --- compaction: scan records without decoding values, copy survivors byte for byte -------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSpan:
+    """What compaction needs of a record, and where its bytes are within its batch.
+
+    ``start``/``end`` delimit the whole record (its length varint included) inside the batch bytes, so a
+    kept record is copied as it is: its offsetDelta and timestampDelta stay valid as long as the batch
+    keeps its baseOffset and baseTimestamp.
+    """
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    tombstone: bool
+    start: int
+    end: int
+
+
+def scan_batch(batch: bytes, header: BatchHeader, offset_base: int = 0) -> list[RecordSpan]:
+    """Offsets, timestamps, keys and tombstone flags of one batch's records; values are skipped.
+
+    ``batch`` is exactly one batch (as ``iter_batches`` yields it, as bytes). Its CRC is not re-checked.
+    """
+    end = header.size
+    if len(batch) != end:
+        raise CodecError(f"batch is {len(batch)} bytes, its header says {end}")
+    pos = RECORD_BATCH_OVERHEAD
+    first_offset = offset_base + header.base_offset
+    base_timestamp = header.base_timestamp
+    log_append_time = header.attributes & _LOG_APPEND_TIME
+    last_delta = header.last_offset_delta
+    previous_delta = -1
+    out: list[RecordSpan] = []
+    tail = _varint_tail
+    try:
+        for _ in range(header.records_count):
+            start = pos
+            b = batch[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(batch, pos, b, 32)
+            record_end = pos + ((n >> 1) ^ -(n & 1))
+            if record_end > end or record_end - pos < _MIN_RECORD_SIZE - 1:
+                raise CodecError("record length runs past its batch or is too small")
+            pos += 1
+            b = batch[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(batch, pos, b, 64)
+            timestamp_delta = (n >> 1) ^ -(n & 1)
+            b = batch[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(batch, pos, b, 32)
+            offset_delta = (n >> 1) ^ -(n & 1)
+            if offset_delta <= previous_delta or offset_delta > last_delta:
+                raise CodecError(f"offset delta {offset_delta} is out of order or past lastOffsetDelta")
+            previous_delta = offset_delta
+            b = batch[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(batch, pos, b, 32)
+            length = (n >> 1) ^ -(n & 1)
+            key: bytes | None = None
+            if length >= 0:
+                if pos + length > record_end:
+                    raise CodecError("record key runs past its record")
+                key = batch[pos : pos + length]
+                pos += length
+            elif length != -1:
+                raise CodecError(f"record key length {length} is invalid")
+            b = batch[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(batch, pos, b, 32)
+            length = (n >> 1) ^ -(n & 1)
+            if length < -1 or pos + max(length, 0) > record_end:
+                raise CodecError(f"record value length {length} is invalid")
+            out.append(
+                RecordSpan(
+                    first_offset + offset_delta,
+                    header.max_timestamp if log_append_time else base_timestamp + timestamp_delta,
+                    key,
+                    length == -1,
+                    start,
+                    record_end,
+                )
+            )
+            pos = record_end
+    except IndexError:
+        raise CodecError("record runs past the end of its batch") from None
+    if pos != end:
+        raise CodecError("record batch has bytes left after its recordsCount records")
+    return out
+
+
+def filter_batch(
+    batch: bytes,
+    header: BatchHeader,
+    kept: Sequence[RecordSpan],
+    *,
+    offset_base: int,
+    base_offset: int,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """A batch holding only ``kept`` (ordered, non-empty, from ``scan_batch(batch, header, offset_base)``).
+
+    The result keeps every kept record's offset and timestamp and the batch's lastOffsetDelta; its
+    baseOffset field becomes ``base_offset`` (relative to the output chunk: the caller moves the batch
+    from its input chunk to an output chunk with another base). Kept records are copied byte for byte,
+    unless a new delete horizon must be set: that moves baseTimestamp, so the records are re-encoded
+    (once per batch holding tombstones, on the first compaction that keeps them).
+    """
+    if not kept:
+        raise ValueError("a record batch needs at least one record")
+    if delete_horizon_ms is not None and header.delete_horizon_ms != delete_horizon_ms:
+        wanted = {span.offset for span in kept}
+        shift = base_offset - (offset_base + header.base_offset)
+        records = [
+            Record(r.offset + shift, r.timestamp, r.key, r.value, r.headers)
+            for r in _decode_batch(batch, 0, header, offset_base)
+            if r.offset in wanted
+        ]
+        return encode_batch(
+            records,
+            base_offset,
+            delete_horizon_ms=delete_horizon_ms,
+            last_offset_delta=header.last_offset_delta,
+        )
+    body = b"".join(batch[span.start : span.end] for span in kept)
+    covered = _CRC_HEADER.pack(
+        header.attributes,
+        header.last_offset_delta,
+        header.base_timestamp,
+        max(span.timestamp for span in kept),
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        len(kept),
+    )
+    crc = crc32c(body, crc32c(covered))
+    return b"".join(
+        (
+            _PREFIX.pack(base_offset, 9 + len(covered) + len(body), -1, MAGIC),
+            _CRC_FIELD.pack(crc),
+            covered,
+            body,
+        )
+    )
