@@ -8,8 +8,10 @@ Layout of a whole object (all integers big-endian)::
     0                                                            F         F + footer_length
 
 A chunk is a concatenation of Kafka RecordBatch v2 (see ``storage/records.py``); this module treats it as
-opaque bytes. Chunks are contiguous, start at byte 0, and are **sorted by (topic, partition)** with no
-topic-partition twice, so several files can be merged with forward-only streams. Topics compare by Unicode
+opaque bytes. Chunks are contiguous, start at byte 0, and are **sorted by (topic, partition)**, so several
+files can be merged with forward-only streams. A flush writes each topic-partition once; a compaction
+output may hold several chunks of one partition (runs of the log that other files separate), in increasing
+offset order. Topics compare by Unicode
 code point, which is also the byte order of their utf-8 encoding. Batch base offsets inside a
 chunk are relative to the chunk (its first batch starts at 0); the chunk's absolute base offset lives only in
 the metadata store, which assigns it at commit.
@@ -198,10 +200,10 @@ class FileBuilder:
             raise ValueError("add_chunk after finish")
         if self._chunks:
             last = self._chunks[-1]
-            if (topic, partition) <= (last.topic, last.partition):
+            if (topic, partition) < (last.topic, last.partition):
                 raise ValueError(
-                    f"chunk {topic}/{partition} does not sort after {last.topic}/{last.partition}: "
-                    "chunks must arrive in strictly increasing (topic, partition) order"
+                    f"chunk {topic}/{partition} sorts before {last.topic}/{last.partition}: "
+                    "chunks must arrive in (topic, partition) order"
                 )
         if present is not None:
             if len(present) == 0:
@@ -369,7 +371,7 @@ def _parse_footer_entries(data: bytes, footer_start: int | None) -> list[ChunkMe
         )
         if problem is not None:
             raise CodecError(f"footer entry for {topic}/{partition}: {problem}")
-        if previous is not None and (topic, partition) <= previous:
+        if previous is not None and (topic, partition) < previous:
             raise CodecError(f"footer entry {topic}/{partition} breaks (topic, partition) order")
         if position != expected_position:
             raise CodecError(
