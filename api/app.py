@@ -84,7 +84,8 @@ def create_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
 
     async def topic_out(name: str) -> models.TopicOut:
         info = await asyncio.to_thread(meta.get_topic, name)
-        states = await asyncio.to_thread(meta.partition_states, name)
+        stats = await asyncio.to_thread(meta.partition_stats, name)
+        levels = await asyncio.to_thread(meta.level_stats, name)
         return models.TopicOut(
             name=info.name,
             configs=effective_configs(info.configs),
@@ -93,8 +94,16 @@ def create_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
                     partition=s.partition,
                     log_start_offset=s.log_start_offset,
                     high_watermark=s.high_watermark,
+                    cleaned_offset=s.cleaned_offset,
+                    dirty_ratio=round(s.dirty_bytes / s.live_bytes, 4) if s.live_bytes else 0.0,
+                    live_bytes=s.live_bytes,
+                    last_compaction_ms=s.last_compaction_ms,
                 )
-                for s in states
+                for s in stats
+            ],
+            levels=[
+                models.LevelInfo(level=level, files=files, bytes=nbytes)
+                for level, (files, nbytes) in sorted(levels.items())
             ],
         )
 
@@ -133,6 +142,26 @@ def create_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
         await asyncio.to_thread(meta.delete_topic, name, runtime.clock.now_ms())
         agent.forget_topic(name)
         return Response(status_code=204)
+
+    @app.post(
+        "/v1/topics/{topic}/compact", status_code=202, response_model=models.CompactOut, responses=ERRORS
+    )
+    async def compact_topic(topic: TopicPath) -> models.CompactOut:
+        """Plan compaction of the topic's compacted partitions now, whatever their dirty ratio.
+
+        The jobs run on this process's worker (role all: woken at once) or on any worker process.
+        """
+        name = _topic(topic)
+        await asyncio.to_thread(meta.get_topic, name)
+        jobs = await asyncio.to_thread(runtime.compactor().planner.plan, name, True)
+        runtime.worker_wakeup.set()
+        return models.CompactOut(
+            topic=name,
+            planned=[
+                models.PlannedJob(job_id=j.job_id, kind=j.kind, reason=str(j.spec.get("reason", "")))
+                for j in jobs
+            ],
+        )
 
     # --- produce ------------------------------------------------------------------------------------------
     @app.post("/v1/topics/{topic}/records", response_model=models.ProduceOut, responses=ERRORS)

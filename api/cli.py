@@ -25,6 +25,24 @@ from api.settings import SETTINGS, Settings, load_settings
 from storage.errors import SettingsError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+# The server settings that `strata compact` takes too: where the data is, and how compaction runs.
+_COMPACT_SETTINGS = frozenset(
+    {
+        "data_dir",
+        "bucket",
+        "s3_endpoint",
+        "s3_region",
+        "metadata",
+        "gc_grace_ms",
+        "orphan_grace_ms",
+        "worker_interval_ms",
+        "compaction_map_bytes",
+        "compaction_file_bytes",
+        "job_lease_ms",
+        "l0_merge_files",
+        "l0_merge_age_ms",
+    }
+)
 err = Console(stderr=True)
 
 
@@ -38,6 +56,70 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from api.server import serve
 
     return serve(settings)
+
+
+# --- compact ------------------------------------------------------------------------------------------
+def cmd_compact(args: argparse.Namespace) -> int:
+    settings = load_settings({s.name: getattr(args, s.name, None) for s in SETTINGS})
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from api.runtime import build_runtime
+
+    runtime = build_runtime(settings)
+    compactor = runtime.compactor()
+    console = Console()
+    try:
+        while True:
+            with Progress(
+                TextColumn("[bold]compacting[/bold] {task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total} jobs"),
+                console=err,
+                disable=args.quiet,
+            ) as progress:
+                task = progress.add_task("planning", total=None)
+                retention = compactor.retention.run_once()
+                planned = compactor.planner.plan(args.topic, args.force)
+                progress.update(task, description=f"{len(planned)} planned job(s)", total=len(planned))
+
+                def advance(job: Any, stats: Any, bar: Progress = progress, task_id: Any = task) -> None:
+                    runtime.metrics.observe_job(job, stats)
+                    bar.advance(task_id)
+
+                compactor.on_job = advance
+                ran = compactor.run_jobs()
+                obsolete = compactor.obsolete.run_once()
+                orphans = compactor.orphans.run_once().orphans_deleted
+            if not args.quiet:
+                _print_round(console, ran, retention.chunks_dropped, obsolete, orphans)
+            if not args.loop:
+                return 0
+            time.sleep(settings.worker_interval_ms / 1000)
+    finally:
+        runtime.store.close()
+        runtime.metadata.close()
+
+
+def _print_round(console: Console, ran: list[Any], dropped: int, obsolete: int, orphans: int) -> None:
+    table = Table(
+        "job", "kind", "outcome", "MiB in", "MiB out", "records in", "records out", "removed", box=None
+    )
+    for job, stats in ran:
+        table.add_row(
+            str(job.job_id),
+            job.kind,
+            stats.outcome,
+            f"{stats.bytes_read / 2**20:.2f}",
+            f"{stats.bytes_written / 2**20:.2f}",
+            str(stats.records_in),
+            str(stats.records_out),
+            f"{stats.dedup_ratio:.1%}",
+        )
+    if ran:
+        console.print(table)
+    console.print(
+        f"{len(ran)} job(s); retention dropped {dropped} chunk(s); GC deleted {obsolete} obsolete "
+        f"file(s) and {orphans} orphan(s)"
+    )
 
 
 # --- HTTP client helpers --------------------------------------------------------------------------------
@@ -99,10 +181,30 @@ def cmd_topics_describe(args: argparse.Namespace) -> int:
     for name, value in sorted(topic["configs"].items()):
         configs.add_row(name, value)
     console.print(configs)
-    parts = Table("partition", "log start offset", "high watermark", box=None)
+    parts = Table(
+        "partition",
+        "log start offset",
+        "high watermark",
+        "cleaned to",
+        "dirty ratio",
+        "last compaction",
+        box=None,
+    )
     for p in topic["partitions"]:
-        parts.add_row(str(p["partition"]), str(p["log_start_offset"]), str(p["high_watermark"]))
+        last = p.get("last_compaction_ms")
+        parts.add_row(
+            str(p["partition"]),
+            str(p["log_start_offset"]),
+            str(p["high_watermark"]),
+            str(p.get("cleaned_offset", 0)),
+            f"{p.get('dirty_ratio', 0.0):.2f}",
+            time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(last / 1000)) + " UTC" if last else "never",
+        )
     console.print(parts)
+    levels = Table("level", "files", "bytes", box=None)
+    for level in topic.get("levels", []):
+        levels.add_row(f"L{level['level']}", str(level["files"]), str(level["bytes"]))
+    console.print(levels)
     return 0
 
 
@@ -273,6 +375,31 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs["default"] = None
         serve.add_argument(setting.flag, **kwargs)
     serve.set_defaults(func=cmd_serve)
+
+    compact = sub.add_parser(
+        "compact",
+        help="run retention, compaction and GC now",
+        description="Run one round of background work in this process, against the bucket and metadata "
+        "that `strata serve` would use: retention, planning, every job that can be leased (with a progress "
+        "bar), and GC. --loop repeats it every --worker-interval-ms. Safe while servers and other workers "
+        "run: jobs are leased and commits are compare-and-set.",
+    )
+    compact.add_argument("--topic", default=None, help="only plan cleaning of this topic's partitions")
+    compact.add_argument(
+        "--force", action="store_true", help="clean compacted partitions whatever their dirty ratio"
+    )
+    compact.add_argument("--loop", action="store_true", help="run rounds until interrupted")
+    compact.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
+    for setting in SETTINGS:
+        if setting.name in _COMPACT_SETTINGS:
+            compact.add_argument(
+                setting.flag,
+                dest=setting.name,
+                default=None,
+                type=int if setting.type is int else str,
+                help=f"{setting.help} [env {setting.env}]",
+            )
+    compact.set_defaults(func=cmd_compact)
 
     topics = sub.add_parser("topics", help="create, list, describe and delete topics")
     tsub = topics.add_subparsers(dest="topics_command", required=True, metavar="ACTION")

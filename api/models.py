@@ -70,12 +70,34 @@ class PartitionInfo(BaseModel):
     partition: int
     log_start_offset: int
     high_watermark: int
+    cleaned_offset: int = 0
+    dirty_ratio: float = 0.0
+    live_bytes: int = 0
+    last_compaction_ms: int | None = None
+
+
+class LevelInfo(BaseModel):
+    level: int
+    files: int
+    bytes: int
 
 
 class TopicOut(BaseModel):
     name: str
     configs: dict[str, str]
     partitions: list[PartitionInfo]
+    levels: list[LevelInfo] = Field(default_factory=list)
+
+
+class PlannedJob(BaseModel):
+    job_id: int
+    kind: str
+    reason: str
+
+
+class CompactOut(BaseModel):
+    topic: str
+    planned: list[PlannedJob]
 
 
 class TopicList(BaseModel):

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import random
-from dataclasses import dataclass
+import socket
+from dataclasses import dataclass, field
 
 from agents.agent import Agent, AgentConfig
 from agents.metrics import Metrics
 from api.settings import Settings
+from planner.planner import PlannerConfig
+from planner.service import Compactor, CompactorConfig
+from planner.worker import WorkerConfig
 from storage.clock import Clock, SystemClock
 from storage.metadata import open_metadata_store
 from storage.metadata.base import MetadataStore
@@ -25,6 +31,24 @@ class Runtime:
     metadata: MetadataStore
     metrics: Metrics
     agent: Agent
+    rng: random.Random = field(default_factory=random.Random)
+    # Set to run a background round now (the admin endpoint), instead of at the next interval.
+    worker_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    _compactor: Compactor | None = None
+
+    def compactor(self) -> Compactor:
+        """The process's compaction worker, created on first use (it allocates the offset map)."""
+        if self._compactor is None:
+            self._compactor = Compactor(
+                self.store,
+                self.metadata,
+                self.clock,
+                self.rng,
+                owner=f"{socket.gethostname()}:{os.getpid()}:{self.rng.getrandbits(32):08x}",
+                config=compactor_config(self.settings),
+                on_job=self.metrics.observe_job,
+            )
+        return self._compactor
 
     async def start(self) -> None:
         await self.agent.start()
@@ -43,6 +67,24 @@ def agent_config(settings: Settings) -> AgentConfig:
         buffer_bytes=settings.buffer_bytes,
         cache_bytes=settings.cache_bytes,
         idempotency_window_ms=settings.idempotency_window_ms,
+    )
+
+
+def compactor_config(settings: Settings) -> CompactorConfig:
+    defaults = PlannerConfig()
+    return CompactorConfig(
+        planner=PlannerConfig(
+            merge_files=(settings.l0_merge_files, defaults.merge_files[1]),
+            merge_bytes=defaults.merge_bytes,
+            merge_age_ms=(settings.l0_merge_age_ms, defaults.merge_age_ms[1]),
+        ),
+        worker=WorkerConfig(
+            map_bytes=settings.compaction_map_bytes,
+            max_output_file_bytes=settings.compaction_file_bytes,
+            lease_ms=settings.job_lease_ms,
+        ),
+        obsolete_grace_ms=settings.gc_grace_ms,
+        orphan_grace_ms=settings.orphan_grace_ms,
     )
 
 
@@ -82,4 +124,4 @@ def build_runtime(
         metadata = open_metadata_store(settings.metadata_url)
     metrics = Metrics(counters)
     agent = Agent(agent_config(settings), astore, metadata, metrics, clock, rng)
-    return Runtime(settings, clock, counters, store, astore, metadata, metrics, agent)
+    return Runtime(settings, clock, counters, store, astore, metadata, metrics, agent, rng)

@@ -100,6 +100,45 @@ SETTINGS: tuple[Setting, ...] = (
         3_600_000,
         "Age after which an uploaded but uncommitted object is deleted",
     ),
+    Setting(
+        "gc_grace_ms",
+        "STRATA_GC_GRACE_MS",
+        int,
+        600_000,
+        "Age after which an obsolete file (no live chunk) is deleted; longer than any read",
+    ),
+    Setting(
+        "worker_interval_ms",
+        "STRATA_WORKER_INTERVAL_MS",
+        int,
+        5_000,
+        "Pause between background rounds (retention, planning, compaction, GC)",
+    ),
+    Setting(
+        "compaction_map_bytes",
+        "STRATA_COMPACTION_MAP_BYTES",
+        int,
+        128 * MiB,
+        "Memory of the compaction offset map (24 bytes per key)",
+    ),
+    Setting(
+        "compaction_file_bytes",
+        "STRATA_COMPACTION_FILE_BYTES",
+        int,
+        64 * MiB,
+        "Size at which a compaction output file is closed",
+    ),
+    Setting(
+        "job_lease_ms", "STRATA_JOB_LEASE_MS", int, 60_000, "Lease of a compaction job; renewed while it runs"
+    ),
+    Setting("l0_merge_files", "STRATA_L0_MERGE_FILES", int, 8, "Merge L0 files into L1 when this many exist"),
+    Setting(
+        "l0_merge_age_ms",
+        "STRATA_L0_MERGE_AGE_MS",
+        int,
+        20_000,
+        "...or when the oldest L0 file is this old",
+    ),
     Setting("log_level", "STRATA_LOG_LEVEL", str, "info", "Log level", ("debug", "info", "warning", "error")),
     Setting("access_log", "STRATA_ACCESS_LOG", _bool, False, "Log every HTTP request"),
 )
@@ -125,6 +164,13 @@ class Settings:
     role: str = "all"
     api_tokens: str | None = None
     orphan_grace_ms: int = 3_600_000
+    gc_grace_ms: int = 600_000
+    worker_interval_ms: int = 5_000
+    compaction_map_bytes: int = 128 * MiB
+    compaction_file_bytes: int = 64 * MiB
+    job_lease_ms: int = 60_000
+    l0_merge_files: int = 8
+    l0_merge_age_ms: int = 20_000
     log_level: str = "info"
     access_log: bool = False
 

@@ -1,4 +1,9 @@
-"""The background worker loop of a Strata process (role worker or all)."""
+"""The background worker loop of a Strata process (role worker or all).
+
+Each round runs retention, planning, the jobs this process can lease, and GC (``planner/service.py``), in
+a thread so the event loop keeps serving HTTP. Rounds run every ``worker_interval_ms``, or at once when
+the admin endpoint sets ``runtime.worker_wakeup``.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +11,21 @@ import asyncio
 import logging
 
 from api.runtime import Runtime
-from planner.gc import OrphanCollector
 from storage.errors import StrataError
 
 log = logging.getLogger("strata.worker")
 
-WORKER_INTERVAL_S = 30.0
 
-
-async def run_worker(runtime: Runtime, interval_s: float = WORKER_INTERVAL_S) -> None:
-    """Background jobs, forever: orphan GC. (Compaction and retention plug in here.)"""
-    gc = OrphanCollector(runtime.store, runtime.metadata, runtime.clock, runtime.settings.orphan_grace_ms)
+async def run_worker(runtime: Runtime) -> None:
+    compactor = runtime.compactor()
+    interval = runtime.settings.worker_interval_ms / 1000
     while True:
+        runtime.worker_wakeup.clear()
         try:
-            await asyncio.to_thread(gc.run_once)
+            await asyncio.to_thread(compactor.run_once)
         except StrataError as exc:
-            log.warning("worker round failed (%d): %s", exc.code, exc.message)
-        await runtime.clock.asleep(interval_s)
+            log.warning("background round failed (%d): %s", exc.code, exc.message)
+        try:
+            await asyncio.wait_for(runtime.worker_wakeup.wait(), interval)
+        except TimeoutError:
+            pass

@@ -1,4 +1,9 @@
-"""Garbage collection of objects that no metadata references.
+"""Garbage collection: obsolete files after their grace period, and orphan uploads.
+
+Obsolete files: compaction and retention mark a file obsolete when no live chunk references it. A fetch
+or a Spark read that looked its chunks up just before may still be reading it, so the object is deleted
+only ``obsolete_grace_ms`` (default 10 min, longer than the longest read) after it became obsolete, and
+its row is forgotten after the object is gone (a crash in between just repeats the delete).
 
 Orphans: a flush uploads its file before the metadata commit. If the agent dies in between, or the commit
 fails, or an idempotency conflict makes it upload again, the object has no ``files`` row. Such an object
@@ -26,6 +31,30 @@ _PAGE = 500
 class GcStats:
     scanned: int
     orphans_deleted: int
+
+
+class ObsoleteCollector:
+    def __init__(self, store: ObjectStore, metadata: MetadataStore, clock: Clock, grace_ms: int) -> None:
+        self.store = store
+        self.metadata = metadata
+        self.clock = clock
+        self.grace_ms = grace_ms
+
+    def run_once(self) -> int:
+        deleted = 0
+        while True:
+            files = self.metadata.obsolete_files(self.clock.now_ms() - self.grace_ms, _PAGE)
+            if not files:
+                break
+            for f in files:
+                self.store.delete(f.object_key)  # never a referenced file: it has no live chunk
+            self.metadata.forget_files([f.file_id for f in files])
+            deleted += len(files)
+            if len(files) < _PAGE:
+                break
+        if deleted:
+            log.info("deleted %d obsolete file(s)", deleted)
+        return deleted
 
 
 class OrphanCollector:

@@ -63,3 +63,33 @@ class ManualClock:
     async def asleep(self, seconds: float) -> None:
         self.advance(seconds)
         await asyncio.sleep(0)
+
+
+class SkewedClock:
+    """Real time, plus a wall-clock offset a test can move forward.
+
+    Timers (monotonic, sleeps) run in real time, so a running agent still flushes on schedule, while
+    retention, compaction lags, delete horizons and grace periods see a wall clock that ``advance`` jumps.
+    """
+
+    def __init__(self, base: Clock | None = None) -> None:
+        self._base = base or SystemClock()
+        self._lock = threading.Lock()
+        self._skew_ms = 0
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._skew_ms += int(seconds * 1000)
+
+    def now_ms(self) -> int:
+        with self._lock:
+            return self._base.now_ms() + self._skew_ms
+
+    def monotonic(self) -> float:
+        return self._base.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        self._base.sleep(seconds)
+
+    async def asleep(self, seconds: float) -> None:
+        await self._base.asleep(seconds)

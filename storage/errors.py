@@ -64,6 +64,12 @@ class NotAcceptable(StrataError):
     code = 40601
 
 
+class UnknownJob(StrataError):
+    """No compaction job has this id (jobs are never deleted: a caller bug or a wrong database)."""
+
+    code = 40403
+
+
 class RecordTooLarge(StrataError):
     """A record, or the whole request, exceeds the configured size or count."""
 

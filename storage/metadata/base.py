@@ -4,8 +4,18 @@ Object storage holds bytes; this store decides what they mean. Every state chang
 one method here and one SQL transaction in the implementation:
 - ``commit_flush``: assign offsets to every chunk of one uploaded file, index the chunks, and record the
   idempotency keys of the requests it carries. Before this commits, nothing in the file exists.
-- compaction swaps (added with the compaction planner) replace input chunk rows with output rows only if
-  the inputs are still live (compare-and-set), so a lost race is a typed ``CommitConflict``.
+- ``commit_compaction``: replace input chunk rows with output rows only if the job is still leased by
+  the committer and every input is still live (compare-and-set), so a lost race is a typed
+  ``CommitConflict`` and writes nothing.
+- ``apply_retention``: advance a partition's log start and drop the chunk rows wholly below it.
+
+Compaction vocabulary (the planner and worker use the same names):
+- a *spec* describes the work (which files, which partitions); it is opaque JSON to this store;
+- a *job* is the durable decision to do it: a row, ``pending`` until a worker leases it, with a lease
+  that the worker extends by heartbeats and that another worker may take once it has expired;
+- a *claim* ties each input file to the one active job that may read it (``create_job``);
+- the *cleaned offset* is Kafka's cleaner checkpoint: chunks ending below it were deduplicated already,
+  the others are *dirty*.
 
 Offsets: per partition, ``next_offset`` (the high watermark) only grows. A flush chunk of n records gets
 base = next_offset and next_offset += n, under a row lock, so offsets are assigned once, densely, and
@@ -21,11 +31,21 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from storage.errors import UnknownJob as UnknownJob  # re-exported: callers import it from here too
+
 # File levels: L0 files come from agent flushes; compaction merges them into L1, L1 into L2.
 LEVEL_INGEST = 0
 
 FILE_LIVE = "live"
 FILE_OBSOLETE = "obsolete"
+
+# Job states. pending -> leased (-> leased again by another worker once the lease expired) -> done | failed.
+JOB_PENDING = "pending"
+JOB_LEASED = "leased"
+JOB_DONE = "done"
+JOB_FAILED = "failed"
+JOB_ACTIVE_STATES = (JOB_PENDING, JOB_LEASED)  # a job in these states holds its file claims
+JOB_FINAL_STATES = (JOB_DONE, JOB_FAILED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +130,95 @@ class GroupOffset:
     partition: int
     offset: int
     committed_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class FileRow:
+    file_id: int
+    object_key: str
+    size: int
+    level: int
+    state: str  # FILE_LIVE or FILE_OBSOLETE
+    created_ms: int
+    obsolete_since_ms: int | None  # set exactly when obsolete
+
+
+@dataclass(frozen=True, slots=True)
+class FileChunk:
+    """A live chunk and the id of the file holding it (``ChunkRow`` carries only the object key)."""
+
+    file_id: int
+    chunk: ChunkRow
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStats:
+    """What the compaction and retention planners decide on, for one partition.
+
+    Only live chunk rows count. Dirty chunks are those with ``last_offset >= cleaned_offset``;
+    ``oldest_dirty_timestamp`` is the smallest ``max_timestamp`` among them (None when nothing is dirty),
+    which is what Kafka's ``max.compaction.lag.ms`` is measured from.
+    """
+
+    topic: str
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    cleaned_offset: int
+    last_compaction_ms: int | None
+    live_bytes: int  # sum of the lengths of the partition's live chunks
+    dirty_bytes: int  # the same, over the dirty chunks only
+    chunk_count: int
+    oldest_dirty_timestamp: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    job_id: int
+    kind: str
+    spec: Mapping[str, object]  # as given to create_job, after a JSON round trip (tuples become lists)
+    state: str  # JOB_PENDING, JOB_LEASED, JOB_DONE or JOB_FAILED
+    lease_owner: str | None  # the last worker that leased it (kept after the job finished)
+    lease_expires_ms: int | None
+    attempts: int  # how many times it was leased
+    created_ms: int
+    updated_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewCompactedChunk:
+    """A chunk of a compaction output file. Offsets are absolute: compaction never changes an offset.
+
+    ``[base_offset, last_offset]`` is the span the chunk covers; with ``has_holes`` it holds fewer than
+    ``last_offset - base_offset + 1`` records (the file footer's bitmap says which).
+    """
+
+    topic: str
+    partition: int
+    base_offset: int
+    last_offset: int
+    record_count: int
+    position: int
+    length: int
+    min_timestamp: int
+    max_timestamp: int
+    crc: int
+    has_holes: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionOutput:
+    file: NewFile
+    chunks: Sequence[NewCompactedChunk]  # may be empty: the file row is then recorded obsolete at once
+
+
+@dataclass(frozen=True, slots=True)
+class CleanedUpTo:
+    """Advance the partition's cleaner checkpoint to ``cleaned_offset`` (never moves it backwards)."""
+
+    topic: str
+    partition: int
+    cleaned_offset: int
 
 
 class IdempotencyConflict(Exception):
@@ -198,6 +307,122 @@ class MetadataStore(ABC):
     @abstractmethod
     def known_object_keys(self, keys: Sequence[str]) -> set[str]:
         """The subset of keys that have a files row (live or obsolete): anything else is an orphan."""
+
+    @abstractmethod
+    def obsolete_files(self, before_ms: int, limit: int) -> list[FileRow]:
+        """Obsolete files with obsolete_since_ms <= before_ms, oldest first, at most ``limit``.
+
+        Files still claimed by an active job are left out: a worker may still be reading them.
+        """
+
+    @abstractmethod
+    def forget_files(self, file_ids: Sequence[int]) -> None:
+        """Delete the files rows (after GC deleted the objects). Ids that are live, still have chunk rows,
+        are claimed by an active job, or do not exist are skipped silently."""
+
+    # --- compaction: what the planner reads -------------------------------------------------------------
+    @abstractmethod
+    def partition_stats(self, topic: str | None = None) -> list[PartitionStats]:
+        """Stats of every partition of ``topic`` (UnknownTopic if it does not exist), or of all topics
+        when None, ordered by (topic, partition)."""
+
+    @abstractmethod
+    def live_files(self, level: int | None = None) -> list[FileRow]:
+        """Live files (of one level, or all), ordered by (created_ms, file_id)."""
+
+    @abstractmethod
+    def file_chunks(self, file_ids: Sequence[int]) -> list[FileChunk]:
+        """The live chunks in these files, ordered by (file_id, position)."""
+
+    @abstractmethod
+    def files_of_partitions(self, partitions: Sequence[tuple[str, int]]) -> list[FileRow]:
+        """Live files holding at least one live chunk of any of these partitions, by (created_ms, file_id)."""
+
+    @abstractmethod
+    def partition_chunks(self, topic: str, partition: int) -> list[FileChunk]:
+        """Every live chunk of the partition in offset order (none for an unknown partition)."""
+
+    @abstractmethod
+    def level_stats(self, topic: str) -> dict[int, tuple[int, int]]:
+        """level -> (live files holding chunks of the topic, bytes of the topic's chunks at that level).
+
+        Levels without chunks of the topic are absent. Raises UnknownTopic.
+        """
+
+    # --- compaction: jobs ---------------------------------------------------------------------------------
+    @abstractmethod
+    def create_job(
+        self, kind: str, spec: Mapping[str, object], file_ids: Sequence[int], now_ms: int
+    ) -> Job | None:
+        """One transaction: a ``pending`` job that claims every file in ``file_ids``.
+
+        Returns None, and writes nothing, when any of the files is claimed by another active job or is
+        not live. ``spec`` must be JSON-serialisable (ValueError otherwise).
+        """
+
+    @abstractmethod
+    def lease_job(self, owner: str, now_ms: int, lease_ms: int) -> Job | None:
+        """Lease the oldest job that is pending, or leased with an expired lease (lease_expires_ms <
+        now_ms), to ``owner`` until now_ms + lease_ms; attempts += 1. None when there is none.
+
+        Two workers racing never get the same job. ``owner`` should be unique per worker process.
+        """
+
+    @abstractmethod
+    def heartbeat_job(self, job_id: int, owner: str, now_ms: int, lease_ms: int) -> bool:
+        """Extend the lease to now_ms + lease_ms (never shortening it) if ``owner`` still holds it.
+
+        A lease that expired but was not taken by anyone else is still held. False: the lease is lost
+        (another worker leased the job, or it finished); the worker must stop and not commit.
+        """
+
+    @abstractmethod
+    def finish_job(self, job_id: int, owner: str | None, state: str, now_ms: int) -> None:
+        """Set the job to JOB_DONE or JOB_FAILED and release its file claims.
+
+        With an ``owner``, raises CommitConflict unless that owner holds the lease (finishing again
+        with the same state is a no-op, for retries). ``owner=None`` forces it (admin, tests).
+        Raises UnknownJob.
+        """
+
+    @abstractmethod
+    def active_jobs(self) -> list[Job]:
+        """Pending and leased jobs, by job_id."""
+
+    @abstractmethod
+    def get_job(self, job_id: int) -> Job:
+        """Raises UnknownJob."""
+
+    @abstractmethod
+    def commit_compaction(
+        self,
+        job_id: int,
+        owner: str,
+        input_chunk_ids: Sequence[int],
+        outputs: Sequence[CompactionOutput],
+        cleaned: Sequence[CleanedUpTo],
+        now_ms: int,
+    ) -> None:
+        """One compare-and-set transaction: swap the input chunk rows for the output chunk rows.
+
+        Raises CommitConflict, writing nothing, unless the job is leased by ``owner`` and every input
+        chunk row still exists. Then: the input rows are deleted; the output files are inserted (live, or
+        obsolete at once when they have no chunk) with their chunk rows; each partition's cleaned_offset
+        becomes max(current, given) and last_compaction_ms now_ms; input files left without live chunks
+        become obsolete; the job becomes done and its claims are released.
+
+        Raises ValueError (nothing written) when the outputs are not a valid replacement: a chunk outside
+        the span of its partition's input chunks, overlapping another output or a remaining chunk, or a
+        record count that does not fit its span; or a cleaned offset beyond the high watermark.
+        """
+
+    @abstractmethod
+    def apply_retention(self, topic: str, partition: int, new_log_start: int, now_ms: int) -> int:
+        """Set log_start_offset to min(max(current, new_log_start), high_watermark), delete the chunk
+        rows ending below it, and mark files left without live chunks obsolete.
+
+        Returns the number of chunk rows deleted. Raises UnknownTopic or UnknownPartition.
+        """
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""

@@ -35,6 +35,7 @@ POSTGRES_DIALECT = Dialect(
     for_update=" FOR UPDATE",
     for_no_key_update=" FOR NO KEY UPDATE",
     for_key_share=" FOR KEY SHARE",
+    skip_locked=" SKIP LOCKED",
     binary_collation=' COLLATE "C"',  # byte order of UTF-8, which is code-point order, as Python sorts
 )
 

@@ -152,8 +152,35 @@ def _v1(t: _Types) -> tuple[str, ...]:
     )
 
 
-SQLITE_MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _v1(_SQLITE)),)
-POSTGRES_MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _v1(_POSTGRES)),)
+def _v2(t: _Types) -> tuple[str, ...]:
+    return (
+        # Kafka's cleaner checkpoint: offsets below cleaned_offset have been deduplicated at least once.
+        # Chunks with last_offset >= cleaned_offset are "dirty". It only grows (commit_compaction takes the
+        # maximum), and existing partitions start fully dirty.
+        f"ALTER TABLE partitions ADD COLUMN cleaned_offset {t.big} NOT NULL DEFAULT 0"
+        " CHECK (cleaned_offset >= 0)",
+        f"ALTER TABLE partitions ADD COLUMN last_compaction_ms {t.big}",
+        # A row claims one file for one active (pending or leased) job; the primary key is what makes two
+        # planners unable to put one file into two active jobs. Rows are deleted when the job finishes.
+        f"""CREATE TABLE job_files (
+            file_id {t.big} PRIMARY KEY REFERENCES files (file_id),
+            job_id {t.big} NOT NULL REFERENCES jobs (job_id)
+        ){t.table_options}""",
+        "CREATE INDEX job_files_by_job ON job_files (job_id)",
+        # The planner lists live files per level, oldest first. (Version 1 already has files_by_state for
+        # GC's scan of obsolete files and jobs_by_state for leasing.)
+        "CREATE INDEX files_by_level ON files (level, state, created_ms)",
+    )
+
+
+SQLITE_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _v1(_SQLITE)),
+    Migration(2, "compaction: cleaner checkpoint, job file claims", _v2(_SQLITE)),
+)
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _v1(_POSTGRES)),
+    Migration(2, "compaction: cleaner checkpoint, job file claims", _v2(_POSTGRES)),
+)
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     "sqlite": SQLITE_MIGRATIONS,
@@ -177,6 +204,14 @@ def migrate(tx: Tx, dialect: str, now_ms: int) -> list[int]:
     Raises SettingsError when the database was migrated by a newer Strata than this one: running old code
     against a newer schema could write rows the newer code misreads.
     """
+    return migrate_to(tx, dialect, now_ms, latest_version(dialect))
+
+
+def migrate_to(tx: Tx, dialect: str, now_ms: int, target: int) -> list[int]:
+    """``migrate``, stopping after version ``target``: builds the databases an older Strata left behind.
+
+    Tests use it to check that each migration applies to a database at the previous version.
+    """
     migrations = MIGRATIONS[dialect]
     versions = [m.version for m in migrations]
     if versions != sorted(set(versions)):
@@ -196,7 +231,7 @@ def migrate(tx: Tx, dialect: str, now_ms: int) -> list[int]:
         )
     applied: list[int] = []
     for migration in migrations:
-        if migration.version <= current:
+        if migration.version <= current or migration.version > target:
             continue
         for statement in migration.statements:
             tx.execute(statement)

@@ -9,11 +9,16 @@ Two layers:
 Locking protocol. SQLite serialises writers with ``BEGIN IMMEDIATE``, so row locks are empty strings
 there. PostgreSQL runs at READ COMMITTED and takes row locks; every write transaction takes them in this
 global order, so no two transactions can wait on each other in a cycle:
+  0. one ``jobs`` row (lease, heartbeat, finish, ``commit_compaction``), always first;
   1. ``partitions`` rows, sorted by (topic in binary/code-point order, partition_id);
   2. ``topics`` rows (only ``update_topic_configs`` and ``delete_topic``, one row);
   3. ``files`` rows, sorted by file_id, taken before deciding that a file has no live chunk left;
-  4. ``idempotency`` keys, inserted in sorted key order;
-  5. ``group_offsets`` rows, upserted in sorted (topic, partition_id) order.
+  4. ``job_files`` claims, inserted in sorted file_id order (``create_job``) or deleted by job;
+  5. ``idempotency`` keys, inserted in sorted key order;
+  6. ``group_offsets`` rows, upserted in sorted (topic, partition_id) order.
+Every transaction that deletes chunk rows (``delete_topic``, ``apply_retention``, ``commit_compaction``)
+first locks the rows' partitions, so once ``commit_compaction`` holds its partitions, its inputs can no
+longer disappear underneath it, and a re-read tells it whether they are all still there.
 A deadlock or serialization failure can still be reported by the server (it is free to); the PostgreSQL
 backend re-runs the transaction a few times before giving up with ``Unavailable``.
 
@@ -28,24 +33,37 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, Protocol, TypeVar
 
 from storage.clock import Clock, SystemClock
-from storage.errors import CommitConflict, TopicExists, UnknownPartition, UnknownTopic
+from storage.errors import CommitConflict, StrataError, TopicExists, UnknownPartition, UnknownTopic
 from storage.metadata import schema
 from storage.metadata.base import (
     FILE_LIVE,
     FILE_OBSOLETE,
+    JOB_ACTIVE_STATES,
+    JOB_DONE,
+    JOB_FINAL_STATES,
+    JOB_LEASED,
+    JOB_PENDING,
     ChunkRow,
+    CleanedUpTo,
+    CompactionOutput,
+    FileChunk,
+    FileRow,
     FlushResult,
     GroupOffset,
     IdempotencyConflict,
     IdempotencyEntry,
+    Job,
     MetadataStore,
     NewChunk,
     NewFile,
     PartitionState,
+    PartitionStats,
     TopicInfo,
+    UnknownJob,
 )
 
 Param = str | int | float | bool | None
@@ -79,6 +97,8 @@ class Dialect:
     for_update: str
     for_no_key_update: str
     for_key_share: str
+    # Appended to a locking suffix: skip rows another transaction has locked instead of waiting (leasing).
+    skip_locked: str
     # Collation suffix for ORDER BY on text so that the database sorts as Python does (by code point):
     # lock order is decided partly in Python (batching) and partly in SQL, and the two must agree.
     binary_collation: str
@@ -166,6 +186,115 @@ def _request_offsets(
         (chunks[index].partition, bases[index] + relative if bases[index] >= 0 else -1)
         for index, relative in entry.placements
     ]
+
+
+_FILE_COLUMNS = "f.file_id, f.object_key, f.size, f.level, f.state, f.created_ms, f.obsolete_since_ms"
+
+# Aliases c (chunks) and f (files).
+_FILE_CHUNK_COLUMNS = (
+    "c.file_id, c.chunk_id, c.topic, c.partition_id, c.base_offset, c.last_offset, c.record_count,"
+    " f.object_key, c.position, c.length, c.min_timestamp, c.max_timestamp, c.crc, c.has_holes"
+)
+
+_JOB_COLUMNS = "job_id, kind, spec, state, lease_owner, lease_expires_ms, attempts, created_ms, updated_ms"
+
+
+def _file_row(r: Row) -> FileRow:
+    return FileRow(
+        file_id=int(r[0]),
+        object_key=str(r[1]),
+        size=int(r[2]),
+        level=int(r[3]),
+        state=str(r[4]),
+        created_ms=int(r[5]),
+        obsolete_since_ms=None if r[6] is None else int(r[6]),
+    )
+
+
+def _file_chunk(r: Row) -> FileChunk:
+    return FileChunk(
+        file_id=int(r[0]),
+        chunk=ChunkRow(
+            chunk_id=int(r[1]),
+            topic=str(r[2]),
+            partition=int(r[3]),
+            base_offset=int(r[4]),
+            last_offset=int(r[5]),
+            record_count=int(r[6]),
+            object_key=str(r[7]),
+            position=int(r[8]),
+            length=int(r[9]),
+            min_timestamp=int(r[10]),
+            max_timestamp=int(r[11]),
+            crc=int(r[12]),
+            has_holes=bool(r[13]),
+        ),
+    )
+
+
+def _job(r: Row) -> Job:
+    return Job(
+        job_id=int(r[0]),
+        kind=str(r[1]),
+        spec=_spec_from_json(r[2]),
+        state=str(r[3]),
+        lease_owner=None if r[4] is None else str(r[4]),
+        lease_expires_ms=None if r[5] is None else int(r[5]),
+        attempts=int(r[6]),
+        created_ms=int(r[7]),
+        updated_ms=int(r[8]),
+    )
+
+
+def _spec_to_json(spec: Mapping[str, object]) -> str:
+    try:
+        return json.dumps(dict(spec), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"a job spec must be JSON-serialisable: {exc}") from exc
+
+
+def _spec_from_json(text: str) -> dict[str, object]:
+    loaded = json.loads(text)
+    if not isinstance(loaded, dict):
+        raise ValueError(f"a stored job spec is not a JSON object: {text[:100]!r}")
+    return {str(k): v for k, v in loaded.items()}
+
+
+def _validate_compaction(outputs: Sequence[CompactionOutput], cleaned: Sequence[CleanedUpTo]) -> None:
+    """The checks that need no database: each output chunk on its own, and outputs against each other."""
+    spans: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    keys: set[str] = set()
+    for output in outputs:
+        if output.file.object_key in keys:
+            raise ValueError(f"output file {output.file.object_key!r} appears twice")
+        keys.add(output.file.object_key)
+        for c in output.chunks:
+            where = f"output chunk {c.topic}/{c.partition} [{c.base_offset}, {c.last_offset}]"
+            span = c.last_offset - c.base_offset + 1
+            if c.base_offset < 0 or span <= 0:
+                raise ValueError(f"{where}: not a valid offset range")
+            if not 0 < c.record_count <= span:
+                raise ValueError(f"{where}: {c.record_count} records do not fit a span of {span}")
+            if c.record_count < span and not c.has_holes:
+                raise ValueError(f"{where}: {c.record_count} records in a span of {span} needs has_holes")
+            spans.setdefault((c.topic, c.partition), []).append((c.base_offset, c.last_offset))
+    for (topic, partition), ranges in spans.items():
+        ranges.sort()
+        for (_, previous_last), (base, _) in pairwise(ranges):
+            if base <= previous_last:
+                raise ValueError(f"output chunks of {topic}/{partition} overlap at offset {base}")
+    seen: set[tuple[str, int]] = set()
+    for up_to in cleaned:
+        key = (up_to.topic, up_to.partition)
+        if key in seen:
+            raise ValueError(f"{up_to.topic}/{up_to.partition} appears twice in the cleaned offsets")
+        seen.add(key)
+        if up_to.cleaned_offset < 0:
+            raise ValueError(f"cleaned offset {up_to.cleaned_offset} of {up_to.topic}/{up_to.partition} < 0")
+
+
+class _ClaimRefused(Exception):
+    """Rolls back ``create_job`` when a file is claimed already or no longer live; never escapes."""
 
 
 class SqlMetadataStore(MetadataStore):
@@ -623,3 +752,521 @@ class SqlMetadataStore(MetadataStore):
             return states
 
         return self._backend.run(work, write=False, what="file_states")
+
+    def obsolete_files(self, before_ms: int, limit: int) -> list[FileRow]:
+        if limit <= 0:
+            return []
+        rows = self._backend.run(
+            lambda tx: tx.all(
+                f"SELECT {_FILE_COLUMNS} FROM files f"
+                " WHERE f.state = ? AND f.obsolete_since_ms <= ?"
+                " AND NOT EXISTS (SELECT 1 FROM job_files j WHERE j.file_id = f.file_id)"
+                " ORDER BY f.obsolete_since_ms, f.file_id LIMIT ?",
+                (FILE_OBSOLETE, before_ms, limit),
+            ),
+            write=False,
+            what="obsolete_files",
+        )
+        return [_file_row(r) for r in rows]
+
+    def forget_files(self, file_ids: Sequence[int]) -> None:
+        ids = sorted(set(file_ids))
+
+        def work(tx: Tx) -> None:
+            # Lock first, then decide in a later statement: under READ COMMITTED that statement sees every
+            # transaction that held one of these rows before us (a claim, a chunk insert) as committed.
+            for batch in batches(ids):
+                tx.all(
+                    f"SELECT file_id FROM files WHERE file_id IN ({', '.join(['?'] * len(batch))})"
+                    f" ORDER BY file_id{self._d.for_update}",
+                    batch,
+                )
+            for batch in batches(ids):
+                tx.execute(
+                    f"DELETE FROM files WHERE file_id IN ({', '.join(['?'] * len(batch))}) AND state = ?"
+                    " AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.file_id = files.file_id)"
+                    " AND NOT EXISTS (SELECT 1 FROM job_files j WHERE j.file_id = files.file_id)",
+                    (*batch, FILE_OBSOLETE),
+                )
+
+        self._backend.run(work, write=True, what="forget_files")
+
+    # --- compaction: what the planner reads -------------------------------------------------------------
+    def partition_stats(self, topic: str | None = None) -> list[PartitionStats]:
+        where, params = ("WHERE p.topic = ?", (topic,)) if topic is not None else ("", ())
+        # One grouped scan: a partition without chunks still has its row (LEFT JOIN, zero sums).
+        rows = self._backend.run(
+            lambda tx: tx.all(
+                "SELECT p.topic, p.partition_id, p.log_start_offset, p.next_offset, p.cleaned_offset,"
+                " p.last_compaction_ms, COALESCE(SUM(c.length), 0),"
+                " COALESCE(SUM(CASE WHEN c.last_offset >= p.cleaned_offset THEN c.length ELSE 0 END), 0),"
+                " COUNT(c.chunk_id),"
+                " MIN(CASE WHEN c.last_offset >= p.cleaned_offset THEN c.max_timestamp END)"
+                " FROM partitions p"
+                " LEFT JOIN chunks c ON c.topic = p.topic AND c.partition_id = p.partition_id"
+                f" {where}"
+                " GROUP BY p.topic, p.partition_id, p.log_start_offset, p.next_offset, p.cleaned_offset,"
+                " p.last_compaction_ms"
+                f" ORDER BY p.topic{self._d.binary_collation}, p.partition_id",
+                params,
+            ),
+            write=False,
+            what="partition_stats",
+        )
+        if topic is not None and not rows:
+            raise UnknownTopic(f"unknown topic {topic!r}")
+        return [
+            PartitionStats(
+                topic=str(r[0]),
+                partition=int(r[1]),
+                log_start_offset=int(r[2]),
+                high_watermark=int(r[3]),
+                cleaned_offset=int(r[4]),
+                last_compaction_ms=None if r[5] is None else int(r[5]),
+                live_bytes=int(r[6]),
+                dirty_bytes=int(r[7]),
+                chunk_count=int(r[8]),
+                oldest_dirty_timestamp=None if r[9] is None else int(r[9]),
+            )
+            for r in rows
+        ]
+
+    def live_files(self, level: int | None = None) -> list[FileRow]:
+        where, params = ("AND f.level = ?", (FILE_LIVE, level)) if level is not None else ("", (FILE_LIVE,))
+        rows = self._backend.run(
+            lambda tx: tx.all(
+                f"SELECT {_FILE_COLUMNS} FROM files f WHERE f.state = ? {where}"
+                " ORDER BY f.created_ms, f.file_id",
+                params,
+            ),
+            write=False,
+            what="live_files",
+        )
+        return [_file_row(r) for r in rows]
+
+    def file_chunks(self, file_ids: Sequence[int]) -> list[FileChunk]:
+        ids = sorted(set(file_ids))
+
+        def work(tx: Tx) -> list[FileChunk]:
+            found: list[FileChunk] = []
+            # Batches in file_id order, each ordered by (file_id, position): the concatenation is ordered.
+            for batch in batches(ids):
+                found.extend(
+                    _file_chunk(r)
+                    for r in tx.all(
+                        f"SELECT {_FILE_CHUNK_COLUMNS} FROM chunks c JOIN files f ON f.file_id = c.file_id"
+                        f" WHERE c.file_id IN ({', '.join(['?'] * len(batch))})"
+                        " ORDER BY c.file_id, c.position",
+                        batch,
+                    )
+                )
+            return found
+
+        return self._backend.run(work, write=False, what="file_chunks")
+
+    def files_of_partitions(self, partitions: Sequence[tuple[str, int]]) -> list[FileRow]:
+        keys = sorted(set(partitions))
+
+        def work(tx: Tx) -> list[FileRow]:
+            found: dict[int, FileRow] = {}
+            for batch in batches(keys):
+                for r in tx.all(
+                    f"SELECT {_FILE_COLUMNS} FROM files f WHERE f.state = ? AND f.file_id IN"
+                    " (SELECT c.file_id FROM chunks c"
+                    f" WHERE (c.topic, c.partition_id) IN (VALUES {_placeholders(len(batch), 2)}))",
+                    (FILE_LIVE, *(v for key in batch for v in key)),
+                ):
+                    row = _file_row(r)
+                    found[row.file_id] = row
+            return sorted(found.values(), key=lambda f: (f.created_ms, f.file_id))
+
+        return self._backend.run(work, write=False, what="files_of_partitions")
+
+    def partition_chunks(self, topic: str, partition: int) -> list[FileChunk]:
+        rows = self._backend.run(
+            lambda tx: tx.all(
+                f"SELECT {_FILE_CHUNK_COLUMNS} FROM chunks c JOIN files f ON f.file_id = c.file_id"
+                " WHERE c.topic = ? AND c.partition_id = ? ORDER BY c.last_offset",
+                (topic, partition),
+            ),
+            write=False,
+            what="partition_chunks",
+        )
+        return [_file_chunk(r) for r in rows]
+
+    def level_stats(self, topic: str) -> dict[int, tuple[int, int]]:
+        def work(tx: Tx) -> dict[int, tuple[int, int]]:
+            if tx.one("SELECT 1 FROM topics WHERE name = ?", (topic,)) is None:
+                raise UnknownTopic(f"unknown topic {topic!r}")
+            # A chunk row's file is always live, so no state filter is needed.
+            rows = tx.all(
+                "SELECT f.level, COUNT(DISTINCT f.file_id), SUM(c.length)"
+                " FROM chunks c JOIN files f ON f.file_id = c.file_id WHERE c.topic = ?"
+                " GROUP BY f.level ORDER BY f.level",
+                (topic,),
+            )
+            return {int(r[0]): (int(r[1]), int(r[2])) for r in rows}
+
+        return self._backend.run(work, write=False, what="level_stats")
+
+    # --- compaction: jobs ---------------------------------------------------------------------------------
+    def create_job(
+        self, kind: str, spec: Mapping[str, object], file_ids: Sequence[int], now_ms: int
+    ) -> Job | None:
+        """Beyond the interface: a job may claim no file at all (e.g. retention work)."""
+        if not kind:
+            raise ValueError("a job needs a kind")
+        spec_json = _spec_to_json(spec)
+        ids = sorted(set(file_ids))
+
+        def work(tx: Tx) -> Job:
+            # KEY SHARE keeps the rows from being deleted (forget_files) until we commit, without blocking
+            # the flushes, compactions and retention that mark files obsolete (they take NO KEY UPDATE).
+            live = 0
+            for batch in batches(ids):
+                live += len(
+                    tx.all(
+                        "SELECT file_id FROM files WHERE state = ?"
+                        f" AND file_id IN ({', '.join(['?'] * len(batch))})"
+                        f" ORDER BY file_id{self._d.for_key_share}",
+                        (FILE_LIVE, *batch),
+                    )
+                )
+            if live != len(ids):
+                raise _ClaimRefused
+            row = tx.one(
+                "INSERT INTO jobs (kind, spec, state, attempts, created_ms, updated_ms)"
+                f" VALUES (?, ?, ?, 0, ?, ?) RETURNING {_JOB_COLUMNS}",
+                (kind, spec_json, JOB_PENDING, now_ms, now_ms),
+            )
+            if row is None:  # INSERT ... RETURNING without ON CONFLICT always returns its row
+                raise StrataError("inserting a job returned no row")
+            job_id = int(row[0])
+            # The primary key on file_id is the claim. On PostgreSQL a concurrent uncommitted claim of the
+            # same file is waited for: if it commits, ours is not inserted (and not returned).
+            for batch in batches(ids):
+                claimed = tx.all(
+                    f"INSERT INTO job_files (file_id, job_id) VALUES {_placeholders(len(batch), 2)}"
+                    " ON CONFLICT (file_id) DO NOTHING RETURNING file_id",
+                    [v for file_id in batch for v in (file_id, job_id)],
+                )
+                if len(claimed) != len(batch):
+                    raise _ClaimRefused
+            return _job(row)
+
+        try:
+            return self._backend.run(work, write=True, what="create_job")
+        except _ClaimRefused:
+            return None
+
+    def lease_job(self, owner: str, now_ms: int, lease_ms: int) -> Job | None:
+        if lease_ms <= 0:
+            raise ValueError(f"a lease must last a positive time, got {lease_ms} ms")
+        if not owner:
+            raise ValueError("a lease needs an owner")
+
+        def work(tx: Tx) -> Job | None:
+            # SKIP LOCKED: a worker racing us for the same row moves on to the next job instead of
+            # waiting for ours and then finding it leased. (SQLite: BEGIN IMMEDIATE serialises us.)
+            row = tx.one(
+                "SELECT job_id FROM jobs WHERE state = ? OR (state = ? AND lease_expires_ms < ?)"
+                f" ORDER BY created_ms, job_id LIMIT 1{self._d.for_update}{self._d.skip_locked}",
+                (JOB_PENDING, JOB_LEASED, now_ms),
+            )
+            if row is None:
+                return None
+            leased = tx.one(
+                "UPDATE jobs SET state = ?, lease_owner = ?, lease_expires_ms = ?, attempts = attempts + 1,"
+                f" updated_ms = ? WHERE job_id = ? RETURNING {_JOB_COLUMNS}",
+                (JOB_LEASED, owner, now_ms + lease_ms, now_ms, int(row[0])),
+            )
+            return None if leased is None else _job(leased)
+
+        return self._backend.run(work, write=True, what="lease_job")
+
+    def heartbeat_job(self, job_id: int, owner: str, now_ms: int, lease_ms: int) -> bool:
+        if lease_ms <= 0:
+            raise ValueError(f"a lease must last a positive time, got {lease_ms} ms")
+        expires = now_ms + lease_ms
+        changed = self._backend.run(
+            lambda tx: tx.execute(
+                "UPDATE jobs SET lease_expires_ms ="
+                " CASE WHEN lease_expires_ms > ? THEN lease_expires_ms ELSE ? END, updated_ms = ?"
+                " WHERE job_id = ? AND state = ? AND lease_owner = ?",
+                (expires, expires, now_ms, job_id, JOB_LEASED, owner),
+            ),
+            write=True,
+            what="heartbeat_job",
+        )
+        return changed == 1
+
+    def finish_job(self, job_id: int, owner: str | None, state: str, now_ms: int) -> None:
+        if state not in JOB_FINAL_STATES:
+            raise ValueError(f"a job finishes as one of {JOB_FINAL_STATES}, not {state!r}")
+
+        def work(tx: Tx) -> None:
+            current, lease_owner = self._lock_job(tx, job_id)
+            if owner is not None and lease_owner == owner and current == state:
+                return  # a retry of a finish that committed
+            if owner is not None and (current != JOB_LEASED or lease_owner != owner):
+                raise CommitConflict(
+                    f"job {job_id} is {current} (lease owner {lease_owner!r}); {owner!r} cannot finish it"
+                )
+            self._finish(tx, job_id, state, now_ms)
+
+        self._backend.run(work, write=True, what="finish_job")
+
+    def _lock_job(self, tx: Tx, job_id: int) -> tuple[str, str | None]:
+        row = tx.one(f"SELECT state, lease_owner FROM jobs WHERE job_id = ?{self._d.for_update}", (job_id,))
+        if row is None:
+            raise UnknownJob(f"no job {job_id}")
+        return str(row[0]), None if row[1] is None else str(row[1])
+
+    def _finish(self, tx: Tx, job_id: int, state: str, now_ms: int) -> None:
+        tx.execute("UPDATE jobs SET state = ?, updated_ms = ? WHERE job_id = ?", (state, now_ms, job_id))
+        tx.execute("DELETE FROM job_files WHERE job_id = ?", (job_id,))
+
+    def active_jobs(self) -> list[Job]:
+        rows = self._backend.run(
+            lambda tx: tx.all(
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state IN (?, ?) ORDER BY job_id", JOB_ACTIVE_STATES
+            ),
+            write=False,
+            what="active_jobs",
+        )
+        return [_job(r) for r in rows]
+
+    def get_job(self, job_id: int) -> Job:
+        row = self._backend.run(
+            lambda tx: tx.one(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ?", (job_id,)),
+            write=False,
+            what="get_job",
+        )
+        if row is None:
+            raise UnknownJob(f"no job {job_id}")
+        return _job(row)
+
+    # --- compaction: the swap -------------------------------------------------------------------------------
+    def commit_compaction(
+        self,
+        job_id: int,
+        owner: str,
+        input_chunk_ids: Sequence[int],
+        outputs: Sequence[CompactionOutput],
+        cleaned: Sequence[CleanedUpTo],
+        now_ms: int,
+    ) -> None:
+        """Beyond the interface's contract:
+        - An output file without chunks is inserted as obsolete (GC deletes its object after the grace
+          period), like a flush file whose chunks were all dropped.
+        - A cleaned offset for a partition that no longer exists is a CommitConflict (its topic was
+          deleted while the job ran).
+        - Replaying a commit that succeeded (the caller retried after an ``Unavailable`` that hid the
+          COMMIT) writes nothing and returns: the job is done, was leased by ``owner``, and every output
+          object key has a files row. Keys are generated per upload, so that means this very commit.
+        - Raises UnknownJob for a job id that does not exist.
+        """
+        inputs = sorted(set(input_chunk_ids))
+        outputs = tuple(outputs)
+        cleaned = tuple(cleaned)
+        _validate_compaction(outputs, cleaned)
+        self._backend.run(
+            lambda tx: self._commit_compaction(tx, job_id, owner, inputs, outputs, cleaned, now_ms),
+            write=True,
+            what="commit_compaction",
+        )
+
+    def _commit_compaction(
+        self,
+        tx: Tx,
+        job_id: int,
+        owner: str,
+        inputs: list[int],
+        outputs: tuple[CompactionOutput, ...],
+        cleaned: tuple[CleanedUpTo, ...],
+        now_ms: int,
+    ) -> None:
+        # (a) The lease, under the job's row lock: heartbeats, finishes and other commits of this job wait;
+        # lease_job skips it.
+        state, lease_owner = self._lock_job(tx, job_id)
+        if not (state == JOB_LEASED and lease_owner == owner):
+            if state == JOB_DONE and lease_owner == owner and self._outputs_recorded(tx, outputs):
+                return
+            raise CommitConflict(
+                f"job {job_id} is {state} (lease owner {lease_owner!r}), not leased by {owner!r}"
+            )
+
+        # (b) Where the inputs are. Chunk rows never change, they only disappear, so this unlocked read is
+        # good for everything but existence, which is checked again under the partition locks.
+        found = self._input_chunks(tx, inputs)
+        if len(found) != len(inputs):
+            raise CommitConflict(f"{len(inputs) - len(found)} input chunk(s) of job {job_id} are gone")
+        hulls: dict[tuple[str, int], tuple[int, int]] = {}
+        for _, topic, partition, base, last, _ in found:
+            lo, hi = hulls.get((topic, partition), (base, last))
+            hulls[(topic, partition)] = (min(lo, base), max(hi, last))
+        for output in outputs:
+            for c in output.chunks:
+                hull = hulls.get((c.topic, c.partition))
+                if hull is None or c.base_offset < hull[0] or c.last_offset > hull[1]:
+                    raise ValueError(
+                        f"output chunk {c.topic}/{c.partition} [{c.base_offset}, {c.last_offset}] is outside"
+                        f" the span of its partition's input chunks {hull}"
+                    )
+
+        # (c) Locks in the global order: partitions, then the input files.
+        keys = sorted(set(hulls) | {(up_to.topic, up_to.partition) for up_to in cleaned})
+        next_offsets = self._lock_partitions(tx, keys, self._d.for_no_key_update)
+        file_ids = sorted({file_id for *_, file_id in found})
+        for batch in batches(file_ids):
+            tx.all(
+                f"SELECT file_id FROM files WHERE file_id IN ({', '.join(['?'] * len(batch))})"
+                f" ORDER BY file_id{self._d.for_no_key_update}",
+                batch,
+            )
+        if len(self._input_chunks(tx, inputs)) != len(inputs):
+            raise CommitConflict(f"input chunks of job {job_id} were removed while it committed")
+        for up_to in cleaned:
+            hwm = next_offsets.get((up_to.topic, up_to.partition))
+            if hwm is None:
+                raise CommitConflict(f"{up_to.topic}/{up_to.partition} no longer exists")
+            if up_to.cleaned_offset > hwm:
+                raise ValueError(
+                    f"cleaned offset {up_to.cleaned_offset} of {up_to.topic}/{up_to.partition} is beyond"
+                    f" its high watermark {hwm}"
+                )
+
+        # (d) The swap.
+        for batch in batches(inputs):
+            tx.execute(f"DELETE FROM chunks WHERE chunk_id IN ({', '.join(['?'] * len(batch))})", batch)
+        self._check_no_overlap(tx, outputs)
+        for output in outputs:
+            self._insert_output(tx, output, now_ms)
+        tx.executemany(
+            "UPDATE partitions SET cleaned_offset ="
+            " CASE WHEN cleaned_offset > ? THEN cleaned_offset ELSE ? END, last_compaction_ms = ?"
+            " WHERE topic = ? AND partition_id = ?",
+            [
+                (up_to.cleaned_offset, up_to.cleaned_offset, now_ms, up_to.topic, up_to.partition)
+                for up_to in sorted(cleaned, key=lambda u: (u.topic, u.partition))
+            ],
+        )
+        self._mark_obsolete_if_empty(tx, file_ids, now_ms)
+        self._finish(tx, job_id, JOB_DONE, now_ms)
+
+    def _input_chunks(self, tx: Tx, chunk_ids: Sequence[int]) -> list[tuple[int, str, int, int, int, int]]:
+        """(chunk_id, topic, partition, base_offset, last_offset, file_id) of the rows that still exist."""
+        found: list[tuple[int, str, int, int, int, int]] = []
+        for batch in batches(chunk_ids):
+            found.extend(
+                (int(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]))
+                for r in tx.all(
+                    "SELECT chunk_id, topic, partition_id, base_offset, last_offset, file_id FROM chunks"
+                    f" WHERE chunk_id IN ({', '.join(['?'] * len(batch))})",
+                    batch,
+                )
+            )
+        return found
+
+    def _check_no_overlap(self, tx: Tx, outputs: Sequence[CompactionOutput]) -> None:
+        """After the inputs are deleted: no remaining chunk may share an offset with an output chunk."""
+        spans = [(c.topic, c.partition, c.base_offset, c.last_offset) for o in outputs for c in o.chunks]
+        for batch in batches(spans):
+            # VALUES columns are named column1.. in both dialects.
+            row = tx.one(
+                f"SELECT o.column1, o.column2, o.column3 FROM (VALUES {_placeholders(len(batch), 4)}) AS o"
+                " WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.topic = o.column1"
+                " AND c.partition_id = o.column2 AND c.last_offset >= o.column3"
+                " AND c.base_offset <= o.column4) LIMIT 1",
+                [v for span in batch for v in span],
+            )
+            if row is not None:
+                raise ValueError(
+                    f"output chunk {row[0]}/{row[1]} at offset {row[2]} overlaps a chunk that is not an input"
+                )
+
+    def _insert_output(self, tx: Tx, output: CompactionOutput, now_ms: int) -> None:
+        file, chunks = output.file, output.chunks
+        live = bool(chunks)
+        row = tx.one(
+            "INSERT INTO files (object_key, size, level, state, created_ms, obsolete_since_ms)"
+            " VALUES (?, ?, ?, ?, ?, ?) RETURNING file_id",
+            (
+                file.object_key,
+                file.size,
+                file.level,
+                FILE_LIVE if live else FILE_OBSOLETE,
+                file.created_ms,
+                None if live else now_ms,
+            ),
+        )
+        if row is None:  # INSERT ... RETURNING without ON CONFLICT always returns its row
+            raise StrataError("inserting an output file returned no row")
+        file_id = int(row[0])
+        tx.executemany(
+            "INSERT INTO chunks (topic, partition_id, base_offset, last_offset, record_count, file_id,"
+            " position, length, min_timestamp, max_timestamp, crc, has_holes)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    c.topic,
+                    c.partition,
+                    c.base_offset,
+                    c.last_offset,
+                    c.record_count,
+                    file_id,
+                    c.position,
+                    c.length,
+                    c.min_timestamp,
+                    c.max_timestamp,
+                    c.crc,
+                    c.has_holes,
+                )
+                for c in chunks
+            ],
+        )
+
+    def _outputs_recorded(self, tx: Tx, outputs: Sequence[CompactionOutput]) -> bool:
+        keys = sorted({o.file.object_key for o in outputs})
+        known = 0
+        for batch in batches(keys):
+            row = tx.one(
+                f"SELECT COUNT(*) FROM files WHERE object_key IN ({', '.join(['?'] * len(batch))})", batch
+            )
+            known += 0 if row is None else int(row[0])
+        return known == len(keys)
+
+    # --- retention ----------------------------------------------------------------------------------------
+    def apply_retention(self, topic: str, partition: int, new_log_start: int, now_ms: int) -> int:
+        def work(tx: Tx) -> int:
+            row = tx.one(
+                "SELECT log_start_offset, next_offset FROM partitions WHERE topic = ? AND partition_id = ?"
+                f"{self._d.for_no_key_update}",
+                (topic, partition),
+            )
+            if row is None:
+                raise self._missing_partition(tx, topic, partition)
+            current, high_watermark = int(row[0]), int(row[1])
+            start = min(max(current, new_log_start), high_watermark)
+            if start != current:
+                tx.execute(
+                    "UPDATE partitions SET log_start_offset = ? WHERE topic = ? AND partition_id = ?",
+                    (start, topic, partition),
+                )
+            file_ids = [
+                int(r[0])
+                for r in tx.all(
+                    "SELECT file_id FROM files WHERE file_id IN (SELECT file_id FROM chunks"
+                    " WHERE topic = ? AND partition_id = ? AND last_offset < ?)"
+                    f" ORDER BY file_id{self._d.for_no_key_update}",
+                    (topic, partition, start),
+                )
+            ]
+            removed = tx.execute(
+                "DELETE FROM chunks WHERE topic = ? AND partition_id = ? AND last_offset < ?",
+                (topic, partition, start),
+            )
+            self._mark_obsolete_if_empty(tx, file_ids, now_ms)
+            return removed
+
+        return self._backend.run(work, write=True, what="apply_retention")

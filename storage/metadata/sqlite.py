@@ -33,6 +33,7 @@ SQLITE_DIALECT = Dialect(
     for_update="",
     for_no_key_update="",
     for_key_share="",
+    skip_locked="",
     binary_collation="",  # the default BINARY collation compares UTF-8 bytes, i.e. code points
 )
 

@@ -1,0 +1,435 @@
+"""The compaction worker: runs one job (a ``JobRun``) with two forward-only GET streams per input file.
+
+For every topic-partition of the job, in (topic, partition) order:
+- **Pass 1** (compacted topics only) reads the partition's dirty, cleanable chunks through the file's
+  pass-1 stream and puts key-hash -> offset into the bounded offset map. It starts at the partition's
+  ``cleaned_offset`` (records below it are already unique among themselves) and stops at the first chunk
+  newer than ``min.compaction.lag.ms``, or where the map fills (Kafka's partial cleaning: the rest stays
+  dirty for the next round, and rounds converge).
+- **Pass 2** reads every chunk of the partition through the file's pass-2 stream and writes each record
+  that ``should_retain`` keeps, byte for byte, at its original offset. The offsets a chunk no longer holds
+  become holes, recorded as a roaring bitmap in the output footer. The map is then cleared.
+
+Both streams of a file open at its first byte and only move forward, so a job costs at most two GETs per
+input file (one when nothing in the file is compacted) and one PUT per output file, whatever the partition
+count. Job chunks of one partition that are adjacent in the partition's log become one output chunk;
+runs separated by chunks outside the job stay separate chunks, so chunk offset ranges never overlap.
+
+Commit is compare-and-set (``commit_compaction``): if any input chunk changed meanwhile (retention, a topic
+deletion, another job), the outputs are abandoned to orphan GC and the job fails; a later plan retries.
+A worker killed at any point leaves the metadata untouched until that commit, so readers are unaffected;
+once its lease expires the job runs again from its spec.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pyroaring import BitMap
+
+from agents.keys import new_object_key
+from planner.jobs import JobSpec
+from planner.offset_map import KeyHasher, OffsetMap, SkimpyOffsetMap
+from planner.retain import should_retain
+from planner.stats import JobStats
+from planner.streams import ForwardReader
+from storage import fileformat, records
+from storage.clock import Clock
+from storage.errors import CodecError, CommitConflict, CorruptObject, StrataError, UnknownTopic
+from storage.metadata.base import (
+    ChunkRow,
+    CleanedUpTo,
+    CompactionOutput,
+    FileChunk,
+    Job,
+    MetadataStore,
+    NewCompactedChunk,
+    NewFile,
+)
+from storage.objectstore.base import GET, PUT, ObjectStore
+from storage.topic_config import TopicConfig
+
+log = logging.getLogger("strata.worker")
+
+MiB = 1024 * 1024
+JOB_FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    map_bytes: int = 128 * MiB
+    max_output_file_bytes: int = 64 * MiB
+    lease_ms: int = 60_000
+
+
+class LeaseLost(StrataError):
+    """Another worker took the job over (our lease expired); this attempt must not commit."""
+
+    code = 40902
+    status = 409
+
+
+@dataclass
+class _Output:
+    """One output file being built; sealed (uploaded) when it reaches the size limit."""
+
+    builder: fileformat.FileBuilder = field(default_factory=fileformat.FileBuilder)
+    chunks: list[NewCompactedChunk] = field(default_factory=list)
+
+
+class Worker:
+    def __init__(
+        self,
+        store: ObjectStore,
+        metadata: MetadataStore,
+        clock: Clock,
+        rng: random.Random,
+        owner: str,
+        config: WorkerConfig = WorkerConfig(),
+        offset_map: OffsetMap | None = None,
+    ) -> None:
+        self.store = store
+        self.metadata = metadata
+        self.clock = clock
+        self.rng = rng
+        self.owner = owner
+        self.config = config
+        # Allocated once per worker and reused: memory stays at the configured bound across jobs.
+        self.offset_map = offset_map if offset_map is not None else SkimpyOffsetMap(config.map_bytes)
+
+    def run(self, job: Job) -> JobStats:
+        """Run one leased job to its commit (or its failure). Returns its statistics."""
+        spec = JobSpec.from_json(job.spec)
+        attempt = JobRun(self, job, spec)
+        try:
+            attempt.execute()
+        except (CommitConflict, LeaseLost) as exc:
+            attempt.stats.outcome = f"abandoned ({exc.message})"
+            self._finish(job, JOB_FAILED)
+        except (CorruptObject, CodecError) as exc:
+            attempt.stats.outcome = f"failed ({exc.message})"
+            log.error("job %d read corrupt data: %s", job.job_id, exc.message)
+            self._finish(job, JOB_FAILED)
+        finally:
+            attempt.close()
+        log.info(attempt.stats.summary(job.job_id, spec.kind))
+        return attempt.stats
+
+    def _finish(self, job: Job, state: str) -> None:
+        try:
+            self.metadata.finish_job(job.job_id, self.owner, state, self.clock.now_ms())
+        except StrataError as exc:  # the lease may be gone already; the row then belongs to another run
+            log.warning("could not mark job %d %s: %s", job.job_id, state, exc.message)
+
+
+class JobRun:
+    """One attempt at one job."""
+
+    def __init__(self, worker: Worker, job: Job, spec: JobSpec) -> None:
+        self.worker = worker
+        self.job = job
+        self.spec = spec
+        self.store = worker.store
+        self.metadata = worker.metadata
+        self.clock = worker.clock
+        self.map = worker.offset_map
+        self.hasher = KeyHasher.random(worker.rng)  # a fresh secret per job: collisions can't be crafted
+        self.now_ms = self.clock.now_ms()
+        self.stats = JobStats(input_files=len(spec.inputs))
+        self.pass1: dict[int, ForwardReader] = {}
+        self.pass2: dict[int, ForwardReader] = {}
+        self.outputs: list[CompactionOutput] = []
+        self.open_outputs: dict[bool, _Output] = {}
+        self._lease_renewed_at = self.clock.monotonic()
+        self._counters_before = self.store.counters.snapshot()
+
+    # --- orchestration -----------------------------------------------------------------------------------
+    def execute(self) -> None:
+        chunks = self.metadata.file_chunks(self.spec.file_ids)
+        keys = {f.file_id: f.object_key for f in self.spec.inputs}
+        ends: dict[int, int] = {}
+        for fc in chunks:
+            ends[fc.file_id] = max(ends.get(fc.file_id, 0), fc.chunk.position + fc.chunk.length)
+        for file_id, end in ends.items():
+            self.pass1[file_id] = ForwardReader(self.store, keys[file_id], end)
+            self.pass2[file_id] = ForwardReader(self.store, keys[file_id], end)
+        by_partition: dict[tuple[str, int], list[FileChunk]] = {}
+        for fc in chunks:
+            by_partition.setdefault((fc.chunk.topic, fc.chunk.partition), []).append(fc)
+        configs: dict[str, TopicConfig | None] = {}
+        cleaned: list[CleanedUpTo] = []
+        for tp in sorted(by_partition):
+            self._keep_lease()
+            topic, partition = tp
+            if topic not in configs:
+                configs[topic] = self._config(topic)
+            part_chunks = sorted(by_partition[tp], key=lambda fc: fc.chunk.base_offset)
+            done = self._partition(topic, partition, part_chunks, configs[topic])
+            if done is not None:
+                cleaned.append(done)
+        for compacted in sorted(self.open_outputs):
+            self._seal(compacted)
+        self._collect_counters()
+        self._keep_lease(force=True)
+        input_ids = [fc.chunk.chunk_id for fc in chunks]
+        self.metadata.commit_compaction(
+            self.job.job_id, self.worker.owner, input_ids, self.outputs, cleaned, self.clock.now_ms()
+        )
+        self.stats.outcome = "committed"
+
+    def close(self) -> None:
+        for reader in (*self.pass1.values(), *self.pass2.values()):
+            reader.close()
+        self._collect_counters()
+
+    def _collect_counters(self) -> None:
+        after = self.store.counters.snapshot()
+        self.stats.bytes_read = self.bytes_read
+        self.stats.gets = after[GET] - self._counters_before[GET]
+        self.stats.puts = after[PUT] - self._counters_before[PUT]
+
+    def _config(self, topic: str) -> TopicConfig | None:
+        try:
+            return TopicConfig.from_overrides(self.metadata.get_topic(topic).configs)
+        except UnknownTopic:
+            return None  # deleted meanwhile: its chunks are copied and the commit will conflict
+
+    def _keep_lease(self, force: bool = False) -> None:
+        interval = self.worker.config.lease_ms / 3000  # renew at a third of the lease, in seconds
+        if not force and self.clock.monotonic() - self._lease_renewed_at < interval:
+            return
+        if not self.metadata.heartbeat_job(
+            self.job.job_id, self.worker.owner, self.clock.now_ms(), self.worker.config.lease_ms
+        ):
+            raise LeaseLost(f"lease on job {self.job.job_id} was lost")
+        self._lease_renewed_at = self.clock.monotonic()
+
+    # --- one partition -----------------------------------------------------------------------------------
+    def _partition(
+        self, topic: str, partition: int, chunks: list[FileChunk], config: TopicConfig | None
+    ) -> CleanedUpTo | None:
+        self.stats.partitions += 1
+        dedup = config is not None and config.compacted
+        runs, covers_prefix, cleaned_offset = self._runs(topic, partition, chunks, dedup)
+        map_end = -1
+        if dedup:
+            assert config is not None
+            map_end = self._pass1(chunks, cleaned_offset, config)
+            self.stats.partitions_deduplicated += 1
+        for run in runs:
+            self._pass2(topic, partition, run, dedup, map_end, covers_prefix, config)
+        self.map.clear()
+        if dedup and covers_prefix and map_end >= 0:
+            return CleanedUpTo(topic, partition, map_end + 1)
+        return None
+
+    def _runs(
+        self, topic: str, partition: int, chunks: list[FileChunk], dedup: bool
+    ) -> tuple[list[list[FileChunk]], bool, int]:
+        """Split the job's chunks into runs adjacent in the partition's log; does the job hold its prefix?"""
+        if not dedup and all(_dense(c.chunk) for c in chunks) and _contiguous(chunks):
+            return [chunks], False, 0
+        whole = self.metadata.partition_chunks(topic, partition)
+        order = {fc.chunk.chunk_id: i for i, fc in enumerate(whole)}
+        runs: list[list[FileChunk]] = []
+        previous = -2
+        for fc in chunks:
+            index = order.get(fc.chunk.chunk_id, -10)
+            if index != previous + 1 or not runs:
+                runs.append([])
+            runs[-1].append(fc)
+            previous = index
+        covers_prefix = bool(chunks) and order.get(chunks[0].chunk.chunk_id) == 0 and len(runs) == 1
+        cleaned_offset = 0
+        if covers_prefix:
+            stats = {(s.topic, s.partition): s for s in self.metadata.partition_stats(topic)}
+            state = stats.get((topic, partition))
+            cleaned_offset = state.cleaned_offset if state is not None else 0
+        return runs, covers_prefix, cleaned_offset
+
+    def _read(self, readers: dict[int, ForwardReader], fc: FileChunk) -> bytes:
+        data = readers[fc.file_id].read(fc.chunk.position, fc.chunk.length)
+        fileformat.verify_chunk(data, fc.chunk.crc, object_key=fc.chunk.object_key)
+        return data
+
+    def _pass1(self, chunks: list[FileChunk], start: int, config: TopicConfig) -> int:
+        """Fill the map from ``start``; returns the last offset it covers (-1: none)."""
+        started = self.clock.monotonic()
+        cutoff = self.now_ms - config.min_compaction_lag_ms
+        offset_map, hash_many = self.map, self.hasher.hash_many
+        map_end = -1
+        try:
+            for fc in chunks:
+                chunk = fc.chunk
+                if chunk.max_timestamp > cutoff:
+                    break  # records newer than min.compaction.lag.ms are never cleaned
+                if chunk.last_offset < start:
+                    continue
+                data = self._read(self.pass1, fc)
+                self.stats.pass1_bytes += len(data)
+                spans = [
+                    span
+                    for header, view in records.iter_batches(data, verify_crc=False)
+                    for span in records.scan_batch(bytes(view), header, chunk.base_offset)
+                    if span.offset >= start
+                ]
+                keyed = [span for span in spans if span.key is not None]
+                stored = offset_map.put_many(
+                    hash_many([span.key for span in keyed if span.key is not None]),
+                    [span.offset for span in keyed],
+                )
+                if stored < len(keyed):
+                    # The map is full: it covers everything before the first record that did not fit.
+                    self.stats.partial_partitions += 1
+                    return keyed[stored].offset - 1
+                if spans:
+                    map_end = spans[-1].offset
+            return map_end
+        finally:
+            self.stats.map_utilization = max(self.stats.map_utilization, offset_map.utilization)
+            self.stats.pass1_seconds += self.clock.monotonic() - started
+
+    def _pass2(
+        self,
+        topic: str,
+        partition: int,
+        run: list[FileChunk],
+        dedup: bool,
+        map_end: int,
+        can_drop_tombstones: bool,
+        config: TopicConfig | None,
+    ) -> None:
+        started = self.clock.monotonic()
+        out_base = run[0].chunk.base_offset
+        out_last = run[-1].chunk.last_offset
+        dense = not dedup and all(_dense(fc.chunk) for fc in run) and _contiguous(run)
+        buf = bytearray()
+        present = BitMap()
+        count = 0
+        min_ts, max_ts = 2**63 - 1, -(2**63)
+        horizon = self.now_ms + (config.delete_retention_ms if config is not None else 0)
+        offset_map, hash_many = self.map, self.hasher.hash_many
+        for fc in run:
+            chunk = fc.chunk
+            data = self._read(self.pass2, fc)
+            self.stats.pass2_bytes += len(data)
+            self.stats.records_in += chunk.record_count
+            for header, view in records.iter_batches(data, verify_crc=False):
+                relative_base = chunk.base_offset + header.base_offset - out_base
+                if dense:
+                    # Plain merge of a gap-free run: copy the batch, move its base to the new chunk.
+                    position = len(buf)
+                    buf += view
+                    records.set_base_offset(buf, position, relative_base)
+                    count += header.records_count
+                    continue
+                batch = bytes(view)
+                spans = records.scan_batch(batch, header, chunk.base_offset)
+                kept = spans
+                if dedup:
+                    batch_horizon = header.delete_horizon_ms
+                    found = iter(offset_map.get_many(hash_many([s.key for s in spans if s.key is not None])))
+                    kept = []
+                    for span in spans:
+                        latest = -1 if span.key is None else next(found)
+                        if should_retain(
+                            span.offset,
+                            span.key is not None,
+                            span.tombstone,
+                            latest,
+                            map_end,
+                            batch_horizon,
+                            self.now_ms,
+                            can_drop_tombstones,
+                        ):
+                            kept.append(span)
+                        elif span.tombstone and latest <= span.offset:
+                            self.stats.tombstones_removed += 1
+                if not kept:
+                    continue
+                new_horizon = None
+                if dedup and header.delete_horizon_ms is None and any(s.tombstone for s in kept):
+                    new_horizon = horizon  # first time these tombstones are kept: start their clock
+                buf += records.filter_batch(
+                    batch,
+                    header,
+                    kept,
+                    offset_base=chunk.base_offset,
+                    base_offset=relative_base,
+                    delete_horizon_ms=new_horizon,
+                )
+                present.update(s.offset - out_base for s in kept)
+                count += len(kept)
+                min_ts = min(min_ts, *(s.timestamp for s in kept))
+                max_ts = max(max_ts, *(s.timestamp for s in kept))
+            if dense:
+                min_ts = min(min_ts, chunk.min_timestamp)
+                max_ts = max(max_ts, chunk.max_timestamp)
+        self.stats.pass2_seconds += self.clock.monotonic() - started
+        self.stats.records_out += count
+        if count == 0:
+            return  # every record of the run was removed: its offsets become a gap between chunks
+        compacted = config is not None and config.compacted
+        output = self.open_outputs.get(compacted)
+        if output is None:
+            output = self.open_outputs[compacted] = _Output()
+        holes = not dense and len(present) < out_last - out_base + 1
+        meta = output.builder.add_chunk(
+            topic,
+            partition,
+            buf,
+            record_count=count,
+            last_offset_delta=out_last - out_base,
+            min_timestamp=min_ts,
+            max_timestamp=max_ts,
+            present=present if holes else None,
+        )
+        output.chunks.append(
+            NewCompactedChunk(
+                topic=topic,
+                partition=partition,
+                base_offset=out_base,
+                last_offset=out_last,
+                record_count=count,
+                position=meta.position,
+                length=meta.length,
+                min_timestamp=min_ts,
+                max_timestamp=max_ts,
+                crc=meta.crc,
+                has_holes=holes,
+            )
+        )
+        if output.builder.size >= self.worker.config.max_output_file_bytes:
+            self._seal(compacted)
+
+    def _seal(self, compacted: bool) -> None:
+        """Upload one output file (one PUT). It stays an orphan unless the job's commit succeeds."""
+        output = self.open_outputs.pop(compacted, None)
+        if output is None or not output.chunks:
+            return
+        data = output.builder.finish()
+        key = new_object_key(self.spec.output_level, self.clock, self.worker.rng)
+        self.store.put(key, data)
+        self.stats.bytes_written += len(data)
+        self.stats.output_files += 1
+        self.outputs.append(
+            CompactionOutput(
+                NewFile(key, len(data), self.spec.output_level, self.clock.now_ms()), output.chunks
+            )
+        )
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(r.bytes_read for r in (*self.pass1.values(), *self.pass2.values()))
+
+
+def _dense(chunk: ChunkRow) -> bool:
+    return not chunk.has_holes and chunk.record_count == chunk.last_offset - chunk.base_offset + 1
+
+
+def _contiguous(chunks: Sequence[FileChunk]) -> bool:
+    return all(b.chunk.base_offset == a.chunk.last_offset + 1 for a, b in itertools.pairwise(chunks))

@@ -1,0 +1,221 @@
+"""Compaction end to end: our LogCleanerTest. Records go in over HTTP; the real worker compacts them."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from api.settings import Settings
+from planner.offset_map import FakeOffsetMap
+from planner.service import Compactor
+from storage.clock import SkewedClock
+from storage.objectstore.base import GET, PUT
+from tests.fixtures.server import RunningServer, run_server
+
+pytestmark = pytest.mark.integration
+
+COMPACT = {"cleanup.policy": "compact"}
+
+
+@pytest.fixture
+def clock() -> SkewedClock:
+    return SkewedClock()
+
+
+@pytest.fixture
+def srv(backend_settings: Settings, clock: SkewedClock) -> Iterator[RunningServer]:
+    with run_server(backend_settings, clock=clock) as server:
+        yield server
+
+
+def compactor(srv: RunningServer, **kwargs: Any) -> Compactor:
+    rt = srv.runtime
+    return Compactor(rt.store, rt.metadata, rt.clock, random.Random(7), owner="test-worker", **kwargs)
+
+
+def produce_updates(srv: RunningServer, topic: str, rounds: list[dict[str, str | None]]) -> None:
+    """Each round is one request (so at least one flush each): key -> value (None = tombstone)."""
+    for updates in rounds:
+        response = srv.produce(topic, [{"key": k, "value": v} for k, v in updates.items()])
+        assert response.status_code == 200, response.text
+
+
+def log_of(srv: RunningServer, topic: str, partitions: int) -> dict[int, list[dict[str, Any]]]:
+    return {p: srv.read_all(topic, p) for p in range(partitions)}
+
+
+def latest(log: dict[int, list[dict[str, Any]]]) -> dict[str, tuple[int, int, str | None]]:
+    """key -> (partition, offset, value) of its last record."""
+    out: dict[str, tuple[int, int, str | None]] = {}
+    for partition, recs in log.items():
+        for rec in recs:
+            out[rec["key"]] = (partition, rec["offset"], rec["value"])
+    return out
+
+
+def run_until_idle(c: Compactor, topic: str | None = None, force: bool = True, limit: int = 20) -> int:
+    rounds = 0
+    while rounds < limit:
+        result = c.run_once(topic, force)
+        rounds += 1
+        if not result.jobs:
+            return rounds
+    raise AssertionError("compaction did not settle")
+
+
+def test_dedup_keeps_the_latest_value_of_every_key_at_its_original_offset(srv: RunningServer) -> None:
+    srv.create_topic("cfg", partitions=4, **COMPACT)
+    rounds = [{f"key-{k}": f"v{r}-{k}" for k in range(40)} for r in range(10)]
+    produce_updates(srv, "cfg", rounds)
+    before = log_of(srv, "cfg", 4)
+    assert sum(len(v) for v in before.values()) == 400
+
+    c = compactor(srv)
+    run_until_idle(c, "cfg")
+    after = log_of(srv, "cfg", 4)
+
+    assert latest(after) == latest(before)
+    assert sum(len(v) for v in after.values()) == 40  # exactly one record per key survives
+    for partition in range(4):
+        offsets_after = [r["offset"] for r in after[partition]]
+        offsets_before = {r["offset"] for r in before[partition]}
+        assert offsets_after == sorted(set(offsets_after))  # strictly increasing
+        assert set(offsets_after) <= offsets_before  # never a new offset
+        # High watermark and log start are untouched: compaction never moves offsets.
+        state = srv.client.get(f"/v1/topics/cfg/partitions/{partition}/offsets").json()
+        assert state == {"log_start_offset": 0, "high_watermark": len(before[partition])}
+        # Fetching a removed offset returns the next survivor.
+        removed = sorted(offsets_before - set(offsets_after))
+        if removed:
+            body = srv.fetch("cfg", partition, removed[0]).json()
+            assert body["records"][0]["offset"] == min(o for o in offsets_after if o > removed[0])
+
+    # Compacting again changes nothing.
+    run_until_idle(c, "cfg")
+    assert log_of(srv, "cfg", 4) == after
+
+
+def test_partial_cleaning_with_a_tiny_map_converges(srv: RunningServer) -> None:
+    srv.create_topic("small", partitions=1, **COMPACT)
+    rounds = [{f"k{k}": f"{r}" for k in range(12)} for r in range(6)]
+    produce_updates(srv, "small", rounds)
+    c = compactor(srv, offset_map=FakeOffsetMap(5))
+    counts = [len(srv.read_all("small", 0))]
+    for _ in range(20):
+        c.run_once("small", force=True)
+        counts.append(len(srv.read_all("small", 0)))
+        if counts[-1] == 12:
+            break
+    assert counts[-1] == 12, counts  # converged to one record per key
+    assert all(b <= a for a, b in itertools.pairwise(counts))  # never grows
+    assert len(counts) > 2  # it took several rounds: each made progress with a map of 5
+    assert {r["key"]: r["value"] for r in srv.read_all("small", 0)} == {f"k{k}": "5" for k in range(12)}
+
+
+def test_tombstone_lifecycle(srv: RunningServer, clock: SkewedClock) -> None:
+    srv.create_topic("t", partitions=1, **COMPACT, **{"delete.retention.ms": 60_000})
+    produce_updates(srv, "t", [{"gone": "v1", "stays": "s1"}, {"gone": None}, {"stays": "s2"}])
+    c = compactor(srv)
+    run_until_idle(c, "t")
+    recs = srv.read_all("t", 0)
+    # The tombstone is kept (its horizon starts now) and the value it deletes is gone.
+    assert [(r["key"], r["value"]) for r in recs] == [("gone", None), ("stays", "s2")]
+
+    clock.advance(30)
+    run_until_idle(c, "t")
+    assert [(r["key"], r["value"]) for r in srv.read_all("t", 0)] == [("gone", None), ("stays", "s2")]
+
+    clock.advance(31)  # past delete.retention.ms since the tombstone was first kept
+    produce_updates(srv, "t", [{"stays": "s3"}])  # new dirty data so the partition is cleaned again
+    run_until_idle(c, "t")
+    assert [(r["key"], r["value"]) for r in srv.read_all("t", 0)] == [("stays", "s3")]
+
+
+def test_min_compaction_lag_protects_recent_records(srv: RunningServer, clock: SkewedClock) -> None:
+    srv.create_topic("lag", partitions=1, **COMPACT, **{"min.compaction.lag.ms": 3_600_000})
+    produce_updates(srv, "lag", [{"k": str(i)} for i in range(5)])
+    c = compactor(srv)
+    run_until_idle(c, "lag")
+    assert len(srv.read_all("lag", 0)) == 5  # newer than min.compaction.lag.ms: untouched
+    clock.advance(3601)
+    run_until_idle(c, "lag")
+    assert [r["value"] for r in srv.read_all("lag", 0)] == ["4"]
+
+
+def test_selection_by_dirty_ratio_and_max_lag(srv: RunningServer, clock: SkewedClock) -> None:
+    srv.create_topic("dirty", partitions=1, **COMPACT)
+    srv.create_topic("clean-enough", partitions=1, **COMPACT, **{"min.cleanable.dirty.ratio": 0.99})
+    srv.create_topic("old", partitions=1, **COMPACT, **{"min.cleanable.dirty.ratio": 0.99})
+    srv.create_topic("plain", partitions=1)
+    for topic in ("dirty", "clean-enough", "old", "plain"):
+        produce_updates(srv, topic, [{f"k{i}": "x" for i in range(5)}])
+    c = compactor(srv)
+    # Clean what is due: everything is dirty (never cleaned: ratio 1.0), except that "clean-enough" asks 0.99.
+    due = {(d.topic, d.partition) for d in c.planner.dirty_partitions()}
+    assert due == {("dirty", 0), ("clean-enough", 0), ("old", 0)}
+    run_until_idle(c, force=False)
+    produce_updates(srv, "dirty", [{f"k{i}": "y" for i in range(5)}])
+    produce_updates(srv, "clean-enough", [{"k0": "y"}])
+    produce_updates(srv, "old", [{"k0": "y"}])
+    ratios = {d.topic: d.dirty_ratio for d in c.planner.dirty_partitions()}
+    assert "clean-enough" not in ratios  # ratio ~0.2 < 0.99
+    assert "old" not in ratios
+    assert "dirty" in ratios  # ratio 0.5 >= the default 0.5
+    srv.client.patch("/v1/topics/old/configs", json={"configs": {"max.compaction.lag.ms": 1000}})
+    clock.advance(2)
+    due_now = [d.topic for d in c.planner.dirty_partitions()]
+    assert "old" in due_now  # dirty data older than max.compaction.lag.ms is due whatever the ratio
+    assert "plain" not in due_now  # cleanup.policy=delete is never deduplicated
+
+
+def test_unkeyed_records_are_refused_by_compacted_topics(srv: RunningServer) -> None:
+    srv.create_topic("keys", **COMPACT)
+    response = srv.produce("keys", [{"value": "no key"}])
+    assert response.json()["error_code"] == 42206
+
+
+def test_two_get_streams_per_input_file_and_one_put_per_output_file(srv: RunningServer) -> None:
+    srv.create_topic("req", partitions=8, **COMPACT)
+    produce_updates(srv, "req", [{f"k{k}": f"{r}" for k in range(64)} for r in range(5)])
+    c = compactor(srv)
+    files = srv.runtime.metadata.live_files(0)
+    assert len(files) >= 5
+    gets, puts = srv.runtime.counters.get(GET), srv.runtime.counters.get(PUT)
+    result = c.run_once("req", force=True)
+    ((_, stats),) = result.jobs
+    assert stats.outcome == "committed"
+    assert stats.input_files == len(files)
+    assert stats.gets == 2 * len(files)  # one stream per pass per input file, whatever the partition count
+    assert stats.puts == stats.output_files == 1
+    assert srv.runtime.counters.get(GET) - gets == 2 * len(files)
+    assert srv.runtime.counters.get(PUT) - puts == 1
+
+
+def test_merge_separates_compacted_data_and_joins_consecutive_chunks(srv: RunningServer) -> None:
+    srv.create_topic("events", partitions=2)
+    srv.create_topic("state", partitions=2, **COMPACT)
+    for i in range(6):
+        srv.produce("events", [{"key": f"e{i}", "value": "x", "partition": i % 2}])
+        srv.produce("state", [{"key": f"s{i % 3}", "value": str(i), "partition": 0}])
+    before_events = log_of(srv, "events", 2)
+    c = compactor(srv)
+    job = c.planner._merge(0)  # merge L0 now, whatever the thresholds
+    assert job is not None
+    c.run_jobs()
+    meta = srv.runtime.metadata
+    l1 = meta.live_files(1)
+    assert len(l1) == 2  # compacted-topic data and other data in separate files
+    assert meta.live_files(0) == []
+    chunks = {(fc.chunk.topic, fc.chunk.partition) for fc in meta.file_chunks([f.file_id for f in l1])}
+    per_file = [{fc.chunk.topic for fc in meta.file_chunks([f.file_id])} for f in l1]
+    assert sorted(map(sorted, per_file)) == [["events"], ["state"]]
+    # Consecutive chunks of one partition became one chunk.
+    assert len(meta.partition_chunks("events", 0)) == 1
+    assert chunks == {("events", 0), ("events", 1), ("state", 0)}
+    assert log_of(srv, "events", 2) == before_events
+    # The merge deduplicated the compacted topic as early as the first merge.
+    assert [r["value"] for r in srv.read_all("state", 0)] == ["3", "4", "5"]
