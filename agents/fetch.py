@@ -20,7 +20,7 @@ from agents.cache import ObjectCache
 from agents.watch import PartitionWatch
 from storage import fileformat, records
 from storage.clock import Clock
-from storage.errors import CodecError, CorruptObject, OffsetOutOfRange
+from storage.errors import CodecError, CorruptObject, ObjectNotFound, OffsetOutOfRange
 from storage.metadata.base import ChunkRow, MetadataStore, PartitionState
 from storage.objectstore.base import AsyncObjectStore
 
@@ -92,6 +92,15 @@ class Fetcher:
         return await self._read(state, offset, max_bytes)
 
     async def _read(self, state: PartitionState, offset: int, max_bytes: int) -> FetchResult:
+        try:
+            return await self._read_once(state, offset, max_bytes)
+        except ObjectNotFound:
+            # Compaction may have replaced these chunks and GC deleted their file between our lookup and
+            # our GET (only possible past the GC grace period). The new chunk rows point at live files.
+            log.info("a file vanished under a fetch of %s/%d; looking up again", state.topic, state.partition)
+            return await self._read_once(state, offset, max_bytes)
+
+    async def _read_once(self, state: PartitionState, offset: int, max_bytes: int) -> FetchResult:
         chunks = await asyncio.to_thread(
             self.metadata.find_chunks, state.topic, state.partition, offset, MAX_CHUNKS_PER_FETCH
         )

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from planner.service import Compactor, CompactorConfig
 from storage.errors import Unavailable
 from storage.metadata import open_metadata_store
-from storage.metadata.base import FlushResult, IdempotencyEntry, MetadataStore, NewChunk, NewFile
+from storage.metadata.base import ChunkRow, FlushResult, IdempotencyEntry, MetadataStore, NewChunk, NewFile
 from storage.objectstore.base import GET
 
 pytestmark = pytest.mark.integration
@@ -64,3 +66,38 @@ def test_tailing_consumer_on_the_writing_agent_costs_no_get(server_factory: Call
                 position[partition] = body["next_offset"]
         assert sum(position) == 10
         assert srv.runtime.counters.get(GET) == gets
+
+
+class StaleChunksOnce:
+    """Answers the next find_chunks with rows captured earlier, as a lookup racing a compaction would."""
+
+    def __init__(self, inner: MetadataStore) -> None:
+        self.inner = inner
+        self.stale: list[ChunkRow] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def find_chunks(self, topic: str, partition: int, offset: int, limit: int) -> list[ChunkRow]:
+        if self.stale is not None:
+            rows, self.stale = self.stale, None
+            return rows
+        return self.inner.find_chunks(topic, partition, offset, limit)
+
+
+def test_fetch_survives_a_file_deleted_under_it(server_factory: Callable[..., Any], tmp_path: Path) -> None:
+    metadata = StaleChunksOnce(open_metadata_store("sqlite:///" + str(tmp_path / "m.db")))
+    with server_factory(metadata=metadata, cache_bytes=0) as srv:
+        srv.create_topic("t", **{"cleanup.policy": "compact"})
+        for i in range(3):
+            srv.produce("t", [{"key": "k", "value": str(i)}])
+        before = metadata.inner.find_chunks("t", 0, 0, 100)
+        rt = srv.runtime
+        compactor = Compactor(
+            rt.store, metadata.inner, rt.clock, random.Random(1), "w", CompactorConfig(obsolete_grace_ms=0)
+        )
+        compactor.run_once("t", force=True)  # rewrites the files and, with no grace, deletes the old ones
+        assert not {c.object_key for c in before} & {f.object_key for f in metadata.inner.live_files()}
+        metadata.stale = before
+        body = srv.fetch("t", 0, 0).json()
+        assert [r["value"] for r in body["records"]] == ["2"]
