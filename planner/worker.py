@@ -74,6 +74,18 @@ class LeaseLost(StrataError):
 
 
 @dataclass
+class _Piece:
+    """One output chunk being built: records of a run from offset ``base`` on."""
+
+    base: int
+    buf: bytearray = field(default_factory=bytearray)
+    present: BitMap = field(default_factory=BitMap)  # relative offsets kept
+    count: int = 0
+    min_ts: int = 2**63 - 1
+    max_ts: int = -(2**63)
+
+
+@dataclass
 class _Output:
     """One output file being built; sealed (uploaded) when it reaches the size limit."""
 
@@ -304,28 +316,24 @@ class JobRun:
         config: TopicConfig | None,
     ) -> None:
         started = self.clock.monotonic()
-        out_base = run[0].chunk.base_offset
-        out_last = run[-1].chunk.last_offset
         dense = not dedup and all(_dense(fc.chunk) for fc in run) and _contiguous(run)
-        buf = bytearray()
-        present = BitMap()
-        count = 0
-        min_ts, max_ts = 2**63 - 1, -(2**63)
+        piece = _Piece(run[0].chunk.base_offset)
         horizon = self.now_ms + (config.delete_retention_ms if config is not None else 0)
         offset_map, hash_many = self.map, self.hasher.hash_many
-        for fc in run:
+        for i, fc in enumerate(run):
             chunk = fc.chunk
             data = self._read(self.pass2, fc)
             self.stats.pass2_bytes += len(data)
             self.stats.records_in += chunk.record_count
+            buf = piece.buf
             for header, view in records.iter_batches(data, verify_crc=False):
-                relative_base = chunk.base_offset + header.base_offset - out_base
+                relative_base = chunk.base_offset + header.base_offset - piece.base
                 if dense:
                     # Plain merge of a gap-free run: copy the batch, move its base to the new chunk.
                     position = len(buf)
                     buf += view
                     records.set_base_offset(buf, position, relative_base)
-                    count += header.records_count
+                    piece.count += header.records_count
                     continue
                 batch = bytes(view)
                 spans = records.scan_batch(batch, header, chunk.base_offset)
@@ -362,43 +370,54 @@ class JobRun:
                     base_offset=relative_base,
                     delete_horizon_ms=new_horizon,
                 )
-                present.update(s.offset - out_base for s in kept)
-                count += len(kept)
-                min_ts = min(min_ts, *(s.timestamp for s in kept))
-                max_ts = max(max_ts, *(s.timestamp for s in kept))
+                piece.present.update(s.offset - piece.base for s in kept)
+                piece.count += len(kept)
+                piece.min_ts = min(piece.min_ts, *(s.timestamp for s in kept))
+                piece.max_ts = max(piece.max_ts, *(s.timestamp for s in kept))
             if dense:
-                min_ts = min(min_ts, chunk.min_timestamp)
-                max_ts = max(max_ts, chunk.max_timestamp)
+                piece.min_ts = min(piece.min_ts, chunk.min_timestamp)
+                piece.max_ts = max(piece.max_ts, chunk.max_timestamp)
+            # Bound memory: a long run becomes several output chunks, cut between input chunks so their
+            # offset spans stay contiguous and never overlap.
+            if len(buf) >= self.worker.config.max_output_file_bytes and i + 1 < len(run):
+                self._emit(topic, partition, piece, chunk.last_offset, dense, config)
+                piece = _Piece(run[i + 1].chunk.base_offset)
+        self._emit(topic, partition, piece, run[-1].chunk.last_offset, dense, config)
         self.stats.pass2_seconds += self.clock.monotonic() - started
-        self.stats.records_out += count
-        if count == 0:
-            return  # every record of the run was removed: its offsets become a gap between chunks
+
+    def _emit(
+        self, topic: str, partition: int, piece: _Piece, last: int, dense: bool, config: TopicConfig | None
+    ) -> None:
+        """Add one output chunk spanning [piece.base, last] (none if every record was removed)."""
+        self.stats.records_out += piece.count
+        if piece.count == 0:
+            return  # every record of the span was removed: its offsets become a gap between chunks
         compacted = config is not None and config.compacted
         output = self.open_outputs.get(compacted)
         if output is None:
             output = self.open_outputs[compacted] = _Output()
-        holes = not dense and len(present) < out_last - out_base + 1
+        holes = not dense and len(piece.present) < last - piece.base + 1
         meta = output.builder.add_chunk(
             topic,
             partition,
-            buf,
-            record_count=count,
-            last_offset_delta=out_last - out_base,
-            min_timestamp=min_ts,
-            max_timestamp=max_ts,
-            present=present if holes else None,
+            piece.buf,
+            record_count=piece.count,
+            last_offset_delta=last - piece.base,
+            min_timestamp=piece.min_ts,
+            max_timestamp=piece.max_ts,
+            present=piece.present if holes else None,
         )
         output.chunks.append(
             NewCompactedChunk(
                 topic=topic,
                 partition=partition,
-                base_offset=out_base,
-                last_offset=out_last,
-                record_count=count,
+                base_offset=piece.base,
+                last_offset=last,
+                record_count=piece.count,
                 position=meta.position,
                 length=meta.length,
-                min_timestamp=min_ts,
-                max_timestamp=max_ts,
+                min_timestamp=piece.min_ts,
+                max_timestamp=piece.max_ts,
                 crc=meta.crc,
                 has_holes=holes,
             )

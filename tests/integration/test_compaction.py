@@ -11,7 +11,8 @@ import pytest
 
 from api.settings import Settings
 from planner.offset_map import FakeOffsetMap
-from planner.service import Compactor
+from planner.service import Compactor, CompactorConfig
+from planner.worker import WorkerConfig
 from storage.clock import SkewedClock
 from storage.objectstore.base import GET, PUT
 from tests.fixtures.server import RunningServer, run_server
@@ -219,3 +220,22 @@ def test_merge_separates_compacted_data_and_joins_consecutive_chunks(srv: Runnin
     assert log_of(srv, "events", 2) == before_events
     # The merge deduplicated the compacted topic as early as the first merge.
     assert [r["value"] for r in srv.read_all("state", 0)] == ["3", "4", "5"]
+
+
+def test_output_chunks_and_files_are_bounded(srv: RunningServer) -> None:
+    srv.create_topic("hot", partitions=1)
+    srv.create_topic("hotc", partitions=1, **COMPACT)
+    for i in range(6):
+        srv.produce("hot", [{"key": f"k{i}", "value": "x" * 100}])
+        srv.produce("hotc", [{"key": f"k{i % 2}", "value": str(i)}])
+    before = srv.read_all("hot", 0)
+    c = compactor(srv, config=CompactorConfig(worker=WorkerConfig(max_output_file_bytes=1)))
+    assert c.planner._merge(0) is not None
+    ((_, stats),) = c.run_jobs()
+    meta = srv.runtime.metadata
+    spans = [(fc.chunk.base_offset, fc.chunk.last_offset) for fc in meta.partition_chunks("hot", 0)]
+    assert spans == [(i, i) for i in range(6)]  # one output chunk per input chunk, contiguous
+    assert stats.output_files == stats.puts == len(meta.live_files(1))
+    assert stats.output_files >= 6
+    assert srv.read_all("hot", 0) == before
+    assert [r["value"] for r in srv.read_all("hotc", 0)] == ["4", "5"]
