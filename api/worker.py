@@ -25,6 +25,10 @@ async def run_worker(runtime: Runtime) -> None:
             await asyncio.to_thread(compactor.run_once)
         except StrataError as exc:
             log.warning("background round failed (%d): %s", exc.code, exc.message)
+        except Exception:
+            # Anything else is a bug, but it must not end the loop silently: compaction, retention and GC
+            # would stop for good while the agent keeps serving.
+            log.exception("background round failed unexpectedly")
         try:
             await asyncio.wait_for(runtime.worker_wakeup.wait(), interval)
         except TimeoutError:

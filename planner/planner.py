@@ -100,7 +100,8 @@ class Planner:
         files = self.metadata.files_of_partitions([(dirty.topic, dirty.partition)])
         if not files:
             return None
-        level = min(max(f.level for f in files), MAX_LEVEL)
+        # Cleaned output is at least L1: flush files (L0) are small and many, cleaned data is neither.
+        level = min(max(1, *(f.level for f in files)), MAX_LEVEL)
         reason = f"{dirty.topic}/{dirty.partition}: {dirty.reason}"
         return self._create(JOB_CLEAN, level, files, reason)
 

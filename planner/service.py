@@ -20,7 +20,7 @@ from planner.retention import Retention, RetentionResult
 from planner.stats import JobStats
 from planner.worker import Worker, WorkerConfig
 from storage.clock import Clock
-from storage.metadata.base import Job, MetadataStore
+from storage.metadata.base import JOB_FAILED, Job, MetadataStore
 from storage.objectstore.base import ObjectStore
 
 log = logging.getLogger("strata.compactor")
@@ -34,6 +34,9 @@ class CompactorConfig:
     orphan_grace_ms: int = 3_600_000
     orphan_gc_interval_ms: int = 300_000
     max_jobs_per_round: int = 32
+    # A job that failed this often (crashes, lost leases, bugs) is given up, so its files can be planned
+    # again; without a cap it would be re-leased forever and keep them claimed.
+    max_job_attempts: int = 5
 
 
 @dataclass
@@ -87,6 +90,10 @@ class Compactor:
             job = self.metadata.lease_job(self.owner, self.clock.now_ms(), self.config.worker.lease_ms)
             if job is None:
                 break
+            if job.attempts > self.config.max_job_attempts:
+                log.error("job %d failed %d times; giving it up", job.job_id, job.attempts - 1)
+                self.metadata.finish_job(job.job_id, self.owner, JOB_FAILED, self.clock.now_ms())
+                continue
             stats = self.worker.run(job)
             done.append((job, stats))
             if self.on_job is not None:

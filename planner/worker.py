@@ -41,6 +41,7 @@ from storage import fileformat, records
 from storage.clock import Clock
 from storage.errors import CodecError, CommitConflict, CorruptObject, StrataError, UnknownTopic
 from storage.metadata.base import (
+    JOB_FAILED,
     ChunkRow,
     CleanedUpTo,
     CompactionOutput,
@@ -56,7 +57,6 @@ from storage.topic_config import TopicConfig
 log = logging.getLogger("strata.worker")
 
 MiB = 1024 * 1024
-JOB_FAILED = "failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,6 +392,10 @@ class JobRun:
         self.stats.records_out += piece.count
         if piece.count == 0:
             return  # every record of the span was removed: its offsets become a gap between chunks
+        if not dense:
+            # A chunk ends at its last record (the file format requires it): removed records after it
+            # become a gap between chunks, like a wholly removed span.
+            last = piece.base + piece.present.max()
         compacted = config is not None and config.compacted
         output = self.open_outputs.get(compacted)
         if output is None:

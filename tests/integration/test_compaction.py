@@ -239,3 +239,21 @@ def test_output_chunks_and_files_are_bounded(srv: RunningServer) -> None:
     assert stats.output_files >= 6
     assert srv.read_all("hot", 0) == before
     assert [r["value"] for r in srv.read_all("hotc", 0)] == ["4", "5"]
+
+
+def test_a_job_that_keeps_failing_is_given_up(srv: RunningServer, clock: SkewedClock) -> None:
+    srv.create_topic("stuck", **COMPACT)
+    produce_updates(srv, "stuck", [{"k": "1"}, {"k": "2"}])
+    c = compactor(srv)
+    (job,) = c.planner.plan("stuck", force=True)
+    meta = srv.runtime.metadata
+    lease_ms = c.config.worker.lease_ms
+    for _ in range(c.config.max_job_attempts):  # attempts that crashed: leased, never finished
+        assert meta.lease_job("crashing-worker", clock.now_ms(), lease_ms) is not None
+        clock.advance(lease_ms / 1000 + 1)
+    assert c.run_jobs() == []
+    assert meta.get_job(job.job_id).state == "failed"
+    # Its files are free again: the next round plans and runs a new job.
+    result = c.run_once("stuck", force=True)
+    assert [stats.outcome for _, stats in result.jobs] == ["committed"]
+    assert [r["value"] for r in srv.read_all("stuck", 0)] == ["2"]

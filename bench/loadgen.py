@@ -1,0 +1,273 @@
+"""Load generator for bench/produce_fetch.py: one process, asyncio, one httpx.AsyncClient per client.
+
+    loadgen.py produce --url URL --topics a,b --clients N --records-per-request R --start-file F --duration S
+    loadgen.py fetch --url URL --topics a,b --concurrency C --max-bytes B --timeout S
+
+Writes one JSON object to ``--out``. Runs in its own process so that it does not share a GIL with the server
+it measures; the orchestrator may start several and merge their results.
+
+produce: N closed-loop clients, each sending its next request as soon as the previous one is answered.
+Bodies are built and JSON-encoded once, before the clock starts (``--bodies`` distinct bodies, cycled), so
+the client spends its CPU on HTTP, not on JSON. Records have 1 KiB (``--value-bytes``) printable ASCII values
+and keys ``k000123`` drawn from ``--key-count`` keys, so they spread over every partition through Kafka's
+partitioner. Once its bodies are built the process creates ``OUT.ready`` and waits (at most 120 s) for
+``--start-file`` to hold a wall-clock time T, written by the orchestrator when every process is ready; it
+sends at once, and requests answered before T are warm-up (so T is shared by all processes).
+Throughput counts the requests answered inside [T, T + duration]; latency is taken over the
+requests sent inside that window. After the window no new request is sent and answers are awaited for at
+most ``--drain-timeout`` seconds. A 429 (or any other error) is counted and the client retries after
+``--retry-ms``. ``--think-ms T`` makes each client pause a random 0..T ms after every answer, so that
+clients acknowledged by the same flush do not all send their next request at the same instant.
+
+fetch: reads every partition of the topics from offset 0 up to the high watermark seen at start, one
+consumer per partition, at most C requests at a time, each with ``max_bytes`` B and ``max_wait_ms=0``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import string
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import uvloop
+
+MAX_REQUESTS_PER_CLIENT = 1_000_000
+
+
+def build_bodies(
+    n_bodies: int, records_per_request: int, value_bytes: int, key_count: int, seed: int
+) -> list[tuple[bytes, int, int]]:
+    """(JSON body, record count, key+value bytes) for each distinct request body."""
+    rng = random.Random(seed)
+    alphabet = (string.ascii_letters + string.digits).encode()
+    # Random bytes mapped onto 62 printable characters: C speed, so that building 16 MiB of bodies takes
+    # a fraction of a second even on a busy machine.
+    to_printable = bytes(alphabet[i % len(alphabet)] for i in range(256))
+    bodies = []
+    for _ in range(n_bodies):
+        recs = []
+        payload = 0
+        for _ in range(records_per_request):
+            key = f"k{rng.randrange(key_count):06d}"
+            value = rng.randbytes(value_bytes).translate(to_printable).decode()
+            recs.append({"key": key, "value": value})
+            payload += len(key) + len(value)
+        bodies.append((orjson.dumps({"records": recs}), records_per_request, payload))
+    return bodies
+
+
+def wait_for_start(out: str, start_file: str, limit_s: float = 120.0) -> float:
+    """Say this process is ready, then wait for the orchestrator's common start time."""
+    Path(out + ".ready").touch()
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            return float(Path(start_file).read_text())
+        except (OSError, ValueError):
+            time.sleep(0.01)
+    raise TimeoutError(f"no start time in {start_file} after {limit_s} s")
+
+
+async def produce(
+    args: argparse.Namespace, bodies: list[tuple[bytes, int, int]], start_at: float
+) -> dict[str, Any]:
+    topics = args.topics.split(",")
+    # Wall-clock start shared with the other processes, converted to this process's perf_counter.
+    window_start = time.perf_counter() + (start_at - time.time())
+    window_end = window_start + args.duration
+    latencies: list[float] = []
+    status: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    ok_requests = ok_records = ok_bytes = 0
+    total_ok_records = 0
+    cpu_marks: dict[str, float] = {}
+
+    # One AsyncClient (one connection) per simulated client: httpcore's pool checks every idle connection
+    # of the pool on each request (a readability poll per connection), which makes one shared pool of N
+    # connections cost O(N) per request and caps the generator long before the server.
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    headers = {"content-type": "application/json"}
+    clients = [
+        httpx.AsyncClient(base_url=args.url, limits=limits, timeout=httpx.Timeout(60.0))
+        for _ in range(args.clients)
+    ]
+
+    async def mark_cpu() -> None:
+        await asyncio.sleep(max(0.0, window_start - time.perf_counter()))
+        cpu_marks["start"] = time.process_time()
+        await asyncio.sleep(max(0.0, window_end - time.perf_counter()))
+        cpu_marks["end"] = time.process_time()
+
+    async def one_client(index: int) -> None:
+        nonlocal ok_requests, ok_records, ok_bytes, total_ok_records
+        client = clients[index]
+        think = random.Random(args.seed * 100_003 + index)
+        path = f"/v1/topics/{topics[index % len(topics)]}/records"
+        for i in range(MAX_REQUESTS_PER_CLIENT):
+            sent = time.perf_counter()
+            if sent >= window_end:
+                return
+            body, nrecords, nbytes = bodies[(index + i) % len(bodies)]
+            try:
+                response = await client.post(path, content=body, headers=headers)
+            except httpx.HTTPError as exc:
+                errors[type(exc).__name__] += 1
+                await asyncio.sleep(args.retry_ms / 1000)
+                continue
+            done = time.perf_counter()
+            status[str(response.status_code)] += 1
+            if response.status_code != 200:
+                await asyncio.sleep(args.retry_ms / 1000)
+                continue
+            total_ok_records += nrecords
+            if sent >= window_start:
+                latencies.append((done - sent) * 1000)
+            if window_start <= done <= window_end:
+                ok_requests += 1
+                ok_records += nrecords
+                ok_bytes += nbytes
+            if args.think_ms:
+                await asyncio.sleep(think.uniform(0, args.think_ms) / 1000)
+
+    try:
+        marker = asyncio.create_task(mark_cpu())
+        tasks = [asyncio.create_task(one_client(i)) for i in range(args.clients)]
+        remaining = window_end - time.perf_counter() + args.drain_timeout
+        _, late = await asyncio.wait(tasks, timeout=max(remaining, 0.1))
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await marker
+    finally:
+        await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
+    return {
+        "clients": args.clients,
+        "records_per_request": args.records_per_request,
+        "value_bytes": args.value_bytes,
+        "body_bytes": sum(len(b) for b, _, _ in bodies) // len(bodies),
+        "window_s": args.duration,
+        "ok_requests": ok_requests,
+        "ok_records": ok_records,
+        "ok_payload_bytes": ok_bytes,
+        "total_ok_records": total_ok_records,
+        "latencies_ms": latencies,
+        "status": dict(status),
+        "errors": dict(errors),
+        "unfinished_clients": len(late),
+        "cpu_s": cpu_marks.get("end", time.process_time()) - cpu_marks.get("start", 0.0),
+    }
+
+
+async def fetch(args: argparse.Namespace) -> dict[str, Any]:
+    topics = args.topics.split(",")
+    status: Counter[str] = Counter()
+    records = payload = response_bytes = requests = 0
+    expected = 0
+    incomplete = 0
+    async with httpx.AsyncClient(base_url=args.url, timeout=httpx.Timeout(60.0)) as client:
+        targets: list[tuple[str, int, int]] = []
+        for topic in topics:
+            response = await client.get(f"/v1/topics/{topic}")
+            response.raise_for_status()
+            for p in response.json()["partitions"]:
+                targets.append((topic, p["partition"], p["high_watermark"]))
+                expected += p["high_watermark"] - p["log_start_offset"]
+        gate = asyncio.Semaphore(args.concurrency)
+        deadline = time.perf_counter() + args.timeout
+        cpu0 = time.process_time()
+        started = time.perf_counter()
+
+        async def consume(topic: str, partition: int, hwm: int) -> None:
+            nonlocal records, payload, response_bytes, requests, incomplete
+            url = f"/v1/topics/{topic}/partitions/{partition}/records"
+            offset = 0
+            for _ in range(MAX_REQUESTS_PER_CLIENT):
+                if offset >= hwm:
+                    return
+                if time.perf_counter() >= deadline:
+                    incomplete += 1
+                    return
+                params = {"offset": offset, "max_bytes": args.max_bytes, "max_wait_ms": 0}
+                async with gate:
+                    response = await client.get(url, params=params)
+                requests += 1
+                status[str(response.status_code)] += 1
+                if response.status_code != 200:
+                    incomplete += 1
+                    return
+                response_bytes += len(response.content)
+                body = orjson.loads(response.content)
+                for rec in body["records"]:
+                    payload += len(rec["key"] or "") + len(rec["value"] or "")
+                records += len(body["records"])
+                offset = body["next_offset"]
+
+        await asyncio.gather(*(consume(t, p, h) for t, p, h in targets))
+        elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu0
+    return {
+        "partitions": len(targets),
+        "concurrency": args.concurrency,
+        "max_bytes": args.max_bytes,
+        "expected_records": expected,
+        "records": records,
+        "payload_bytes": payload,
+        "response_bytes": response_bytes,
+        "requests": requests,
+        "elapsed_s": elapsed,
+        "status": dict(status),
+        "incomplete_partitions": incomplete,
+        "cpu_s": cpu,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = parser.add_subparsers(dest="mode", required=True)
+    p = sub.add_parser("produce")
+    p.add_argument("--url", required=True)
+    p.add_argument("--topics", required=True, help="comma-separated; clients are spread round-robin")
+    p.add_argument("--clients", type=int, required=True)
+    p.add_argument("--records-per-request", type=int, required=True)
+    p.add_argument("--value-bytes", type=int, default=1024)
+    p.add_argument("--key-count", type=int, default=4096)
+    p.add_argument("--bodies", type=int, default=16)
+    p.add_argument("--start-file", required=True, help="file the orchestrator writes the start time to")
+    p.add_argument("--duration", type=float, required=True)
+    p.add_argument("--drain-timeout", type=float, default=30.0)
+    p.add_argument("--retry-ms", type=float, default=10.0)
+    p.add_argument("--think-ms", type=float, default=0.0, help="pause uniform in [0, T] ms after each answer")
+    p.add_argument("--seed", type=int, default=1)
+    f = sub.add_parser("fetch")
+    f.add_argument("--url", required=True)
+    f.add_argument("--topics", required=True)
+    f.add_argument("--concurrency", type=int, default=8)
+    f.add_argument("--max-bytes", type=int, default=8 * 1024 * 1024)
+    f.add_argument("--timeout", type=float, default=60.0)
+    for sp in (p, f):
+        sp.add_argument("--out", required=True, help="JSON result file")
+    args = parser.parse_args()
+    if args.mode == "produce":
+        bodies = build_bodies(
+            args.bodies, args.records_per_request, args.value_bytes, args.key_count, args.seed
+        )
+        result = uvloop.run(produce(args, bodies, wait_for_start(args.out, args.start_file)))
+    else:
+        result = uvloop.run(fetch(args))
+    # A file, not stdout: libuv may leave the stdout pipe non-blocking, and a large write to it can then be
+    # cut short when the reader lags.
+    with open(args.out, "wb") as fh:
+        fh.write(orjson.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

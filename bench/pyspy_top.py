@@ -1,0 +1,64 @@
+"""Summarise a py-spy profile in collapsed-stack form (``py-spy record --format raw``).
+
+    .venv/bin/python bench/pyspy_top.py bench/results/<run>-local-produce.folded [--top 25] [--match TEXT]
+
+Prints the share of samples per function: self (the function was the leaf, i.e. running its own code) and
+inclusive (the function was anywhere on the stack), highest first. ``--match`` keeps only stacks that contain
+TEXT (e.g. ``produce (api/app.py``) so one request path can be broken down; ``--by-function`` merges the
+lines of each function. Record with ``--gil`` to see where the GIL (the agent's one core) goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+
+def load(path: Path, match: str | None, by_function: bool) -> list[tuple[list[str], int]]:
+    stacks = []
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or (match and match not in stack):
+            continue
+        frames = stack.split(";")
+        if by_function:  # "f (file.py:12)" -> "f (file.py)"
+            frames = [re.sub(r":\d+\)$", ")", f) for f in frames]
+        stacks.append((frames, int(count)))
+    return stacks
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("files", nargs="+", type=Path)
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--match", default=None)
+    parser.add_argument("--by-function", action="store_true", help="merge a function's lines")
+    args = parser.parse_args()
+    for path in args.files:
+        stacks = load(path, args.match, args.by_function)
+        total = sum(n for _, n in stacks)
+        own: Counter[str] = Counter()
+        incl: Counter[str] = Counter()
+        for frames, n in stacks:
+            own[frames[-1]] += n
+            for frame in set(frames):
+                incl[frame] += n
+        print(f"== {path.name}: {total} samples" + (f" matching {args.match!r}" if args.match else ""))
+        if not total:
+            continue
+        print("-- self")
+        for frame, n in own.most_common(args.top):
+            print(f"{100 * n / total:6.1f}%  {frame}")
+        print("-- inclusive")
+        for frame, n in incl.most_common(args.top):
+            print(f"{100 * n / total:6.1f}%  {frame}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
