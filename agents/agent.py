@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agents.buffer import PartitionBatch, PendingFlush, PendingRequest, ProduceBuffer
@@ -133,14 +133,23 @@ class Agent:
 
     # --- produce -----------------------------------------------------------------------------------------
     async def produce(
-        self, topic: str, recs: Sequence[ProduceRecord], idempotency_key: str | None = None
+        self,
+        topic: str,
+        recs: Sequence[ProduceRecord],
+        idempotency_key: str | None = None,
+        before_buffering: Callable[[], None] | None = None,
     ) -> list[tuple[int, int]]:
-        """Buffer the records, wait for their flush to commit, return (partition, offset) per record."""
+        """Buffer the records, wait for their flush to commit, return (partition, offset) per record.
+
+        ``before_buffering`` runs just before the encoded request enters the buffer (the HTTP layer
+        releases the memory it reserved for the request body there).
+        """
+
         started = self.clock.monotonic()
         cached = await self.topic(topic)
         future: asyncio.Future[list[tuple[int, int]]] = asyncio.get_running_loop().create_future()
         if idempotency_key is None:
-            self._enqueue(self._encode(cached, recs, None, future))
+            self._enqueue(self._encode(cached, recs, None, future), before_buffering)
         else:
             inflight = self._inflight_keys.get(idempotency_key)
             if inflight is not None:
@@ -157,7 +166,7 @@ class Agent:
                 if previous is not None:
                     future.set_result(previous)
                 else:
-                    self._enqueue(self._encode(cached, recs, idempotency_key, future))
+                    self._enqueue(self._encode(cached, recs, idempotency_key, future), before_buffering)
                 settled = True
             except StrataError as exc:
                 future.set_exception(exc)
@@ -173,7 +182,9 @@ class Agent:
         self.metrics.produce_latency.observe(self.clock.monotonic() - started)
         return offsets
 
-    def _enqueue(self, request: PendingRequest) -> None:
+    def _enqueue(self, request: PendingRequest, before_buffering: Callable[[], None] | None) -> None:
+        if before_buffering is not None:
+            before_buffering()
         self.buffer.add(request, self.clock.monotonic())
         if len(self.buffer) == 1 or self.buffer.open_bytes >= self.config.flush_bytes:
             self._wakeup.set()

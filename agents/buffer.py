@@ -6,9 +6,11 @@ into one chunk per (topic, partition) and, once committed, answers each request 
 request order.
 
 ``drain()`` hands the accumulated batches over to one flush as a ``PendingFlush`` and starts an empty
-buffer. Memory: ``bytes_held`` counts bytes in the open buffer plus bytes in flushes not yet finished;
-``add`` refuses a request (BufferFull, HTTP 429) that would push it over ``max_bytes``. That is the agent's
-memory bound: records are only ever held here (and in the bounded object cache).
+buffer. Memory: ``bytes_held`` counts bytes in the open buffer, bytes in flushes not yet finished, and
+``reserved`` bytes: requests whose bodies are still being read and parsed (the HTTP layer reserves before
+it reads a body, so an overloaded agent refuses a request before spending memory or CPU on it). ``add``
+and ``reserve`` refuse (BufferFull, HTTP 429) what would push the total over ``max_bytes``: that is the
+agent's memory bound; records are only ever held here (and in the bounded object cache).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class ProduceBuffer:
         self._requests: list[PendingRequest] = []
         self._open_bytes = 0
         self._inflight_bytes = 0
+        self._reserved = 0
         self.first_append_at: float | None = None  # monotonic time of the first record in the open buffer
 
     @property
@@ -72,7 +75,20 @@ class ProduceBuffer:
 
     @property
     def bytes_held(self) -> int:
-        return self._open_bytes + self._inflight_bytes
+        return self._open_bytes + self._inflight_bytes + self._reserved
+
+    def reserve(self, nbytes: int) -> None:
+        """Hold ``nbytes`` of the budget for a request body about to be read; BufferFull if it can't fit."""
+        if self.bytes_held > 0 and self.bytes_held + nbytes > self.max_bytes:
+            raise BufferFull(
+                f"produce buffer is full ({self.bytes_held} of {self.max_bytes} bytes held); retry later"
+            )
+        # An empty buffer admits anything, so a body larger than the whole budget still reaches validation
+        # (and its own clear error) instead of being refused as "full" forever.
+        self._reserved += nbytes
+
+    def unreserve(self, nbytes: int) -> None:
+        self._reserved -= nbytes
 
     def __len__(self) -> int:
         return len(self._requests)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated
 
@@ -18,7 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api import models
 from api.errors import error_response, install_error_handlers
-from api.middleware import LimitsAndAuth
+from api.middleware import RESERVATION, Admission, LimitsAndAuth
 from api.responses import JSONBytes
 from api.runtime import Runtime
 from api.worker import run_worker
@@ -80,6 +80,7 @@ def create_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
         max_body_bytes=settings.max_request_bytes,
         tokens=settings.tokens,
         on_error=error_response,
+        admission=Admission(agent.buffer.reserve, agent.buffer.unreserve),
     )
 
     async def topic_out(name: str) -> models.TopicOut:
@@ -168,7 +169,23 @@ def create_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
     async def produce(
         topic: TopicPath,
         body: models.ProduceIn,
+        request: Request,
         idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    ) -> Response:
+        def release() -> None:
+            # The body is parsed: give back what the middleware reserved for it, so the encoded records
+            # waiting for their flush are counted once, by the buffer.
+            reserved = request.scope.pop(RESERVATION, 0)
+            if reserved:
+                agent.buffer.unreserve(reserved)
+
+        try:
+            return await _produce(topic, body, idempotency_key, release)
+        finally:
+            release()
+
+    async def _produce(
+        topic: str, body: models.ProduceIn, idempotency_key: str | None, release: Callable[[], None]
     ) -> Response:
         name = _topic(topic)
         if len(body.records) > settings.max_records_per_request:
@@ -179,7 +196,7 @@ def create_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
             raise BadRequest("Idempotency-Key must be 1-200 printable ASCII characters")
         recs = models.to_produce_records(body)
         try:
-            offsets = await agent.produce(name, recs, idempotency_key)
+            offsets = await agent.produce(name, recs, idempotency_key, before_buffering=release)
         except StrataError as exc:
             runtime.metrics.produce_requests.labels(str(exc.code)).inc()
             raise

@@ -13,14 +13,35 @@ from collections.abc import Callable
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from storage.errors import BadRequest, RecordTooLarge, StrataError, Unauthorized
+from storage.errors import BadRequest, BufferFull, RecordTooLarge, StrataError, Unauthorized
 
 # Probes and scrapes stay reachable without a token, as load balancers and Prometheus expect.
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+# Where a handler finds the bytes the middleware reserved for its body (it releases them once parsed).
+RESERVATION = "strata.reserved_bytes"
 
 
 class _BodyTooLarge(Exception):
     pass
+
+
+class Admission:
+    """Memory admission for produce bodies, against the produce buffer's budget.
+
+    ``expansion``: parsing JSON into models and records holds a few times the body's size, so that many
+    bytes are reserved per body byte until the handler has turned the body into encoded batches.
+    """
+
+    expansion = 4
+
+    def __init__(self, reserve: Callable[[int], None], unreserve: Callable[[int], None]) -> None:
+        self.reserve = reserve
+        self.unreserve = unreserve
+
+    @staticmethod
+    def applies(scope: Scope) -> bool:
+        path: str = scope["path"]
+        return scope["method"] == "POST" and path.startswith("/v1/topics/") and path.endswith("/records")
 
 
 class LimitsAndAuth:
@@ -31,11 +52,13 @@ class LimitsAndAuth:
         max_body_bytes: int,
         tokens: frozenset[str],
         on_error: Callable[[StrataError], Response],
+        admission: Admission | None = None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.tokens = tokens
         self.on_error = on_error
+        self.admission = admission
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -55,6 +78,25 @@ class LimitsAndAuth:
             if length > self.max_body_bytes:
                 await self.on_error(self._too_large())(scope, receive, send)
                 return
+        admission = self.admission
+        if admission is not None and admission.applies(scope):
+            # Reserve memory for the body before reading it: an overloaded agent answers 429 at once,
+            # without spending memory or CPU on a body it could not buffer.
+            body_bytes = int(declared) if declared is not None else self.max_body_bytes
+            try:
+                admission.reserve(body_bytes * admission.expansion)
+            except BufferFull as exc:
+                await self.on_error(exc)(scope, receive, send)
+                return
+            scope[RESERVATION] = body_bytes * admission.expansion
+        try:
+            await self._limited(scope, receive, send)
+        finally:
+            # Released here unless the handler already did (it does once the body is parsed).
+            if admission is not None and scope.get(RESERVATION):
+                admission.unreserve(scope.pop(RESERVATION))
+
+    async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
         received = 0
         started = False
         too_large = False

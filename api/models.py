@@ -155,7 +155,10 @@ class ErrorOut(BaseModel):
     message: str
 
 
-def _decode(text: str | None, encoding: Encoding, what: str) -> bytes | None:
+def _decode(
+    text: str | None, encoding: Encoding, i: int, name: str, header: int | None = None
+) -> bytes | None:
+    """The bytes of record ``i``'s key, value or header value (the field is named only if it is wrong)."""
     if text is None:
         return None
     if encoding == "utf8":
@@ -163,38 +166,43 @@ def _decode(text: str | None, encoding: Encoding, what: str) -> bytes | None:
             return text.encode("utf-8")
         except UnicodeEncodeError:
             # JSON can carry lone surrogates ("\ud800") that have no UTF-8 form.
-            raise InvalidPayload(f"{what} is not valid Unicode text") from None
+            raise InvalidPayload(f"{_field(i, header, name)} is not valid Unicode text") from None
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidPayload(f"{what} is not valid base64") from None
-
-
-def _header_name(name: str, what: str) -> str:
-    _decode(name, "utf8", what)  # header names are UTF-8 strings in the record format
-    return name
+        raise InvalidPayload(f"{_field(i, header, name)} is not valid base64") from None
 
 
 def to_produce_records(body: ProduceIn) -> list[ProduceRecord]:
+    # Hot path (one call per record field): field names for error messages are built only on error.
     out = []
+    encoding = body.encoding
     for i, rec in enumerate(body.records):
-        headers = tuple(
-            records.Header(
-                _header_name(h.name, f"records[{i}].headers[{j}].name"),
-                _decode(h.value, body.encoding, f"records[{i}].headers[{j}].value"),
+        headers: tuple[records.Header, ...] = ()
+        if rec.headers:
+            headers = tuple(
+                records.Header(_header_name(h.name, i, j), _decode(h.value, encoding, i, "value", j))
+                for j, h in enumerate(rec.headers)
             )
-            for j, h in enumerate(rec.headers)
-        )
         out.append(
             ProduceRecord(
-                key=_decode(rec.key, body.encoding, f"records[{i}].key"),
-                value=_decode(rec.value, body.encoding, f"records[{i}].value"),
+                key=_decode(rec.key, encoding, i, "key"),
+                value=_decode(rec.value, encoding, i, "value"),
                 headers=headers,
                 partition=rec.partition,
                 timestamp=rec.timestamp,
             )
         )
     return out
+
+
+def _field(i: int, header: int | None, name: str) -> str:
+    return f"records[{i}].{name}" if header is None else f"records[{i}].headers[{header}].{name}"
+
+
+def _header_name(name: str, i: int, j: int) -> str:
+    _decode(name, "utf8", i, "name", j)  # header names are UTF-8 in the record format
+    return name
 
 
 def _encode(data: bytes | None, encoding: Encoding, offset: int) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 
 import uvicorn
@@ -13,6 +14,19 @@ from api.settings import Settings, redact_password
 from api.worker import run_worker
 
 log = logging.getLogger("strata.server")
+
+
+def tune_gc() -> None:
+    """Fewer, cheaper garbage collections for a server that holds many short-lived objects.
+
+    Produce requests keep their parsed records alive while they wait ~250 ms for a flush, so the default
+    thresholds run full collections of a large heap often, and each one stalls the event loop (measured:
+    30-39% of the agent's CPU). Start-up objects (modules, the app) are frozen out of every collection;
+    the young-generation threshold is raised so collections run less often.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
 
 
 def serve(settings: Settings) -> int:
@@ -47,5 +61,6 @@ def serve(settings: Settings) -> int:
         loop="uvloop",
         http="httptools",
     )
+    tune_gc()
     uvicorn.Server(config).run()
     return 0

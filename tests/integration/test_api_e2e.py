@@ -316,3 +316,29 @@ def test_corrupt_object_is_a_clear_error_never_garbage(
         key = objects[0].relative_to(tmp_path / "data" / "bucket").as_posix()
         assert key in body["message"]
         assert any(key in r.getMessage() for r in caplog.records)
+
+
+def test_overload_is_refused_before_the_body_is_read_and_nothing_leaks(
+    server_factory: Callable[..., Any],
+) -> None:
+    with server_factory(flush_interval_ms=2000, buffer_bytes=18_000) as srv:
+        srv.create_topic("adm")
+        first: dict[str, Any] = {}
+        thread = threading.Thread(
+            target=lambda: first.update(r=srv.produce("adm", [{"key": "k", "value": "x" * 3000}]))
+        )
+        thread.start()
+        time.sleep(0.3)  # ~3 KB encoded now waits in the buffer
+        # 4 KB of body reserves 16 KB (parse expansion): with 3 KB held, over the 18 KB budget.
+        refused = srv.produce("adm", [{"key": "k", "value": "y" * 4000}])
+        assert refused.status_code == 429
+        assert refused.json()["error_code"] == 42901
+        # Malformed and invalid bodies give their reservation back too.
+        malformed = srv.client.post(
+            "/v1/topics/adm/records", content=b"{nope", headers={"content-type": "application/json"}
+        )
+        assert malformed.status_code == 400
+        assert srv.produce("adm", [{"key": 1}]).status_code == 422
+        thread.join(10)
+        assert first["r"].status_code == 200
+        assert srv.runtime.agent.buffer.bytes_held == 0  # every reservation was released
