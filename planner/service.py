@@ -84,9 +84,10 @@ class Compactor:
             self._last_orphan_gc = now
         return result
 
-    def run_jobs(self) -> list[tuple[Job, JobStats]]:
+    def run_jobs(self, limit: int | None = None) -> list[tuple[Job, JobStats]]:
+        """Lease and run jobs until none is left (at most ``limit``, default max_jobs_per_round)."""
         done: list[tuple[Job, JobStats]] = []
-        for _ in range(self.config.max_jobs_per_round):
+        for _ in range(limit if limit is not None else self.config.max_jobs_per_round):
             job = self.metadata.lease_job(self.owner, self.clock.now_ms(), self.config.worker.lease_ms)
             if job is None:
                 break
