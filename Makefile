@@ -8,7 +8,7 @@ JARS_DIR := $(CURDIR)/.cache/jars
 JARS := $(JARS_DIR)/hadoop-aws-3.3.1.jar
 export STRATA_SPARK_JARS_DIR := $(JARS_DIR)
 
-.PHONY: run test check install clean jars
+.PHONY: run test check install clean jars demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,9 @@ jars: $(JARS)
 
 run: $(STAMP)
 	$(BIN)/strata serve --data-dir ./data
+
+demo: $(STAMP) $(JARS)
+	$(BIN)/strata demo
 
 test: $(STAMP) $(JARS)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check

@@ -149,6 +149,13 @@ def _print_round(console: Console, ran: list[Any], dropped: int, obsolete: int, 
     )
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from api.demo import run_demo
+
+    logging.basicConfig(level=logging.WARNING)
+    return run_demo(Path(args.data_dir) if args.data_dir else None, args.keys, args.updates)
+
+
 # --- HTTP client helpers --------------------------------------------------------------------------------
 class ClientError(Exception):
     """A non-2xx answer from the server, printed as ``error <code>: <message>``."""
@@ -435,6 +442,18 @@ def build_parser() -> argparse.ArgumentParser:
                 help=f"{setting.help} [env {setting.env}]",
             )
     compact.set_defaults(func=cmd_compact)
+
+    demo = sub.add_parser(
+        "demo",
+        help="produce keyed updates, compact them, print the latest value per key via Spark",
+        description="A self-contained tour: keyed updates (and a few deletes) go into a compacted topic on "
+        "the embedded default, a compaction round keeps the latest value per key, and Spark reads the "
+        "topic back as a latest-per-key table. Uses a temporary directory unless --data-dir is given.",
+    )
+    demo.add_argument("--data-dir", default=None, help="keep the demo's data here")
+    demo.add_argument("--keys", type=int, default=20, help="number of keys")
+    demo.add_argument("--updates", type=int, default=5, help="updates per key")
+    demo.set_defaults(func=cmd_demo)
 
     topics = sub.add_parser("topics", help="create, list, describe and delete topics")
     tsub = topics.add_subparsers(dest="topics_command", required=True, metavar="ACTION")

@@ -246,3 +246,23 @@ def test_spark_compaction_equals_the_local_worker(spark: Any, tmp_path: Path) ->
             logs.append({(t, p): srv.read_all(t, p) for t, n in (("c", 3), ("plain", 2)) for p in range(n)})
     assert logs[0] == logs[1]
     assert sum(len(v) for (t, _), v in logs[0].items() if t == "c") == 25  # one per key survived
+
+
+def test_cli_demo_and_compact_on_spark(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from api.cli import main
+
+    assert main(["demo", "--data-dir", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    assert "matches what was produced" in out
+    assert "latest value per key" in out
+    # The demo's data again, through `strata compact --spark` (nothing left to do, then forced).
+    with run_server(local_settings(tmp_path / "cli")) as srv:
+        srv.create_topic("cc", **{"cleanup.policy": "compact"})
+        for i in range(4):
+            srv.produce("cc", [{"key": "k", "value": str(i)}])
+        data_dir = srv.runtime.settings.data_dir
+        assert main(["compact", "--spark", "--topic", "cc", "--force", "--data-dir", data_dir]) == 0
+        assert "1 job(s) ran on Spark" in capsys.readouterr().out
+        assert [r["value"] for r in srv.read_all("cc", 0)] == ["3"]
