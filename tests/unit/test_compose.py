@@ -44,6 +44,8 @@ NOT_SETTINGS = {
     "STRATA_URL": "api/cli.py",  # the CLI client's server
     "STRATA_TOKEN": "api/cli.py",  # the CLI client's bearer token
     "STRATA_TEST_POSTGRES_URL": "tests/fixtures/metadata.py",  # the test suite's PostgreSQL
+    "STRATA_SPARK_JARS_DIR": "pipeline/jars.py",  # where Spark finds the hadoop-aws jars
+    "STRATA_SPARK_MASTER": "api/cli.py",  # the Spark master of `strata compact --spark`
 }
 _STRATA_VAR = re.compile(r"\bSTRATA_[A-Z][A-Z0-9_]*\b")
 
