@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import uvicorn
 
-from api.app import create_app
 from api.cli import main
-from api.runtime import build_runtime
 from api.settings import Settings
 from storage.metadata import open_metadata_store
 from storage.metadata.base import Job, MetadataStore
@@ -25,30 +18,6 @@ from tests.fixtures.server import RunningServer, local_settings, run_server
 pytestmark = pytest.mark.integration
 
 COMPACT = {"cleanup.policy": "compact"}
-
-
-@contextmanager
-def run_server_with_worker(settings: Settings, **inject: Any) -> Iterator[RunningServer]:
-    """``run_server``, but as ``strata serve --role all`` builds it: with the background worker."""
-    runtime = build_runtime(settings, **inject)
-    app = create_app(runtime, with_worker=True)
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="strata-test-server", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            pytest.fail("the Strata test server did not start")
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    with httpx.Client(base_url=url, timeout=30) as client:
-        try:
-            yield RunningServer(url, runtime, client)
-        finally:
-            server.should_exit = True
-            thread.join(timeout=30)
 
 
 class FailsOnce:
@@ -85,7 +54,7 @@ def describe(srv: RunningServer, topic: str) -> dict[str, Any]:
 def test_compact_endpoint_plans_jobs_that_the_background_worker_runs(backend_settings: Settings) -> None:
     # The background round runs at start and then only when woken: the endpoint is what triggers it.
     settings = replace(backend_settings, role="all", worker_interval_ms=3_600_000)
-    with run_server_with_worker(settings) as srv:
+    with run_server(settings, with_worker=True) as srv:
         srv.create_topic("cfg", partitions=2, **COMPACT)
         produce_rounds(srv, "cfg", rounds=5, keys=10)
         before = describe(srv, "cfg")
@@ -138,7 +107,7 @@ def test_compact_endpoint_plans_jobs_that_the_background_worker_runs(backend_set
 def test_background_worker_survives_an_unexpected_error(tmp_path: Path) -> None:
     settings = replace(local_settings(tmp_path), role="all", worker_interval_ms=3_600_000)
     metadata = FailsOnce(open_metadata_store(settings.metadata_url))
-    with run_server_with_worker(settings, metadata=metadata) as srv:
+    with run_server(settings, metadata=metadata, with_worker=True) as srv:
         srv.create_topic("cfg", **COMPACT)
         produce_rounds(srv, "cfg", rounds=3, keys=4)
         deadline = time.monotonic() + 10
