@@ -125,7 +125,7 @@ SETTINGS: tuple[Setting, ...] = (
         "compaction_file_bytes",
         "STRATA_COMPACTION_FILE_BYTES",
         int,
-        64 * MiB,
+        32 * MiB,
         "Size at which a compaction output file is closed",
     ),
     Setting(
@@ -167,7 +167,7 @@ class Settings:
     gc_grace_ms: int = 600_000
     worker_interval_ms: int = 5_000
     compaction_map_bytes: int = 128 * MiB
-    compaction_file_bytes: int = 64 * MiB
+    compaction_file_bytes: int = 32 * MiB
     job_lease_ms: int = 60_000
     l0_merge_files: int = 8
     l0_merge_age_ms: int = 20_000

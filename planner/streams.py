@@ -22,6 +22,7 @@ class ForwardReader:
         self.end = end
         self.position = 0
         self.bytes_read = 0
+        self.closed = False  # opened once, then closed: still one GET
         self._stream: ObjectStream | None = None
 
     @property
@@ -61,3 +62,4 @@ class ForwardReader:
         if self._stream is not None:
             self._stream.close()
             self._stream = None
+            self.closed = True

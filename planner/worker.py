@@ -51,18 +51,22 @@ from storage.metadata.base import (
     NewCompactedChunk,
     NewFile,
 )
-from storage.objectstore.base import GET, PUT, ObjectStore
+from storage.objectstore.base import ObjectStore
 from storage.topic_config import TopicConfig
 
 log = logging.getLogger("strata.worker")
 
 MiB = 1024 * 1024
+# Pass 1 hashes and inserts keys in groups of this many (vectorised map inserts, bounded memory).
+PASS1_BATCH = 16_384
 
 
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
     map_bytes: int = 128 * MiB
-    max_output_file_bytes: int = 64 * MiB
+    # Each upload briefly holds about three copies of an output file (chunks, the joined object, the SDK's
+    # send buffer), so this bounds the worker's memory beyond the offset map.
+    max_output_file_bytes: int = 32 * MiB
     lease_ms: int = 60_000
 
 
@@ -157,7 +161,6 @@ class JobRun:
         self.outputs: list[CompactionOutput] = []
         self.open_outputs: dict[bool, _Output] = {}
         self._lease_renewed_at = self.clock.monotonic()
-        self._counters_before = self.store.counters.snapshot()
 
     # --- orchestration -----------------------------------------------------------------------------------
     def execute(self) -> None:
@@ -199,10 +202,12 @@ class JobRun:
         self._collect_counters()
 
     def _collect_counters(self) -> None:
-        after = self.store.counters.snapshot()
-        self.stats.bytes_read = self.bytes_read
-        self.stats.gets = after[GET] - self._counters_before[GET]
-        self.stats.puts = after[PUT] - self._counters_before[PUT]
+        # Counted by the job itself, not from the store's counters: in one process an agent shares them,
+        # and its requests must not show up in the job's figures. (Retries of a request are not counted
+        # here; the store's counters, exported as metrics, see those.)
+        readers = (*self.pass1.values(), *self.pass2.values())
+        self.stats.bytes_read = sum(r.bytes_read for r in readers)
+        self.stats.gets = sum(1 for r in readers if r.opened or r.closed)
 
     def _config(self, topic: str) -> TopicConfig | None:
         try:
@@ -272,7 +277,7 @@ class JobRun:
         """Fill the map from ``start``; returns the last offset it covers (-1: none)."""
         started = self.clock.monotonic()
         cutoff = self.now_ms - config.min_compaction_lag_ms
-        offset_map, hash_many = self.map, self.hasher.hash_many
+        offset_map = self.map
         map_end = -1
         try:
             for fc in chunks:
@@ -283,27 +288,41 @@ class JobRun:
                     continue
                 data = self._read(self.pass1, fc)
                 self.stats.pass1_bytes += len(data)
-                spans = [
-                    span
-                    for header, view in records.iter_batches(data, verify_crc=False)
-                    for span in records.scan_batch(bytes(view), header, chunk.base_offset)
-                    if span.offset >= start
-                ]
-                keyed = [span for span in spans if span.key is not None]
-                stored = offset_map.put_many(
-                    hash_many([span.key for span in keyed if span.key is not None]),
-                    [span.offset for span in keyed],
-                )
-                if stored < len(keyed):
-                    # The map is full: it covers everything before the first record that did not fit.
-                    self.stats.partial_partitions += 1
-                    return keyed[stored].offset - 1
-                if spans:
-                    map_end = spans[-1].offset
+                # Only (key, offset) pairs are kept, PASS1_BATCH at a time: pass 1's memory beyond the
+                # map stays small whatever the chunk size.
+                keys: list[bytes] = []
+                key_offsets: list[int] = []
+                last_seen = -1
+                for header, view in records.iter_batches(data, verify_crc=False):
+                    for span in records.scan_batch(bytes(view), header, chunk.base_offset):
+                        if span.offset < start:
+                            continue
+                        last_seen = span.offset
+                        if span.key is not None:
+                            keys.append(span.key)
+                            key_offsets.append(span.offset)
+                    if len(keys) >= PASS1_BATCH:
+                        full_at = self._put(keys, key_offsets)
+                        if full_at is not None:
+                            return full_at
+                        keys, key_offsets = [], []
+                full_at = self._put(keys, key_offsets)
+                if full_at is not None:
+                    return full_at
+                if last_seen >= 0:
+                    map_end = last_seen
             return map_end
         finally:
             self.stats.map_utilization = max(self.stats.map_utilization, offset_map.utilization)
             self.stats.pass1_seconds += self.clock.monotonic() - started
+
+    def _put(self, keys: list[bytes], offsets: list[int]) -> int | None:
+        """Put keys in the map; if it fills, the last offset it covers (Kafka's partial cleaning)."""
+        stored = self.map.put_many(self.hasher.hash_many(keys), offsets)
+        if stored == len(keys):
+            return None
+        self.stats.partial_partitions += 1
+        return offsets[stored] - 1  # everything before the first record that did not fit
 
     def _pass2(
         self,
@@ -437,6 +456,7 @@ class JobRun:
         data = output.builder.finish()
         key = new_object_key(self.spec.output_level, self.clock, self.worker.rng)
         self.store.put(key, data)
+        self.stats.puts += 1
         self.stats.bytes_written += len(data)
         self.stats.output_files += 1
         self.outputs.append(
@@ -444,10 +464,6 @@ class JobRun:
                 NewFile(key, len(data), self.spec.output_level, self.clock.now_ms()), output.chunks
             )
         )
-
-    @property
-    def bytes_read(self) -> int:
-        return sum(r.bytes_read for r in (*self.pass1.values(), *self.pass2.values()))
 
 
 def _dense(chunk: ChunkRow) -> bool:
