@@ -103,6 +103,18 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
             registry=r,
         )
+        self.job_pass_bytes = Counter(
+            "strata_compaction_pass_bytes",
+            "Bytes read per compaction pass (MiB/s = rate / pass seconds)",
+            ["pass"],
+            registry=r,
+        )
+        self.job_requests = Counter(
+            "strata_compaction_requests",
+            "Object-store requests made by compaction jobs",
+            ["kind"],
+            registry=r,
+        )
         self.job_map_utilization = Gauge(
             "strata_compaction_map_utilization", "Offset-map utilization of the last job", registry=r
         )
@@ -123,6 +135,10 @@ class Metrics:
         self.job_records_out.inc(stats.records_out)
         self.job_pass_seconds.labels("1").observe(stats.pass1_seconds)
         self.job_pass_seconds.labels("2").observe(stats.pass2_seconds)
+        self.job_pass_bytes.labels("1").inc(stats.pass1_bytes)
+        self.job_pass_bytes.labels("2").inc(stats.pass2_bytes)
+        self.job_requests.labels("GET").inc(stats.gets)
+        self.job_requests.labels("PUT").inc(stats.puts)
         self.job_map_utilization.set(stats.map_utilization)
         self.job_dedup_ratio.set(stats.dedup_ratio)
 

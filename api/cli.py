@@ -120,7 +120,7 @@ def _compact_on_spark(args: argparse.Namespace, settings: Settings) -> int:
                     )
                 )
             Console().print(table)
-            Console().print(f"{len(results)} job(s) ran on Spark ({args.spark_master})")
+            Console().print(f"{len(results)} job(s) ran on Spark ({spark.sparkContext.master})")
         if not args.loop:
             return 0
         time.sleep(settings.worker_interval_ms / 1000)
@@ -429,7 +429,8 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument(
         "--spark-master",
         default=os.environ.get("STRATA_SPARK_MASTER", "local[2]"),
-        help="Spark master for --spark (env STRATA_SPARK_MASTER; default local[2])",
+        help="Spark master for --spark (env STRATA_SPARK_MASTER; default local[2]; empty: as spark-submit "
+        "or spark-defaults.conf set it)",
     )
     compact.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     for setting in SETTINGS:

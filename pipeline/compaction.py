@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     """spark-submit entry point: the same options as ``strata compact``."""
     from api.cli import main as cli_main
 
-    return cli_main(["compact", "--spark", *(sys.argv[1:] if argv is None else argv)])
+    # An empty --spark-master keeps the master spark-submit was given (a later --spark-master wins).
+    return cli_main(["compact", "--spark", "--spark-master", "", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

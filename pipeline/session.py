@@ -67,13 +67,16 @@ def s3a_settings(endpoint: str | None, region: str | None = None) -> dict[str, s
 
 def spark_session(
     *,
-    master: str = "local[2]",
+    master: str | None = "local[2]",
     app_name: str = "strata",
     s3_endpoint: str | None = None,
     s3_region: str | None = None,
     jars_directory: Path | None = None,
 ) -> SparkSession:
-    """A (possibly existing) SparkSession able to read the bucket. Clear errors for missing Java or jars."""
+    """A (possibly existing) SparkSession able to read the bucket. Clear errors for missing Java or jars.
+
+    ``master=None`` leaves the master to spark-submit or spark-defaults.conf.
+    """
     require_java()
     jars = jar_paths(jars_directory)
     # Executors' Python workers must run this interpreter (it has Strata and pyarrow installed); Spark
@@ -82,9 +85,11 @@ def spark_session(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    if master:  # None or "": keep what spark-submit (or spark-defaults) configured
+        builder = builder.master(master)
     builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
+        builder.appName(app_name)
         .config("spark.jars", ",".join(str(p) for p in jars))
         .config("spark.ui.enabled", "false")
         # Executors' Python workers run this interpreter, which has Strata installed.

@@ -92,6 +92,19 @@ def test_compact_endpoint_plans_jobs_that_the_background_worker_runs(backend_set
 
         metrics = srv.client.get("/metrics").text
         assert 'strata_compaction_jobs_total{kind="clean",outcome="committed"} 1.0' in metrics
+        for name in (
+            "strata_compaction_read_bytes_total",
+            "strata_compaction_written_bytes_total",
+            "strata_compaction_records_in_total",
+            "strata_compaction_records_out_total",
+            "strata_compaction_dedup_ratio",
+            "strata_compaction_map_utilization",
+            'strata_compaction_pass_seconds_sum{pass="1"}',
+            'strata_compaction_pass_bytes_total{pass="2"}',
+            'strata_compaction_requests_total{kind="GET"}',
+            'strata_compaction_requests_total{kind="PUT"} 1.0',
+        ):
+            assert name in metrics, name
 
         # Nothing left to do: 202 with no job. Unknown and invalid topics are refused.
         response = srv.client.post("/v1/topics/cfg/compact")
