@@ -15,7 +15,8 @@ For each backend (a local directory, or moto S3 in its own process; SQLite metad
 5. overload: a fresh agent (--buffer-bytes 64 MiB) hammered with many clients sending ~1 MiB requests; its
    RSS (VmRSS sampled every 50 ms, and VmHWM) against buffer limit + 150 MiB, and the 429s counted.
 
---phases picks produce (1-4) and/or overload (5); --gc-stats and --py-spy profile the agent (GC, CPU).
+--phases picks produce (1-4) and/or overload (5); --gc-stats, --py-spy and --mem-trace profile the agent (GC,
+CPU, memory: bench/agent_memtrace.py writes tracemalloc's top allocation sites near the peak).
 Every process it starts binds 127.0.0.1 only and is stopped at the end (SIGTERM, then SIGKILL). Every phase is
 bounded in time. Results: a table on stdout and JSON under bench/results/ (ignored by git).
 """
@@ -473,12 +474,16 @@ def start_agent(
     data_dir.mkdir(exist_ok=True)
     if args.gc_stats:
         cmd = [PYTHON, str(BENCH_DIR / "agent_gcstats.py")]
+    elif args.mem_trace:
+        cmd = [PYTHON, str(BENCH_DIR / "agent_memtrace.py")]
     else:
         cmd = [str(STRATA)] if STRATA.exists() else [PYTHON, "-m", "api.cli"]
     cmd += ["serve", "--data-dir", str(data_dir), "--host", "127.0.0.1", "--port", str(port)]
     cmd += ["--flush-interval-ms", str(args.flush_interval_ms), "--buffer-bytes", str(buffer_bytes)]
     cmd += ["--role", args.role, "--log-level", "warning", *store_args]
     env = {"STRATA_BENCH_GC_STATS": str(workdir / f"{name}.gc.json")} if args.gc_stats else {}
+    if args.mem_trace:
+        env["STRATA_BENCH_MEMTRACE"] = str(RESULTS_DIR / f"{args.run_id}-{args.backend_now}-{name}.mem.json")
     proc = spawn(name, cmd, workdir / f"{name}.log", extra_env=env)
     url = f"http://127.0.0.1:{port}"
     wait_http(url + "/healthz", proc)
@@ -921,6 +926,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--py-spy", default=None, help="path of a py-spy binary: profile produce and fetch")
     parser.add_argument(
         "--gc-stats", action="store_true", help="run the agent under bench/agent_gcstats.py (GC pause totals)"
+    )
+    parser.add_argument(
+        "--mem-trace",
+        action="store_true",
+        help="run the agent under bench/agent_memtrace.py (tracemalloc top sites near the peak; slow)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, data)")
     parser.add_argument("--out", default=None, help="JSON results file (default bench/results/<time>.json)")
