@@ -22,7 +22,7 @@ from api.middleware import RESERVATION, Admission, LimitsAndAuth
 from api.responses import JSONBytes
 from api.runtime import Runtime
 from api.worker import run_worker
-from storage.errors import BadRequest, OffsetOutOfRange, RecordTooLarge, StrataError
+from storage.errors import BadRequest, RecordTooLarge, StrataError
 from storage.topic_config import (
     check_config_name,
     effective_configs,
@@ -220,12 +220,8 @@ def create_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
         name = _topic(topic)
         started = runtime.clock.monotonic()
         try:
-            if offset < 0:
-                state = await asyncio.to_thread(meta.partition_state, name, partition)
-                raise OffsetOutOfRange(
-                    f"offset {offset} is out of range for {name}/{partition}: valid offsets are "
-                    f"{state.log_start_offset}..{state.high_watermark}"
-                )
+            # A negative offset is out of range like any other: the fetcher checks it against the
+            # partition's log start and high watermark and raises 41601 with the valid range.
             result = await agent.fetch(name, partition, offset, max_bytes, max_wait_ms)
             payload = {
                 "records": [models.record_out(r, encoding) for r in result.records],

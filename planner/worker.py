@@ -160,6 +160,7 @@ class JobRun:
         self.pass2: dict[int, ForwardReader] = {}
         self.outputs: list[CompactionOutput] = []
         self.open_outputs: dict[bool, _Output] = {}
+        self._cleaned_offsets: dict[str, dict[int, int]] = {}
         self._lease_renewed_at = self.clock.monotonic()
 
     # --- orchestration -----------------------------------------------------------------------------------
@@ -263,9 +264,11 @@ class JobRun:
         covers_prefix = bool(chunks) and order.get(chunks[0].chunk.chunk_id) == 0 and len(runs) == 1
         cleaned_offset = 0
         if covers_prefix:
-            stats = {(s.topic, s.partition): s for s in self.metadata.partition_stats(topic)}
-            state = stats.get((topic, partition))
-            cleaned_offset = state.cleaned_offset if state is not None else 0
+            if topic not in self._cleaned_offsets:  # one query per topic, not per partition
+                self._cleaned_offsets[topic] = {
+                    s.partition: s.cleaned_offset for s in self.metadata.partition_stats(topic)
+                }
+            cleaned_offset = self._cleaned_offsets[topic].get(partition, 0)
         return runs, covers_prefix, cleaned_offset
 
     def _read(self, readers: dict[int, ForwardReader], fc: FileChunk) -> bytes:
