@@ -159,11 +159,10 @@ class Agent:
     async def _produce(
         self, request: ProduceRequest, reservation: Reservation, idempotency_key: str | None
     ) -> list[tuple[int, int]]:
-        future: asyncio.Future[list[tuple[int, int]]] = asyncio.get_running_loop().create_future()
         if idempotency_key is None:
-            self._enqueue(PendingRequest(request, None, future), reservation)
             # Shielded: a client that disconnects must not cancel the flush's bookkeeping.
-            return await asyncio.shield(future)
+            return await asyncio.shield(self.enqueue(request, reservation))
+        future: asyncio.Future[list[tuple[int, int]]] = asyncio.get_running_loop().create_future()
         inflight = self._inflight_keys.get(idempotency_key)
         if inflight is not None:
             return await asyncio.shield(inflight)  # same key already on its way on this agent
@@ -189,6 +188,18 @@ class Agent:
                 future.exception()
         # Shielded: a client that disconnects must not cancel a future other duplicates wait on.
         return await asyncio.shield(future)
+
+    def enqueue(
+        self, request: ProduceRequest, reservation: Reservation
+    ) -> asyncio.Future[list[tuple[int, int]]]:
+        """Put ``request`` in the buffer now, consuming ``reservation``; the future gets its offsets.
+
+        Synchronous, so a front door that admits a connection's requests one after another keeps their
+        order (invariant 8). BufferFull if it does not fit; the reservation is then kept.
+        """
+        future: asyncio.Future[list[tuple[int, int]]] = asyncio.get_running_loop().create_future()
+        self._enqueue(PendingRequest(request, None, future), reservation)
+        return future
 
     def _enqueue(self, pending: PendingRequest, reservation: Reservation) -> None:
         self.buffer.add(pending, reservation, self.clock.monotonic())

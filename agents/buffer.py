@@ -45,8 +45,10 @@ class PartitionBatch:
 class ProduceRequest:
     """A validated, partitioned and encoded produce request: what a front door hands the agent core.
 
-    ``order`` gives, for each record in request order, (index into ``batches``, index within that batch):
-    the agent answers with one (partition, offset) per record in that order.
+    ``order`` names the offsets the front door wants back: each item is (index into ``batches``, index of a
+    record within that batch), and the agent answers with one (partition, offset) per item, in that order.
+    HTTP asks for every record; Kafka, whose batches carry their own relative offsets, asks only for each
+    partition's first record.
     """
 
     topic: str
@@ -107,11 +109,14 @@ class Reservation:
         if size < self._size:
             self._buffer._reserved -= self._size - max(size, 0)
             self._size = max(size, 0)
+            self._buffer._freed.set()
 
     def release(self) -> None:
         """Give the bytes back. Safe to call any number of times, and after ``ProduceBuffer.add``."""
-        self._buffer._reserved -= self._size
-        self._size = 0
+        if self._size:
+            self._buffer._reserved -= self._size
+            self._size = 0
+            self._buffer._freed.set()
 
 
 @dataclass(slots=True)
@@ -122,6 +127,8 @@ class ProduceBuffer:
     _inflight_bytes: int = 0
     _reserved: int = 0
     _next_seq: int = 0
+    # Set whenever bytes are given back, for front doors that wait for room instead of refusing.
+    _freed: asyncio.Event = field(default_factory=asyncio.Event)
     first_append_at: float | None = None  # monotonic time of the first record in the open buffer
 
     @property
@@ -148,6 +155,17 @@ class ProduceBuffer:
         self._admit(nbytes)
         self._reserved += nbytes
         return Reservation(self, nbytes)
+
+    async def reserve_when_free(self, nbytes: int) -> Reservation:
+        """``reserve``, waiting for room instead of refusing: Kafka's memory pool stops reading a socket
+        until memory frees up, and its clients time out and retry on their own."""
+        while True:
+            try:
+                return self.reserve(nbytes)
+            except BufferFull:
+                # No await between the failed attempt and clear(), so no release can slip in between.
+                self._freed.clear()
+                await self._freed.wait()
 
     def __len__(self) -> int:
         return len(self._requests)
@@ -179,3 +197,4 @@ class ProduceBuffer:
 
     def release(self, flush: PendingFlush) -> None:
         self._inflight_bytes -= flush.size
+        self._freed.set()

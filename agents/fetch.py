@@ -34,6 +34,19 @@ MAX_CHUNKS_PER_FETCH = 256
 
 
 @dataclass(frozen=True, slots=True)
+class BatchesResult:
+    """Stored record batches from a fetch offset on, with absolute base offsets, as Kafka's Fetch serves them.
+
+    ``data`` starts with the batch holding the first existing offset >= the fetch offset (it may start
+    before it: Kafka clients skip records below the offset they asked for).
+    """
+
+    data: bytes
+    high_watermark: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class FetchResult:
     records: list[records.Record]
     next_offset: int
@@ -91,6 +104,95 @@ class Fetcher:
             _check_range(state, offset)
         return await self._read(state, offset, max_bytes)
 
+    async def state(self, topic: str, partition: int) -> PartitionState:
+        return await asyncio.to_thread(self.metadata.partition_state, topic, partition)
+
+    async def read_batches(self, topic: str, partition: int, offset: int, max_bytes: int) -> BatchesResult:
+        """Stored batches from ``offset`` without decoding records; never waits (the caller long-polls).
+
+        At least one batch is returned if any exists at or past ``offset``, even if it exceeds ``max_bytes``
+        (Kafka's KIP-74 rule, so a large batch cannot stall a consumer).
+        """
+        state = await self.state(topic, partition)
+        _check_range(state, offset)
+        if offset >= state.high_watermark:
+            return BatchesResult(b"", state.high_watermark, state.log_start_offset)
+        try:
+            data = await self._read_batches(state, offset, max_bytes)
+        except ObjectNotFound:
+            log.info("a file vanished under a fetch of %s/%d; looking up again", topic, partition)
+            data = await self._read_batches(state, offset, max_bytes)
+        return BatchesResult(data, state.high_watermark, state.log_start_offset)
+
+    async def _read_batches(self, state: PartitionState, offset: int, max_bytes: int) -> bytes:
+        chunks = await asyncio.to_thread(
+            self.metadata.find_chunks, state.topic, state.partition, offset, MAX_CHUNKS_PER_FETCH
+        )
+        selected = _select(chunks, state.high_watermark, max_bytes)
+        out = bytearray()
+        for chunk, data in await self._load(selected):
+            _verify(chunk, data)
+            for header, batch in records.iter_batches(data, verify_crc=False):  # the chunk CRC covered it
+                base = chunk.base_offset + header.base_offset
+                if base + header.last_offset_delta < offset:
+                    continue
+                if out and len(out) + header.size > max_bytes:
+                    return bytes(out)
+                position = len(out)
+                out += batch
+                records.set_base_offset(out, position, base)
+        return bytes(out)
+
+    async def offset_for_timestamp(
+        self, topic: str, partition: int, timestamp: int
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record in offset order whose timestamp is >= ``timestamp``.
+
+        Chunk rows carry min/max timestamps, so only the first chunk that can hold such a record is read.
+        None if no record qualifies (Kafka then answers offset -1).
+        """
+        state = await self.state(topic, partition)
+        position = state.log_start_offset
+        while position < state.high_watermark:
+            chunks = await asyncio.to_thread(
+                self.metadata.find_chunks, topic, partition, position, MAX_CHUNKS_PER_FETCH
+            )
+            if not chunks:
+                return None
+            for chunk in chunks:
+                if chunk.max_timestamp < timestamp:
+                    continue
+                ((_, data),) = await self._load([chunk])
+                for record in _decode_chunk(chunk, data):
+                    if record.offset >= state.log_start_offset and record.timestamp >= timestamp:
+                        return record.offset, record.timestamp
+            position = chunks[-1].last_offset + 1
+        return None
+
+    async def max_timestamp_offset(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the partition's largest timestamp (KIP-734)."""
+        state = await self.state(topic, partition)
+        best: ChunkRow | None = None
+        position = state.log_start_offset
+        while position < state.high_watermark:
+            chunks = await asyncio.to_thread(
+                self.metadata.find_chunks, topic, partition, position, MAX_CHUNKS_PER_FETCH
+            )
+            if not chunks:
+                break
+            for chunk in chunks:
+                if best is None or chunk.max_timestamp > best.max_timestamp:
+                    best = chunk
+            position = chunks[-1].last_offset + 1
+        if best is None:
+            return None
+        ((_, data),) = await self._load([best])
+        found: tuple[int, int] | None = None
+        for record in _decode_chunk(best, data):
+            if record.offset >= state.log_start_offset and (found is None or record.timestamp > found[1]):
+                found = (record.offset, record.timestamp)
+        return found
+
     async def _read(self, state: PartitionState, offset: int, max_bytes: int) -> FetchResult:
         try:
             return await self._read_once(state, offset, max_bytes)
@@ -104,17 +206,7 @@ class Fetcher:
         chunks = await asyncio.to_thread(
             self.metadata.find_chunks, state.topic, state.partition, offset, MAX_CHUNKS_PER_FETCH
         )
-        # Take chunks until their bytes reach max_bytes (always at least one): the records returned are
-        # then bounded by max_bytes too, except that a single oversized first record is still returned.
-        selected: list[ChunkRow] = []
-        total = 0
-        for chunk in chunks:
-            if chunk.base_offset >= state.high_watermark:
-                break
-            if selected and total + chunk.length > max_bytes:
-                break
-            selected.append(chunk)
-            total += chunk.length
+        selected = _select(chunks, state.high_watermark, max_bytes)
         out: list[records.Record] = []
         size = 0
         next_offset = offset
@@ -160,6 +252,21 @@ class Fetcher:
         return data
 
 
+def _select(chunks: list[ChunkRow], high_watermark: int, max_bytes: int) -> list[ChunkRow]:
+    """Chunks until their bytes reach max_bytes (always at least one): what is returned is then bounded by
+    max_bytes too, except that a single oversized first record or batch is still returned."""
+    selected: list[ChunkRow] = []
+    total = 0
+    for chunk in chunks:
+        if chunk.base_offset >= high_watermark:
+            break
+        if selected and total + chunk.length > max_bytes:
+            break
+        selected.append(chunk)
+        total += chunk.length
+    return selected
+
+
 def _check_range(state: PartitionState, offset: int) -> None:
     if offset < state.log_start_offset or offset > state.high_watermark:
         raise OffsetOutOfRange(
@@ -169,24 +276,36 @@ def _check_range(state: PartitionState, offset: int) -> None:
 
 
 def _decode_chunk(chunk: ChunkRow, data: bytes) -> list[records.Record]:
+    _verify(chunk, data)
     try:
-        fileformat.verify_chunk(data, chunk.crc, object_key=chunk.object_key)
         return list(records.decode_records(data, offset_base=chunk.base_offset))
     except CodecError as exc:
-        log.error(
-            "corrupt chunk in object %s (topic %s partition %d, bytes %d+%d): %s",
-            chunk.object_key,
-            chunk.topic,
-            chunk.partition,
-            chunk.position,
-            chunk.length,
-            exc.message,
-        )
-        raise CorruptObject(
-            f"stored data for {chunk.topic}/{chunk.partition} at offsets "
-            f"{chunk.base_offset}..{chunk.last_offset} is corrupt (object {chunk.object_key})",
-            object_key=chunk.object_key,
-        ) from exc
+        raise _corrupt(chunk, exc) from exc
+
+
+def _verify(chunk: ChunkRow, data: bytes) -> None:
+    """The chunk CRC from the metadata row covers every byte of every batch in it."""
+    try:
+        fileformat.verify_chunk(data, chunk.crc, object_key=chunk.object_key)
+    except CodecError as exc:
+        raise _corrupt(chunk, exc) from exc
+
+
+def _corrupt(chunk: ChunkRow, exc: CodecError) -> CorruptObject:
+    log.error(
+        "corrupt chunk in object %s (topic %s partition %d, bytes %d+%d): %s",
+        chunk.object_key,
+        chunk.topic,
+        chunk.partition,
+        chunk.position,
+        chunk.length,
+        exc.message,
+    )
+    return CorruptObject(
+        f"stored data for {chunk.topic}/{chunk.partition} at offsets "
+        f"{chunk.base_offset}..{chunk.last_offset} is corrupt (object {chunk.object_key})",
+        object_key=chunk.object_key,
+    )
 
 
 def _record_size(record: records.Record) -> int:

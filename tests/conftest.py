@@ -5,4 +5,5 @@ pytest_plugins = [
     "tests.fixtures.metadata",
     "tests.fixtures.server",
     "tests.fixtures.spark",
+    "tests.fixtures.kafka",
 ]

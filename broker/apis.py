@@ -1,0 +1,71 @@
+"""The one table from API key to the versions Strata serves and the handler that serves them.
+
+ApiVersions is derived from this table, so what is advertised is exactly what is handled (STYLE.md 11).
+The ranges are the overlap every client in the brief negotiates down to; the maxima stop before topic ids
+in Produce/Fetch. Produce is the one API whose first phase (admission) runs before the connection reads
+the next request, to keep a connection's writes in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.admin.cluster import DescribeClusterRequest
+from kafka.protocol.admin.topics import CreateTopicsRequest, DeleteTopicsRequest
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.consumer.fetch import FetchRequest
+from kafka.protocol.consumer.offsets import ListOffsetsRequest
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.metadata import MetadataRequest
+from kafka.protocol.producer.produce import ProduceRequest
+
+from broker import errors
+from broker.context import BrokerContext
+from broker.handlers.fetch import handle_fetch
+from broker.handlers.metadata import handle_describe_cluster, handle_metadata
+from broker.handlers.offsets import handle_list_offsets
+from broker.handlers.topics import handle_create_topics, handle_delete_topics
+
+Handler = Callable[[BrokerContext, Any], Awaitable[ApiMessage | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    key: int
+    min_version: int
+    max_version: int
+    request: type[ApiMessage]
+    # None for Produce, which the connection admits in order (broker/handlers/produce.py).
+    handler: Handler | None
+
+
+async def handle_api_versions(ctx: BrokerContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
+    return api_versions_response(req.API_VERSION, errors.NONE)
+
+
+def api_versions_response(version: int, error_code: int) -> ApiVersionsResponse:
+    """Every API in TABLE, and no tagged fields (librdkafka 2.0.2 misreads more than one)."""
+    keys = [
+        ApiVersionsResponse.ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
+        for a in TABLE.values()
+    ]
+    return ApiVersionsResponse[version](error_code=error_code, api_keys=keys, throttle_time_ms=0)
+
+
+TABLE: dict[int, Api] = {
+    api.key: api
+    for api in (
+        Api(0, 3, 9, ProduceRequest, None),
+        Api(1, 4, 12, FetchRequest, handle_fetch),
+        Api(2, 1, 7, ListOffsetsRequest, handle_list_offsets),
+        Api(3, 0, 12, MetadataRequest, handle_metadata),
+        Api(18, 0, 4, ApiVersionsRequest, handle_api_versions),
+        Api(19, 2, 5, CreateTopicsRequest, handle_create_topics),
+        Api(20, 1, 4, DeleteTopicsRequest, handle_delete_topics),
+        Api(60, 0, 1, DescribeClusterRequest, handle_describe_cluster),
+    )
+}
+PRODUCE = 0
+API_VERSIONS = 18

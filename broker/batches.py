@@ -1,0 +1,105 @@
+"""Checking the record batches a Kafka producer sends, before they are stored exactly as sent.
+
+The batch layout is the RecordBatch v2 documented in storage/records.py. A producer's batch is accepted
+only if every check Kafka's broker makes on it (LogValidator) holds here too:
+- magic 2, a whole number of batches, and a CRC-32C that matches (CORRUPT_MESSAGE otherwise);
+- no compression yet: a compressed batch is refused with UNSUPPORTED_COMPRESSION_TYPE;
+- not transactional and not a control batch (INVALID_RECORD): Strata has no transactions;
+- relative offsets 0..n-1, so the commit can give the batch n consecutive offsets (INVALID_RECORD);
+- at most ``max.message.bytes`` per batch (MESSAGE_TOO_LARGE), as Kafka counts it;
+- timestamps inside the topic's window (INVALID_TIMESTAMP), checked on the batch's first and max timestamp;
+- on a compacted topic, a key on every record (INVALID_RECORD): only then are the records decoded.
+Nothing else is decoded: the bytes go to the buffer as they came (the flusher patches only baseOffset,
+which the CRC does not cover).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from agents.buffer import PartitionBatch
+from agents.encode import check_timestamp
+from broker import errors
+from storage import records
+from storage.errors import CodecError, InvalidPayload, InvalidTimestamp, RecordTooLarge
+from storage.topic_config import TopicConfig
+
+# attributes: int16 at byte 21 of a batch (after baseOffset 8, batchLength 4, leaderEpoch 4, magic 1, crc 4).
+_ATTRIBUTES = struct.Struct(">h")
+_ATTRIBUTES_AT = 21
+_MAGIC_AT = 16
+_COMPRESSION = 0x07
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+
+
+class BatchRejected(Exception):
+    """A partition's records are refused with a Kafka error code; the other partitions are unaffected."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _reject(code: int, message: str) -> BatchRejected:
+    return BatchRejected(code, message)
+
+
+def check_batches(
+    topic: str, partition: int, data: bytes, config: TopicConfig, now_ms: int
+) -> list[PartitionBatch]:
+    """One PartitionBatch per producer batch in ``data``, or BatchRejected."""
+    _precheck(data)
+    out: list[PartitionBatch] = []
+    try:
+        for header, view in records.iter_batches(data, verify_crc=True):
+            if header.attributes & (_TRANSACTIONAL | _CONTROL):
+                raise _reject(errors.INVALID_RECORD, "transactional and control batches are not supported")
+            if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
+                raise _reject(
+                    errors.INVALID_RECORD,
+                    f"a batch with {header.records_count} records has lastOffsetDelta "
+                    f"{header.last_offset_delta}; expected records at relative offsets 0..n-1",
+                )
+            if header.size > config.max_message_bytes:
+                raise RecordTooLarge(
+                    f"a batch of {header.size} bytes exceeds max.message.bytes={config.max_message_bytes}"
+                )
+            for ts in {header.base_timestamp, header.max_timestamp}:
+                check_timestamp(0, ts, now_ms, config)
+            batch = bytes(view)
+            if config.compacted:
+                for record in records.decode_records(batch, verify_crc=False):
+                    if record.key is None:
+                        raise InvalidPayload(f"a record has no key; topic {topic!r} is compacted")
+            out.append(
+                PartitionBatch(
+                    topic, partition, batch, header.records_count, header.base_timestamp, header.max_timestamp
+                )
+            )
+    except CodecError as exc:
+        raise _reject(errors.CORRUPT_MESSAGE, exc.message) from None
+    except (RecordTooLarge, InvalidTimestamp, InvalidPayload) as exc:
+        raise _reject(errors.kafka_error(exc), exc.message) from None
+    if not out:
+        raise _reject(errors.INVALID_RECORD, "no record batch")
+    return out
+
+
+def _precheck(data: bytes) -> None:
+    """Refuse compressed batches with their own code before the codec calls them corrupt."""
+    pos = 0
+    while pos + records.RECORD_BATCH_OVERHEAD <= len(data):
+        if data[pos + _MAGIC_AT] != records.MAGIC:
+            raise _reject(errors.CORRUPT_MESSAGE, f"a batch has magic {data[pos + _MAGIC_AT]}, expected 2")
+        (attributes,) = _ATTRIBUTES.unpack_from(data, pos + _ATTRIBUTES_AT)
+        if attributes & _COMPRESSION:
+            raise _reject(
+                errors.UNSUPPORTED_COMPRESSION_TYPE,
+                f"compression codec {attributes & _COMPRESSION} is not supported yet; send uncompressed",
+            )
+        (length,) = struct.unpack_from(">i", data, pos + 8)
+        if length <= 0:
+            return  # the codec reports it
+        pos += records.LOG_OVERHEAD + length

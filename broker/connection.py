@@ -1,0 +1,148 @@
+"""One client connection: frames in, handlers run, responses out strictly in request order.
+
+- Requests are read one after another. Before a frame's body is read, its size is reserved from the
+  agent's produce budget, waiting for room if the buffer is full (Kafka's memory pool likewise stops
+  reading sockets): memory for requests is bounded by the same configuration as HTTP's.
+- Produce is admitted (checked and put in the buffer) before the next frame is read; every other request,
+  and Produce's wait for its flush, runs concurrently. Responses go out in the order the requests came,
+  as kafka-python and aiokafka require (they close the connection on a correlation id out of order).
+- At most ``max_inflight_per_connection`` requests are unanswered; reading pauses at that many.
+- ApiVersions at an unknown version gets the v0-format UNSUPPORTED_VERSION reply with the supported
+  ranges (never a closed socket: librdkafka would reconnect in a loop). Any other unknown API or version,
+  a frame that does not decode, or an oversize frame closes the connection, as Kafka's broker does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from kafka.protocol.api_message import ApiMessage
+
+from agents.buffer import Reservation
+from broker import apis, errors, frames
+from broker.context import BrokerContext
+from broker.handlers.produce import admit_produce
+from storage.errors import BadRequest, StrataError
+
+log = logging.getLogger("strata.kafka")
+
+# What kafka-python's protocol decoder raises on bytes that do not match the schema (measured on random
+# frames): nothing else escapes it.
+_DECODE_ERRORS = (struct.error, ValueError, IndexError, UnicodeDecodeError, TypeError, EOFError)
+
+Responder = Callable[[], Coroutine[Any, Any, bytes | None]]
+
+
+class Connection:
+    def __init__(
+        self, ctx: BrokerContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.ctx = ctx
+        self.reader = reader
+        self.writer = writer
+        self.peer = writer.get_extra_info("peername")
+        self._pending: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(
+            maxsize=ctx.config.max_inflight_per_connection
+        )
+
+    async def run(self) -> None:
+        sender = asyncio.create_task(self._send_in_order(), name="strata-kafka-send")
+        reader = asyncio.create_task(self._read_requests(), name="strata-kafka-read")
+        try:
+            # Whichever ends first ends the connection: the client closed or sent garbage (reader), or a
+            # response could not be produced or written (sender).
+            await asyncio.wait([reader, sender], return_when=asyncio.FIRST_COMPLETED)
+            if not reader.done():
+                reader.cancel()
+            elif not sender.done() and not reader.cancelled() and reader.exception() is None:
+                await self._pending.put(None)  # clean end of stream: answer what was asked, then close
+            for task, what in ((reader, "read"), (sender, "write")):
+                try:
+                    await task
+                except (BadRequest, ConnectionError, asyncio.IncompleteReadError) as exc:
+                    log.info("closing Kafka connection from %s (%s): %s", self.peer, what, exc)
+                except asyncio.CancelledError:
+                    if not task.cancelled():
+                        raise
+        finally:
+            for task in (reader, sender):
+                task.cancel()
+            while not self._pending.empty():
+                pending = self._pending.get_nowait()
+                if pending is not None:
+                    pending.cancel()
+            self.writer.close()
+
+    async def _read_requests(self) -> None:
+        buffer = self.ctx.agent.buffer
+        max_bytes = self.ctx.config.max_request_bytes
+        while True:
+            size = await frames.read_size(self.reader, max_bytes)
+            if size is None:
+                return
+            reservation = await buffer.reserve_when_free(size)
+            try:
+                frame = await self.reader.readexactly(size)
+                respond = await self._admit(frame, reservation)
+            finally:
+                if reservation.size:
+                    reservation.release()  # non-produce requests: nothing stays buffered
+            await self._pending.put(asyncio.create_task(respond()))
+
+    async def _admit(self, frame: bytes, reservation: Reservation) -> Responder:
+        peek = frames.peek(frame)
+        api = apis.TABLE.get(peek.api_key)
+        if api is None:
+            raise BadRequest(f"unknown API key {peek.api_key}")
+        if not api.min_version <= peek.api_version <= api.max_version:
+            if peek.api_key == apis.API_VERSIONS:
+                return self._unsupported_api_versions(peek.correlation_id)
+            raise BadRequest(f"API {peek.api_key} version {peek.api_version} is not supported")
+        try:
+            request = api.request.decode(frame, version=peek.api_version, header=True)
+        except _DECODE_ERRORS as exc:
+            raise BadRequest(
+                f"API {peek.api_key} v{peek.api_version} request does not decode: {exc}"
+            ) from None
+        if api.handler is None:
+            produce = await admit_produce(self.ctx, request, reservation)
+            return self._encoder(peek.correlation_id, produce)
+        handler = api.handler
+        ctx = self.ctx
+        return self._encoder(peek.correlation_id, lambda: handler(ctx, request))
+
+    def _encoder(self, correlation_id: int, produce: Callable[[], Awaitable[ApiMessage | None]]) -> Responder:
+        async def respond() -> bytes | None:
+            try:
+                response = await produce()
+            except StrataError as exc:
+                # A handler answers its own per-item errors; what escapes it (say, the metadata store down
+                # for a Metadata request) has no per-API error shape here, so the connection is closed and
+                # the client retries on a new one.
+                raise ConnectionError(f"request {correlation_id} failed: {exc.message}") from exc
+            if response is None:
+                return None
+            response.with_header(correlation_id=correlation_id)
+            encoded: bytes = response.encode(header=True, framed=True)
+            return encoded
+
+        return respond
+
+    def _unsupported_api_versions(self, correlation_id: int) -> Responder:
+        async def respond() -> bytes:
+            # KIP-511: the v0 body, with the supported ranges, whatever version was asked for.
+            body = apis.api_versions_response(0, errors.UNSUPPORTED_VERSION).encode()
+            return frames.frame(correlation_id, False, body)
+
+        return respond
+
+    async def _send_in_order(self) -> None:
+        while (task := await self._pending.get()) is not None:
+            data = await task
+            if data is not None:
+                self.writer.write(data)
+                await self.writer.drain()

@@ -1,0 +1,72 @@
+"""The one place where Strata's errors become Kafka error codes (as api/errors.py is for HTTP).
+
+Codes are Kafka's (``org.apache.kafka.common.protocol.Errors``). Clients retry the retriable ones, so a
+transient Strata failure must map to a code Kafka clients treat as retriable, and a bad request to one they
+do not retry.
+"""
+
+from __future__ import annotations
+
+from storage.errors import (
+    BadRequest,
+    BufferFull,
+    CorruptObject,
+    InvalidConfig,
+    InvalidPayload,
+    InvalidTimestamp,
+    InvalidTopicName,
+    OffsetOutOfRange,
+    RecordTooLarge,
+    StrataError,
+    TopicExists,
+    Unavailable,
+    UnknownPartition,
+    UnknownTopic,
+)
+
+NONE = 0
+UNKNOWN_SERVER_ERROR = -1
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+REQUEST_TIMED_OUT = 7
+MESSAGE_TOO_LARGE = 10
+INVALID_TOPIC_EXCEPTION = 17
+INVALID_REQUIRED_ACKS = 21
+INVALID_TIMESTAMP = 32
+UNSUPPORTED_VERSION = 35
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_CONFIG = 40
+INVALID_REQUEST = 42
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+KAFKA_STORAGE_ERROR = 56
+UNSUPPORTED_COMPRESSION_TYPE = 76
+INVALID_RECORD = 87
+
+# Most specific class first; the first match by isinstance wins.
+_BY_TYPE: tuple[tuple[type[StrataError], int], ...] = (
+    (UnknownTopic, UNKNOWN_TOPIC_OR_PARTITION),
+    (UnknownPartition, UNKNOWN_TOPIC_OR_PARTITION),
+    (InvalidTopicName, INVALID_TOPIC_EXCEPTION),
+    (TopicExists, TOPIC_ALREADY_EXISTS),
+    (InvalidConfig, INVALID_CONFIG),
+    (InvalidTimestamp, INVALID_TIMESTAMP),
+    (InvalidPayload, INVALID_RECORD),
+    (RecordTooLarge, MESSAGE_TOO_LARGE),
+    (OffsetOutOfRange, OFFSET_OUT_OF_RANGE),
+    (BufferFull, REQUEST_TIMED_OUT),
+    (BadRequest, INVALID_REQUEST),
+    # KAFKA_STORAGE_ERROR is retriable in every client: "the store is down, nothing was acknowledged".
+    (Unavailable, KAFKA_STORAGE_ERROR),
+    # Corrupt stored data is not the client's fault and retrying does not fix it.
+    (CorruptObject, UNKNOWN_SERVER_ERROR),
+)
+
+
+def kafka_error(exc: StrataError) -> int:
+    for cls, code in _BY_TYPE:
+        if isinstance(exc, cls):
+            return code
+    return KAFKA_STORAGE_ERROR if exc.retriable else UNKNOWN_SERVER_ERROR

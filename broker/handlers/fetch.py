@@ -1,0 +1,98 @@
+"""Fetch (key 1): stored batches served as they are, with absolute base offsets patched in.
+
+Long poll: if fewer than ``min_bytes`` are ready, wait up to ``max_wait_ms`` for a commit, woken at once by
+this agent's own flushes and re-reading every 100 ms for other agents' (as the HTTP long poll does).
+Limits: ``partition_max_bytes`` per partition and ``max_bytes`` per response, except that the first batch
+of the response is sent whole even if larger (KIP-74), so a large batch never stalls a consumer.
+No fetch sessions (KIP-227): every answer has session id 0, so clients send full requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+
+from agents.fetch import POLL_INTERVAL_S
+from broker import errors
+from broker.context import BrokerContext
+from storage.errors import StrataError
+
+_Topic = FetchResponse.FetchableTopicResponse
+_Partition = _Topic.PartitionData
+
+
+@dataclass(slots=True)
+class _Read:
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+    error_code: int = errors.NONE
+    data: bytes = b""
+    high_watermark: int = -1
+    log_start_offset: int = -1
+
+
+async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> FetchResponse:
+    reads = [
+        _Read(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+        for t in req.topics
+        for p in t.partitions
+    ]
+    deadline = ctx.clock.monotonic() + max(req.max_wait_ms, 0) / 1000
+    response_max = req.max_bytes if req.API_VERSION >= 3 else 2**31 - 1
+    while True:
+        total = await _read_all(ctx, reads, response_max)
+        remaining = deadline - ctx.clock.monotonic()
+        errored = any(r.error_code != errors.NONE for r in reads)
+        if total >= max(req.min_bytes, 1) or remaining <= 0 or errored or not reads:
+            return _response(req, reads)
+        first = reads[0]
+        await ctx.agent.watch.wait(first.topic, first.partition, min(remaining, POLL_INTERVAL_S))
+
+
+async def _read_all(ctx: BrokerContext, reads: list[_Read], response_max: int) -> int:
+    total = 0
+    for r in reads:
+        r.data = b""
+        budget = min(r.max_bytes, response_max - total)
+        if budget <= 0 and total > 0:
+            continue  # the response is full; this partition is answered with no records
+        try:
+            result = await ctx.agent.fetcher.read_batches(r.topic, r.partition, r.offset, max(budget, 1))
+        except StrataError as exc:
+            r.error_code = errors.kafka_error(exc)
+            continue
+        r.error_code = errors.NONE
+        r.data, r.high_watermark, r.log_start_offset = (
+            result.data,
+            result.high_watermark,
+            result.log_start_offset,
+        )
+        total += len(r.data)
+    return total
+
+
+def _response(req: FetchRequest, reads: list[_Read]) -> FetchResponse:
+    by_topic: dict[str, list[Any]] = {}
+    for r in reads:
+        by_topic.setdefault(r.topic, []).append(
+            _Partition(
+                partition_index=r.partition,
+                error_code=r.error_code,
+                high_watermark=r.high_watermark,
+                last_stable_offset=r.high_watermark,  # no transactions: everything below the HWM is stable
+                log_start_offset=r.log_start_offset,
+                aborted_transactions=[],
+                preferred_read_replica=-1,
+                records=r.data,
+            )
+        )
+    return FetchResponse[req.API_VERSION](
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=0,
+        responses=[_Topic(topic=name, partitions=parts) for name, parts in by_topic.items()],
+    )

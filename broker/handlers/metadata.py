@@ -1,0 +1,103 @@
+"""Metadata (key 3) and DescribeCluster (key 60): this agent is the only broker and leads every partition.
+
+Leader epoch -1: clients then skip leader-epoch validation (OffsetForLeaderEpoch is not offered). Every
+agent behind one load-balanced address can share the node id, since any agent accepts any partition.
+Auto-creation follows Kafka's ``auto.create.topics.enable`` and ``num.partitions``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+
+from broker import errors
+from broker.context import BrokerContext
+from storage.errors import StrataError, TopicExists, UnknownTopic
+from storage.metadata.base import TopicInfo
+from storage.topic_config import validate_topic_name
+
+_Topic = MetadataResponse.MetadataResponseTopic
+_Partition = _Topic.MetadataResponsePartition
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+async def handle_metadata(ctx: BrokerContext, req: MetadataRequest) -> MetadataResponse:
+    version = req.API_VERSION
+    host, port = ctx.config.advertised
+    node = ctx.config.node_id
+    if req.topics is None or (version == 0 and not req.topics):
+        names = await asyncio.to_thread(ctx.metadata.list_topics)
+        auto_create = False
+    else:
+        names = [t.name for t in req.topics]
+        auto_create = ctx.config.auto_create_topics and (version < 4 or req.allow_auto_topic_creation)
+    topics = [await _topic(ctx, name, auto_create, node) for name in names]
+    return MetadataResponse[version](
+        throttle_time_ms=0,
+        brokers=[MetadataResponse.MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)],
+        cluster_id=ctx.config.cluster_id,
+        controller_id=node,
+        topics=topics,
+    )
+
+
+async def _topic(ctx: BrokerContext, name: str, auto_create: bool, node: int) -> Any:
+    try:
+        info = await _lookup(ctx, name, auto_create)
+    except StrataError as exc:
+        return _Topic(
+            error_code=errors.kafka_error(exc),
+            name=name,
+            topic_id=_ZERO_UUID,
+            is_internal=False,
+            partitions=[],
+        )
+    partitions = [
+        _Partition(
+            error_code=0,
+            partition_index=p,
+            leader_id=node,
+            leader_epoch=-1,
+            replica_nodes=[node],
+            isr_nodes=[node],
+            offline_replicas=[],
+        )
+        for p in range(info.partitions)
+    ]
+    return _Topic(
+        error_code=0, name=name, topic_id=ctx.topic_id(info), is_internal=False, partitions=partitions
+    )
+
+
+async def _lookup(ctx: BrokerContext, name: str, auto_create: bool) -> TopicInfo:
+    validate_topic_name(name)
+    try:
+        return await asyncio.to_thread(ctx.metadata.get_topic, name)
+    except UnknownTopic:
+        if not auto_create:
+            raise
+    try:
+        now = ctx.clock.now_ms()
+        await asyncio.to_thread(ctx.metadata.create_topic, name, ctx.config.num_partitions, {}, now)
+    except TopicExists:
+        pass  # another client or agent created it first
+    return await asyncio.to_thread(ctx.metadata.get_topic, name)
+
+
+async def handle_describe_cluster(ctx: BrokerContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
+    host, port = ctx.config.advertised
+    node = ctx.config.node_id
+    broker = DescribeClusterResponse.DescribeClusterBroker(broker_id=node, host=host, port=port, rack=None)
+    return DescribeClusterResponse[req.API_VERSION](
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        endpoint_type=1,
+        cluster_id=ctx.config.cluster_id,
+        controller_id=node,
+        brokers=[broker],
+    )

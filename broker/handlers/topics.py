@@ -1,0 +1,108 @@
+"""CreateTopics (key 19) and DeleteTopics (key 20), with the HTTP API's validation (storage/topic_config.py).
+
+Replication is the object store's business, so any replication factor a client asks for (-1 or n >= 1)
+is accepted and reported as 1; manual replica assignments are refused, since there are no replicas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kafka.protocol.admin.topics import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+
+from broker import errors
+from broker.context import BrokerContext
+from storage.errors import InvalidConfig, StrataError
+from storage.topic_config import MAX_PARTITIONS, effective_configs, validate_configs, validate_topic_name
+
+_Created = CreateTopicsResponse.CreatableTopicResult
+_Config = _Created.CreatableTopicConfigs
+_Deleted = DeleteTopicsResponse.DeletableTopicResult
+_DEFAULT_CONFIG = 5  # Kafka's ConfigSource.DEFAULT_CONFIG
+_TOPIC_CONFIG = 1  # ConfigSource.TOPIC_CONFIG
+
+
+async def handle_create_topics(ctx: BrokerContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
+    results = [await _create(ctx, req, topic) for topic in req.topics]
+    return CreateTopicsResponse[req.API_VERSION](throttle_time_ms=0, topics=results)
+
+
+async def _create(
+    ctx: BrokerContext, req: CreateTopicsRequest, topic: CreateTopicsRequest.CreatableTopic
+) -> Any:
+    partitions = topic.num_partitions if topic.num_partitions != -1 else ctx.config.num_partitions
+    try:
+        name = validate_topic_name(topic.name)
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            return _failed(topic.name, errors.INVALID_PARTITIONS, f"partitions must be 1..{MAX_PARTITIONS}")
+        if topic.replication_factor == 0 or topic.replication_factor < -1:
+            return _failed(
+                topic.name, errors.INVALID_REPLICATION_FACTOR, "replication factor must be -1 or >= 1"
+            )
+        if topic.assignments:
+            return _failed(topic.name, errors.INVALID_REQUEST, "manual replica assignment is not supported")
+        raw = {c.name: c.value for c in topic.configs if c.value is not None}
+        configs = validate_configs(raw)
+        if not req.validate_only:
+            now = ctx.clock.now_ms()
+            await asyncio.to_thread(ctx.metadata.create_topic, name, partitions, configs, now)
+            info = await asyncio.to_thread(ctx.metadata.get_topic, name)
+            topic_id = ctx.topic_id(info)
+        else:
+            topic_id = None
+    except InvalidConfig as exc:
+        return _failed(topic.name, errors.INVALID_CONFIG, exc.message)
+    except StrataError as exc:
+        return _failed(topic.name, errors.kafka_error(exc), exc.message)
+    shown = effective_configs(configs)
+    return _Created(
+        name=topic.name,
+        **({"topic_id": topic_id} if topic_id is not None else {}),
+        error_code=errors.NONE,
+        error_message=None,
+        num_partitions=partitions,
+        replication_factor=1,
+        configs=[
+            _Config(
+                name=key,
+                value=value,
+                read_only=False,
+                config_source=_TOPIC_CONFIG if key in configs else _DEFAULT_CONFIG,
+                is_sensitive=False,
+            )
+            for key, value in sorted(shown.items())
+        ],
+    )
+
+
+def _failed(name: str, code: int, message: str) -> Any:
+    return _Created(
+        name=name,
+        error_code=code,
+        error_message=message,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=[],
+    )
+
+
+async def handle_delete_topics(ctx: BrokerContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    names = [t.name for t in req.topics] if req.API_VERSION >= 6 else list(req.topic_names)
+    results = []
+    for name in names:
+        try:
+            if name is None:
+                raise InvalidConfig("deleting a topic by id is not supported")
+            validate_topic_name(name)
+            await asyncio.to_thread(ctx.metadata.delete_topic, name, ctx.clock.now_ms())
+            ctx.agent.forget_topic(name)
+            results.append(_Deleted(name=name, error_code=errors.NONE, error_message=None))
+        except StrataError as exc:
+            results.append(_Deleted(name=name, error_code=errors.kafka_error(exc), error_message=exc.message))
+    return DeleteTopicsResponse[req.API_VERSION](throttle_time_ms=0, responses=results)
