@@ -26,7 +26,7 @@ from agents.watch import PartitionWatch
 from storage import records
 from storage.clock import Clock
 from storage.errors import InvalidPayload, RecordTooLarge, StrataError, Unavailable, UnknownPartition
-from storage.metadata.base import MetadataStore, TopicInfo
+from storage.metadata.base import LogStore, TopicInfo
 from storage.objectstore.base import AsyncObjectStore
 from storage.partitioner import partition_for_key
 from storage.topic_config import TopicConfig
@@ -71,7 +71,7 @@ class Agent:
         self,
         config: AgentConfig,
         store: AsyncObjectStore,
-        metadata: MetadataStore,
+        metadata: LogStore,
         metrics: Metrics,
         clock: Clock,
         rng: random.Random,
