@@ -58,9 +58,7 @@ class ObsoleteCollector:
 
 
 class OrphanCollector:
-    def __init__(
-        self, store: ObjectStore, metadata: FileCatalog, clock: Clock, orphan_grace_ms: int
-    ) -> None:
+    def __init__(self, store: ObjectStore, metadata: FileCatalog, clock: Clock, orphan_grace_ms: int) -> None:
         self.store = store
         self.metadata = metadata
         self.clock = clock

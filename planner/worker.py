@@ -43,8 +43,8 @@ from storage.errors import CodecError, Conflict, CorruptObject, StrataError, Unk
 from storage.metadata.base import (
     JOB_FAILED,
     ChunkRow,
-    CompactionCatalog,
     CleanedUpTo,
+    CompactionCatalog,
     CompactionOutput,
     FileChunk,
     Job,

@@ -132,32 +132,33 @@ class UnknownJob(StrataError):
 class Conflict(StrataError):
     """Base of the "lost a race" errors: the state changed underneath, and the operation wrote nothing.
 
-    Raised only as one of its subclasses; catch it to handle every lost race alike.
+    Raised as one of its subclasses; catch it to handle every lost race alike. By default a conflict is
+    retriable: after re-reading the state, the same request may succeed.
     """
 
     kind = ErrorKind.CONFLICT
-    code = 40900
-
-
-class TopicExists(Conflict):
-    code = 40002
+    code = 40901
+    retriable = True
 
 
 class CommitConflict(Conflict):
     """An optimistic metadata commit lost a race (inputs changed underneath it).
 
-    Retriable: repeating the request may succeed (``commit_flush`` raises it when an idempotency key
-    expired mid-commit); a compaction job that gets it is abandoned and planned again instead.
+    Repeating the request may succeed (``commit_flush`` raises it when an idempotency key expired
+    mid-commit); a compaction job that gets it is abandoned and planned again instead.
     """
 
-    code = 40901
-    retriable = True
+
+class TopicExists(Conflict):
+    code = 40002
+    retriable = False
 
 
 class LeaseLost(Conflict):
     """Another worker took the job over (our lease expired); this attempt must not commit."""
 
     code = 40902
+    retriable = False
 
 
 class IdempotencyConflict(Conflict):
@@ -168,6 +169,7 @@ class IdempotencyConflict(Conflict):
     """
 
     code = 40903
+    retriable = False  # the conflict is the answer: the request was committed already
 
     def __init__(self, existing: dict[str, list[tuple[int, int]]]) -> None:
         super().__init__(f"{len(existing)} idempotency key(s) already committed")
@@ -175,7 +177,10 @@ class IdempotencyConflict(Conflict):
 
 
 class ClaimRefused(Conflict):
-    """Raised by ``create_job``: an input file is claimed by another active job, or is no longer live."""
+    """Raised by ``create_job``: an input file is claimed by another active job, or is no longer live.
+
+    Retriable: once the other job finished, a new plan may claim the files.
+    """
 
     code = 40904
 
@@ -228,7 +233,7 @@ class ObjectNotFound(StrataError):
     code = 50004
 
 
-# --- internal: the server's bug or misconfiguration -----------------------------------------------------------
+# --- internal: the server's bug or misconfiguration ------------------------------------------------------
 
 
 class ObjectStoreError(StrataError):

@@ -3,7 +3,9 @@ mapping covers every kind and keeps Confluent's numbering (status = code // 100,
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 
 import pytest
 
@@ -13,6 +15,11 @@ from storage.errors import Conflict, ErrorKind, StrataError, Unavailable
 
 
 def all_error_types() -> list[type[StrataError]]:
+    """Every subclass of StrataError in the project: import every module first, so that none is missed."""
+    for package in ("storage", "agents", "planner", "pipeline", "api"):
+        path = importlib.import_module(package).__path__
+        for module in pkgutil.walk_packages(path, package + "."):
+            importlib.import_module(module.name)
     found: list[type[StrataError]] = []
     pending: list[type[StrataError]] = [StrataError]
     while pending:
@@ -35,7 +42,8 @@ def test_every_error_type_lives_in_storage_errors() -> None:
 @pytest.mark.parametrize("cls", ERROR_TYPES, ids=lambda c: c.__name__)
 def test_error_type_has_kind_code_and_retriable(cls: type[StrataError]) -> None:
     assert isinstance(cls.kind, ErrorKind)
-    assert isinstance(cls.code, int) and 40000 <= cls.code < 60000
+    assert isinstance(cls.code, int)
+    assert 40000 <= cls.code < 60000
     assert isinstance(cls.retriable, bool)
     if "code" not in vars(cls):
         # Inherits its code: it must be a refinement of its parent, answered exactly like it.
@@ -56,7 +64,8 @@ def test_kind_bases_agree_with_kinds() -> None:
     for cls in ERROR_TYPES:
         assert (cls.kind is ErrorKind.CONFLICT) == issubclass(cls, Conflict), cls
         if issubclass(cls, Unavailable):
-            assert cls.kind is ErrorKind.UNAVAILABLE and cls.retriable, cls
+            assert cls.kind is ErrorKind.UNAVAILABLE, cls
+            assert cls.retriable, cls
     # "Lost a race" is not "infrastructure down": no conflict is caught by ``except Unavailable``.
     assert not issubclass(errors.CommitConflict, Unavailable)
 
@@ -95,6 +104,7 @@ def make(cls: type[StrataError]) -> StrataError:
         (errors.Unavailable, 503, True),
         (errors.TransientStoreError, 503, True),
         (errors.CommitConflict, 409, True),
+        (errors.ClaimRefused, 409, True),
         (errors.LeaseLost, 409, False),
         (errors.BufferFull, 429, True),
         (errors.TopicExists, 400, False),
