@@ -32,7 +32,7 @@ from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
 from storage.clock import Clock
 from storage.errors import StrataError, Unavailable
-from storage.metadata.base import MetadataStore, TopicInfo
+from storage.metadata.base import LogStore, TopicInfo
 from storage.objectstore.base import AsyncObjectStore
 from storage.topic_config import TopicConfig
 
@@ -65,7 +65,7 @@ class Agent:
         self,
         config: AgentConfig,
         store: AsyncObjectStore,
-        metadata: MetadataStore,
+        metadata: LogStore,
         metrics: Metrics,
         clock: Clock,
         rng: random.Random,

@@ -21,7 +21,7 @@ from agents.watch import PartitionWatch
 from storage import fileformat, records
 from storage.clock import Clock
 from storage.errors import CodecError, CorruptObject, ObjectNotFound, OffsetOutOfRange
-from storage.metadata.base import ChunkRow, MetadataStore, PartitionState
+from storage.metadata.base import ChunkRow, LogStore, PartitionState
 from storage.objectstore.base import AsyncObjectStore
 
 log = logging.getLogger("strata.fetch")
@@ -78,7 +78,7 @@ class Fetcher:
     def __init__(
         self,
         store: AsyncObjectStore,
-        metadata: MetadataStore,
+        metadata: LogStore,
         cache: ObjectCache,
         watch: PartitionWatch,
         clock: Clock,

@@ -31,16 +31,8 @@ from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
 from storage import fileformat, records
 from storage.clock import Clock
-from storage.errors import StrataError, Unavailable, UnknownTopic
-from storage.metadata.base import (
-    LEVEL_INGEST,
-    FlushResult,
-    IdempotencyConflict,
-    IdempotencyEntry,
-    MetadataStore,
-    NewChunk,
-    NewFile,
-)
+from storage.errors import CommitConflict, IdempotencyConflict, StrataError, Unavailable, UnknownTopic
+from storage.metadata.base import LEVEL_INGEST, FlushResult, IdempotencyEntry, LogStore, NewChunk, NewFile
 from storage.objectstore.base import AsyncObjectStore
 
 log = logging.getLogger("strata.flush")
@@ -123,7 +115,7 @@ class Flusher:
     def __init__(
         self,
         store: AsyncObjectStore,
-        metadata: MetadataStore,
+        metadata: LogStore,
         cache: ObjectCache,
         watch: PartitionWatch,
         metrics: Metrics,
@@ -197,7 +189,9 @@ class Flusher:
                 return await asyncio.to_thread(
                     self.metadata.commit_flush, new_file, chunks, entries, self.clock.now_ms()
                 )
-            except Unavailable as exc:
+            # CommitConflict here means an idempotency key expired mid-commit: a retry does not conflict.
+            # (IdempotencyConflict, the other conflict commit_flush raises, is an answer: see flush.)
+            except (Unavailable, CommitConflict) as exc:
                 if attempt == COMMIT_ATTEMPTS - 1:
                     raise
                 log.warning("commit of %s failed, retrying: %s", new_file.object_key, exc.message)

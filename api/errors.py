@@ -1,8 +1,8 @@
 """The one place where errors become HTTP responses.
 
-Every error response is ``{"error_code": <status * 100 + n>, "message": "..."}``. The status is derived from
-the code. Retriable errors add ``Retry-After``. Nothing reaches the client as an unstructured 500: a bug
-becomes 50001 with a generic message, and its traceback goes to the log.
+Every error response is ``{"error_code": <status * 100 + n>, "message": "..."}``. The status comes from the
+error's kind and code (``http_status``); retriable errors add ``Retry-After``. Nothing reaches the client as
+an unstructured 500: a bug becomes 50001 with a generic message, and its traceback goes to the log.
 """
 
 from __future__ import annotations
@@ -15,22 +15,44 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.responses import JSONBytes
-from storage.errors import BadRequest, BufferFull, InvalidPayload, StrataError
+from storage.errors import BadRequest, BufferFull, ErrorKind, InvalidPayload, StrataError, Unauthorized
 
 log = logging.getLogger("strata.api")
 
 RETRY_AFTER_S = {BufferFull.code: "1"}
+
+# The HTTP status of an error is its code's hundreds (Confluent's numbering, status * 100 + n), except
+# that a kind may pin the status of its 5xx codes: an unavailable error is 503, as Confluent's REST Proxy
+# and load balancers expect for "try again", not the 500 its code says. (BufferFull, 42901, keeps its 429.)
+# Kind -> that pinned status, or None where the code's own status stands; every kind has an entry.
+KIND_STATUS: dict[ErrorKind, int | None] = {
+    ErrorKind.INVALID: None,  # 400, 401, 406, 413, 416, 422
+    ErrorKind.NOT_FOUND: None,  # 404
+    ErrorKind.CONFLICT: None,  # 409; 400 for TopicExists (Confluent's 40002)
+    ErrorKind.UNAVAILABLE: 503,
+    ErrorKind.CORRUPT: None,  # 500
+    ErrorKind.INTERNAL: None,  # 500
+}
+
+
+def http_status(error: StrataError) -> int:
+    """The one mapping from a Strata error to an HTTP status."""
+    by_code = error.code // 100
+    if by_code < 500:
+        return by_code
+    pinned = KIND_STATUS[error.kind]
+    return by_code if pinned is None else pinned
 
 
 def error_response(error: StrataError) -> Response:
     headers = {}
     if error.retriable:
         headers["Retry-After"] = RETRY_AFTER_S.get(error.code, "1")
-    if error.code == 40101:
+    if isinstance(error, Unauthorized):
         headers["WWW-Authenticate"] = "Bearer"
     return JSONBytes(
         {"error_code": error.code, "message": error.message},
-        status_code=error.http_status,
+        status_code=http_status(error),
         headers=headers,
     )
 
@@ -46,7 +68,7 @@ def _describe(errors: list[dict[str, object]]) -> str:
 
 async def _strata_error(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, StrataError)
-    if exc.http_status >= 500:
+    if http_status(exc) >= 500:
         log.warning("request failed with %d: %s", exc.code, exc.message)
     return error_response(exc)
 

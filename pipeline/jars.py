@@ -18,17 +18,11 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from storage.errors import StrataError
+from storage.errors import SparkSetupError as SparkSetupError  # re-exported: its callers import it from here
 
 SDIST = "sagemaker-pyspark==1.4.5"
 JARS = ("hadoop-aws-3.3.1.jar", "aws-java-sdk-bundle-1.11.901.jar")
 ENV_DIR = "STRATA_SPARK_JARS_DIR"
-
-
-class SparkSetupError(StrataError):
-    """Spark cannot run here: no Java, or no hadoop-aws jars. The message says how to fix it."""
-
-    code = 50007
 
 
 def jars_dir() -> Path:

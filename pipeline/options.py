@@ -15,17 +15,11 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from storage.errors import StrataError
+from storage.errors import InvalidReadOption as InvalidReadOption  # re-exported: callers import it from here
 from storage.topic_config import validate_topic_name
 
 EARLIEST = -2
 LATEST = -1
-
-
-class InvalidReadOption(StrataError):
-    """A reader option is missing, unknown or malformed."""
-
-    code = 40004
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pipeline.options import EARLIEST, LATEST, InvalidReadOption, ReadOptions
 from storage.errors import UnknownPartition
-from storage.metadata.base import MetadataStore, PartitionState
+from storage.metadata.base import LogStore, PartitionState
 
 _PAGE = 1000
 
@@ -42,7 +42,7 @@ class Snapshot:
         return sorted(self.tasks)
 
 
-def take_snapshot(metadata: MetadataStore, options: ReadOptions) -> Snapshot:
+def take_snapshot(metadata: LogStore, options: ReadOptions) -> Snapshot:
     ranges: dict[tuple[str, int], tuple[int, int]] = {}
     for topic, partitions in _partitions(metadata, options).items():
         states = {s.partition: s for s in metadata.partition_states(topic)}
@@ -83,7 +83,7 @@ def take_snapshot(metadata: MetadataStore, options: ReadOptions) -> Snapshot:
     return Snapshot({key: tuple(sorted(ts, key=lambda t: t.position)) for key, ts in tasks.items()}, ranges)
 
 
-def _partitions(metadata: MetadataStore, options: ReadOptions) -> dict[str, tuple[int, ...]]:
+def _partitions(metadata: LogStore, options: ReadOptions) -> dict[str, tuple[int, ...]]:
     if options.topics:
         return {t: tuple(range(metadata.get_topic(t).partitions)) for t in options.topics}
     out: dict[str, tuple[int, ...]] = {}

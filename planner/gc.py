@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from agents.keys import DATA_PREFIX
 from storage.clock import Clock
-from storage.metadata.base import MetadataStore
+from storage.metadata.base import FileCatalog
 from storage.objectstore.base import ObjectStore
 
 log = logging.getLogger("strata.gc")
@@ -34,7 +34,7 @@ class GcStats:
 
 
 class ObsoleteCollector:
-    def __init__(self, store: ObjectStore, metadata: MetadataStore, clock: Clock, grace_ms: int) -> None:
+    def __init__(self, store: ObjectStore, metadata: FileCatalog, clock: Clock, grace_ms: int) -> None:
         self.store = store
         self.metadata = metadata
         self.clock = clock
@@ -58,9 +58,7 @@ class ObsoleteCollector:
 
 
 class OrphanCollector:
-    def __init__(
-        self, store: ObjectStore, metadata: MetadataStore, clock: Clock, orphan_grace_ms: int
-    ) -> None:
+    def __init__(self, store: ObjectStore, metadata: FileCatalog, clock: Clock, orphan_grace_ms: int) -> None:
         self.store = store
         self.metadata = metadata
         self.clock = clock

@@ -59,7 +59,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from storage.errors import StrataError
+from storage.errors import OffsetMapFull
 
 HASH_SIZE = 16
 """Bytes in a key hash (BLAKE2b-128)."""
@@ -79,19 +79,6 @@ U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 Positions = npt.NDArray[np.intp]
 Mask = npt.NDArray[np.bool_]
-
-
-class OffsetMapFull(StrataError):
-    """A put of a new key hash found the map at capacity. The map is unchanged.
-
-    This is flow control for the compaction worker, which ends pass 1 at the last offset that fit and cleans
-    that far (Kafka's partial cleaning); it should never reach a client.
-    """
-
-    def __init__(self, size: int, capacity: int) -> None:
-        super().__init__(f"offset map is full: {size} entries, capacity {capacity}")
-        self.size = size
-        self.capacity = capacity
 
 
 class KeyHasher:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from planner.jobs import JOB_CLEAN, JOB_MERGE, MAX_LEVEL, InputFile, JobSpec
 from storage.clock import Clock
-from storage.errors import UnknownTopic
-from storage.metadata.base import FileRow, Job, MetadataStore, PartitionStats
+from storage.errors import ClaimRefused, UnknownTopic
+from storage.metadata.base import CompactionCatalog, FileRow, Job, PartitionStats
 from storage.topic_config import TopicConfig
 
 log = logging.getLogger("strata.planner")
@@ -51,7 +51,7 @@ class DirtyPartition:
 
 class Planner:
     def __init__(
-        self, metadata: MetadataStore, clock: Clock, config: PlannerConfig = PlannerConfig()
+        self, metadata: CompactionCatalog, clock: Clock, config: PlannerConfig = PlannerConfig()
     ) -> None:
         self.metadata = metadata
         self.clock = clock
@@ -133,11 +133,11 @@ class Planner:
     def _create(self, kind: str, level: int, files: Sequence[FileRow], reason: str) -> Job | None:
         inputs = tuple(InputFile(f.file_id, f.object_key, f.size, f.level) for f in files)
         spec = JobSpec(kind, level, inputs, reason)
-        job = self.metadata.create_job(kind, spec.to_json(), spec.file_ids, self.clock.now_ms())
-        if job is not None:
-            log.info(
-                "planned job %d (%s, %d file(s) -> L%d): %s", job.job_id, kind, len(files), level, reason
-            )
+        try:
+            job = self.metadata.create_job(kind, spec.to_json(), spec.file_ids, self.clock.now_ms())
+        except ClaimRefused:
+            return None  # another planner's job holds one of the files: it runs instead
+        log.info("planned job %d (%s, %d file(s) -> L%d): %s", job.job_id, kind, len(files), level, reason)
         return job
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from storage.clock import Clock
 from storage.errors import UnknownTopic
-from storage.metadata.base import MetadataStore
+from storage.metadata.base import CompactionCatalog
 from storage.topic_config import TopicConfig
 
 log = logging.getLogger("strata.retention")
@@ -28,7 +28,7 @@ class RetentionResult:
 
 
 class Retention:
-    def __init__(self, metadata: MetadataStore, clock: Clock) -> None:
+    def __init__(self, metadata: CompactionCatalog, clock: Clock) -> None:
         self.metadata = metadata
         self.clock = clock
 

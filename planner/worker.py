@@ -39,15 +39,15 @@ from planner.stats import JobStats
 from planner.streams import ForwardReader
 from storage import fileformat, records
 from storage.clock import Clock
-from storage.errors import CodecError, CommitConflict, CorruptObject, StrataError, UnknownTopic
+from storage.errors import CodecError, Conflict, CorruptObject, StrataError, UnknownTopic
 from storage.metadata.base import (
     JOB_FAILED,
     ChunkRow,
     CleanedUpTo,
+    CompactionCatalog,
     CompactionOutput,
     FileChunk,
     Job,
-    MetadataStore,
     NewCompactedChunk,
     NewFile,
 )
@@ -68,13 +68,6 @@ class WorkerConfig:
     # send buffer), so this bounds the worker's memory beyond the offset map.
     max_output_file_bytes: int = 32 * MiB
     lease_ms: int = 60_000
-
-
-class LeaseLost(StrataError):
-    """Another worker took the job over (our lease expired); this attempt must not commit."""
-
-    code = 40902
-    status = 409
 
 
 @dataclass
@@ -101,7 +94,7 @@ class Worker:
     def __init__(
         self,
         store: ObjectStore,
-        metadata: MetadataStore,
+        metadata: CompactionCatalog,
         clock: Clock,
         rng: random.Random,
         owner: str,
@@ -123,7 +116,7 @@ class Worker:
         attempt = JobRun(self, job, spec)
         try:
             attempt.execute()
-        except (CommitConflict, LeaseLost) as exc:
+        except Conflict as exc:  # lost a race (CommitConflict, LeaseLost): another run owns the job now
             attempt.stats.outcome = f"abandoned ({exc.message})"
             self._finish(job, JOB_FAILED)
         except (CorruptObject, CodecError) as exc:
@@ -220,10 +213,10 @@ class JobRun:
         interval = self.worker.config.lease_ms / 3000  # renew at a third of the lease, in seconds
         if not force and self.clock.monotonic() - self._lease_renewed_at < interval:
             return
-        if not self.metadata.heartbeat_job(
+        # Raises LeaseLost when another worker holds the job now: this attempt must stop and not commit.
+        self.metadata.heartbeat_job(
             self.job.job_id, self.worker.owner, self.clock.now_ms(), self.worker.config.lease_ms
-        ):
-            raise LeaseLost(f"lease on job {self.job.job_id} was lost")
+        )
         self._lease_renewed_at = self.clock.monotonic()
 
     # --- one partition -----------------------------------------------------------------------------------

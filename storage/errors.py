@@ -1,88 +1,94 @@
-"""Strata's error types: one class per failure kind.
+"""Strata's error types: every one of them, one class per failure.
 
-Every error carries a stable ``code`` (HTTP status * 100 + n, Confluent REST Proxy numbering where one
-exists) and ``retriable``, which tells the caller whether the same request may succeed later. The HTTP
-mapping lives in exactly one place (``api/errors.py``) and reads only these two attributes; nothing in
-Strata tells errors apart by their message text.
+Every error carries three class attributes:
+- ``kind``: what the caller should do, one of six (SlateDB's coarse kinds): fix the request (``INVALID``),
+  it does not exist (``NOT_FOUND``), someone else changed the state first: re-read and decide again
+  (``CONFLICT``), infrastructure is down: try again later (``UNAVAILABLE``), stored data is damaged
+  (``CORRUPT``), or a bug or misconfiguration of the server (``INTERNAL``).
+- ``code``: stable, HTTP status * 100 + n (Confluent REST Proxy numbering where one exists). A class that
+  does not set its own code refines its parent (same kind, same code, e.g. ``CodecError``).
+- ``retriable``: whether the same request may succeed if repeated later.
+
+The HTTP mapping lives in exactly one place (``api/errors.py``) and reads only these attributes. ``except``
+sites catch a specific type or a kind's base class (``Conflict``, ``Unavailable``); nothing in Strata
+tells errors apart by their message text.
+
+"Lost a race" is always a ``Conflict`` subclass raised by the store method that lost it, and nothing was
+written: ``CommitConflict`` (a compare-and-set commit), ``LeaseLost`` (a job lease taken over),
+``ClaimRefused`` (a job's input files are claimed or gone), ``IdempotencyConflict`` (a request key committed
+first by another flush) and ``TopicExists``.
 """
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import ClassVar
 
 
-class StrataError(Exception):
-    """Base of every error Strata raises on purpose."""
+class ErrorKind(Enum):
+    INVALID = "invalid"
+    NOT_FOUND = "not_found"
+    CONFLICT = "conflict"
+    UNAVAILABLE = "unavailable"
+    CORRUPT = "corrupt"
+    INTERNAL = "internal"
 
+
+class StrataError(Exception):
+    """Base of every error Strata raises on purpose; raised itself only for internal errors (bugs)."""
+
+    kind: ClassVar[ErrorKind] = ErrorKind.INTERNAL
     code: ClassVar[int] = 50001
     retriable: ClassVar[bool] = False
-    # The HTTP status is code // 100 unless a class pins it (50003 is served as 503, as Confluent's
-    # REST Proxy and load balancers expect for "try again").
-    status: ClassVar[int | None] = None
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
-    @property
-    def http_status(self) -> int:
-        return self.status if self.status is not None else self.code // 100
 
-
-# --- client errors (4xx): the request is wrong; retrying it unchanged fails again -----------------------
+# --- invalid: the request is wrong; retrying it unchanged fails again ----------------------------------
 
 
 class BadRequest(StrataError):
     """The body is not valid JSON, or a query parameter is malformed."""
 
+    kind = ErrorKind.INVALID
     code = 40001
 
 
-class TopicExists(StrataError):
-    code = 40002
-
-
 class InvalidTopicName(StrataError):
+    kind = ErrorKind.INVALID
     code = 40003
 
 
 class Unauthorized(StrataError):
+    kind = ErrorKind.INVALID
     code = 40101
-
-
-class UnknownTopic(StrataError):
-    code = 40401
-
-
-class UnknownPartition(StrataError):
-    code = 40402
 
 
 class NotAcceptable(StrataError):
     """The stored bytes cannot be rendered in the requested encoding (e.g. not UTF-8)."""
 
+    kind = ErrorKind.INVALID
     code = 40601
-
-
-class UnknownJob(StrataError):
-    """No compaction job has this id (jobs are never deleted: a caller bug or a wrong database)."""
-
-    code = 40403
 
 
 class RecordTooLarge(StrataError):
     """A record, or the whole request, exceeds the configured size or count."""
 
+    kind = ErrorKind.INVALID
     code = 41301
 
 
 class OffsetOutOfRange(StrataError):
+    kind = ErrorKind.INVALID
     code = 41601
 
 
 class InvalidPayload(StrataError):
     """The JSON parses but its content is wrong: types, base64, a missing key on a compacted topic."""
 
+    kind = ErrorKind.INVALID
     code = 42206
 
 
@@ -90,50 +96,133 @@ class InvalidTimestamp(StrataError):
     """A record timestamp that consumers cannot represent, or outside the topic's window
     (``message.timestamp.before.max.ms`` / ``.after.max.ms``); Kafka's INVALID_TIMESTAMP."""
 
+    kind = ErrorKind.INVALID
     code = 42208
 
 
 class InvalidConfig(StrataError):
     """An unknown topic config, or a bad value for a known one."""
 
+    kind = ErrorKind.INVALID
     code = 42207
 
 
-# --- retriable conditions ------------------------------------------------------------------------------
+class InvalidReadOption(StrataError):
+    """A Spark reader option is missing, unknown or malformed."""
+
+    kind = ErrorKind.INVALID
+    code = 40004
 
 
-class BufferFull(StrataError):
-    """The produce buffer is at its memory bound; the client should back off and retry."""
+# --- not found -------------------------------------------------------------------------------------------
 
-    code = 42901
+
+class UnknownTopic(StrataError):
+    kind = ErrorKind.NOT_FOUND
+    code = 40401
+
+
+class UnknownPartition(StrataError):
+    kind = ErrorKind.NOT_FOUND
+    code = 40402
+
+
+class UnknownJob(StrataError):
+    """No compaction job has this id (jobs are never deleted: a caller bug or a wrong database)."""
+
+    kind = ErrorKind.NOT_FOUND
+    code = 40403
+
+
+# --- conflict: lost a race; nothing was written ---------------------------------------------------------
+
+
+class Conflict(StrataError):
+    """Base of the "lost a race" errors: the state changed underneath, and the operation wrote nothing.
+
+    Raised as one of its subclasses; catch it to handle every lost race alike. By default a conflict is
+    retriable: after re-reading the state, the same request may succeed.
+    """
+
+    kind = ErrorKind.CONFLICT
+    code = 40901
     retriable = True
+
+
+class CommitConflict(Conflict):
+    """An optimistic metadata commit lost a race (inputs changed underneath it).
+
+    Repeating the request may succeed (``commit_flush`` raises it when an idempotency key expired
+    mid-commit); a compaction job that gets it is abandoned and planned again instead.
+    """
+
+
+class TopicExists(Conflict):
+    code = 40002
+    retriable = False
+
+
+class LeaseLost(Conflict):
+    """Another worker took the job over (our lease expired); this attempt must not commit."""
+
+    code = 40902
+    retriable = False
+
+
+class IdempotencyConflict(Conflict):
+    """Raised by ``commit_flush`` when some idempotency keys were committed by someone else first.
+
+    Nothing was written. ``existing`` maps each such key to the offsets it already has; the caller
+    answers those requests with them and commits the rest without their records.
+    """
+
+    code = 40903
+    retriable = False  # the conflict is the answer: the request was committed already
+
+    def __init__(self, existing: dict[str, list[tuple[int, int]]]) -> None:
+        super().__init__(f"{len(existing)} idempotency key(s) already committed")
+        self.existing = existing
+
+
+class ClaimRefused(Conflict):
+    """Raised by ``create_job``: an input file is claimed by another active job, or is no longer live.
+
+    Retriable: once the other job finished, a new plan may claim the files.
+    """
+
+    code = 40904
+
+
+# --- unavailable: try again later --------------------------------------------------------------------------
 
 
 class Unavailable(StrataError):
     """A transient failure (object store or metadata); the request was not acknowledged."""
 
+    kind = ErrorKind.UNAVAILABLE
     code = 50003
     retriable = True
-    status = 503
 
 
 class TransientStoreError(Unavailable):
     """An object-store request failed in a way that may succeed if repeated (5xx, throttling, reset)."""
 
 
-class CommitConflict(Unavailable):
-    """An optimistic metadata commit lost a race (inputs changed underneath it)."""
+class BufferFull(StrataError):
+    """The produce buffer is at its memory bound; the client should back off and retry."""
 
-    code = 40901
-    status = 409
+    kind = ErrorKind.UNAVAILABLE
+    code = 42901
+    retriable = True
 
 
-# --- server-side faults that retrying does not fix ---------------------------------------------------------
+# --- corrupt: stored data is damaged or missing; retrying does not fix it ----------------------------------
 
 
 class CorruptObject(StrataError):
     """Stored bytes failed a checksum or structural check. Never served as records."""
 
+    kind = ErrorKind.CORRUPT
     code = 50002
 
     def __init__(self, message: str, *, object_key: str | None = None) -> None:
@@ -141,14 +230,18 @@ class CorruptObject(StrataError):
         self.object_key = object_key
 
 
+class CodecError(CorruptObject):
+    """Bytes do not decode as the format they claim to be (truncated, bad magic, bad CRC)."""
+
+
 class ObjectNotFound(StrataError):
     """An object the metadata references is missing from the store."""
 
+    kind = ErrorKind.CORRUPT
     code = 50004
 
 
-class CodecError(CorruptObject):
-    """Bytes do not decode as the format they claim to be (truncated, bad magic, bad CRC)."""
+# --- internal: the server's bug or misconfiguration ------------------------------------------------------
 
 
 class ObjectStoreError(StrataError):
@@ -161,3 +254,24 @@ class SettingsError(StrataError):
     """The server's own configuration is wrong (bad URL, unknown scheme); raised at start-up."""
 
     code = 50006
+
+
+class SparkSetupError(StrataError):
+    """Spark cannot run here: no Java, or no hadoop-aws jars. The message says how to fix it."""
+
+    code = 50007
+
+
+class OffsetMapFull(StrataError):
+    """A put of a new key hash found the map at capacity. The map is unchanged.
+
+    This is flow control for the compaction worker, which ends pass 1 at the last offset that fit and cleans
+    that far (Kafka's partial cleaning); it should never reach a client.
+    """
+
+    code = 50008
+
+    def __init__(self, size: int, capacity: int) -> None:
+        super().__init__(f"offset map is full: {size} entries, capacity {capacity}")
+        self.size = size
+        self.capacity = capacity

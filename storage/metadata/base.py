@@ -4,10 +4,31 @@ Object storage holds bytes; this store decides what they mean. Every state chang
 one method here and one SQL transaction in the implementation:
 - ``commit_flush``: assign offsets to every chunk of one uploaded file, index the chunks, and record the
   idempotency keys of the requests it carries. Before this commits, nothing in the file exists.
-- ``commit_compaction``: replace input chunk rows with output rows only if the job is still leased by
+- ``commit_compaction``: replace input chunk rows with output chunk rows only if the job is still leased by
   the committer and every input is still live (compare-and-set), so a lost race is a typed
   ``CommitConflict`` and writes nothing.
 - ``apply_retention``: advance a partition's log start and drop the chunk rows wholly below it.
+
+Roles. Callers and fakes depend on the narrowest of these Protocols; one class (``SqlMetadataStore``)
+implements them all, and ``MetadataStore`` is their union, for the composition root:
+- ``TopicReader``: topics and partition states, read only. Every other role but ``FileCatalog`` includes it.
+- ``LogStore``, the agents' log: ``commit_flush``, idempotency lookups and expiry, ``find_chunks``.
+- ``CompactionCatalog``, the planner's and worker's: partition stats, live files and their chunks, jobs
+  (create, lease, heartbeat, finish), ``commit_compaction``, ``apply_retention``.
+- ``FileCatalog``, garbage collection's: which object keys have a files row, obsolete files, forgetting them.
+- ``AdminStore``: topics created, reconfigured and deleted; consumer group offsets.
+
+Lost races. A method that can lose a race to another process raises a ``storage.errors.Conflict``
+subclass and writes nothing; no method answers a lost race with None or False:
+- ``commit_flush``: ``IdempotencyConflict`` (a key was committed first; it carries the winner's offsets),
+  or ``CommitConflict`` (a key expired while this commit ran: retry it);
+- ``create_topic``: ``TopicExists``;
+- ``create_job``: ``ClaimRefused`` (an input file is claimed by another active job, or no longer live);
+- ``heartbeat_job``: ``LeaseLost`` (another worker leased the job, or it finished);
+- ``finish_job`` and ``commit_compaction``: ``CommitConflict`` (the lease is not the caller's, or the
+  inputs changed).
+Infrastructure failures are ``storage.errors.Unavailable`` (retriable): a write that raised it may or may
+not have committed, and the write methods are written so that repeating them is safe.
 
 Compaction vocabulary (the planner and worker use the same names):
 - a *spec* describes the work (which files, which partitions); it is opaque JSON to this store;
@@ -22,16 +43,18 @@ base = next_offset and next_offset += n, under a row lock, so offsets are assign
 never reused, even with many agents committing concurrently.
 
 Implementations: SQLite (embedded default, WAL mode) and PostgreSQL (several hosts), sharing one SQL
-module through a small dialect layer.
+package (``storage.metadata.sql``) through a small dialect layer.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from storage.errors import UnknownJob as UnknownJob  # re-exported: callers import it from here too
+# Re-exported: callers import these from here too.
+from storage.errors import IdempotencyConflict as IdempotencyConflict
+from storage.errors import UnknownJob as UnknownJob
 
 # File levels: L0 files come from agent flushes; compaction merges them into L1, L1 into L2.
 LEVEL_INGEST = 0
@@ -144,6 +167,12 @@ class FileRow:
 
 
 @dataclass(frozen=True, slots=True)
+class FileState:
+    state: str  # FILE_LIVE or FILE_OBSOLETE
+    obsolete_since_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class FileChunk:
     """A live chunk and the id of the file holding it (``ChunkRow`` carries only the object key)."""
 
@@ -221,54 +250,28 @@ class CleanedUpTo:
     cleaned_offset: int
 
 
-class IdempotencyConflict(Exception):
-    """Raised by ``commit_flush`` when some idempotency keys were committed by someone else first.
+class TopicReader(Protocol):
+    """Topics and partition states, read only. All methods of every role are synchronous and thread-safe;
+    async callers use a thread."""
 
-    Nothing was written. ``existing`` maps each such key to the offsets it already has; the caller
-    answers those requests with them and commits the rest without their records.
-    """
-
-    def __init__(self, existing: dict[str, list[tuple[int, int]]]) -> None:
-        super().__init__(f"{len(existing)} idempotency key(s) already committed")
-        self.existing = existing
-
-
-class MetadataStore(ABC):
-    """All methods are synchronous and thread-safe; async callers use a thread."""
-
-    url: str
-
-    # --- topics -----------------------------------------------------------------------------------------
-    @abstractmethod
-    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str], now_ms: int) -> TopicInfo:
-        """Raises TopicExists."""
-
-    @abstractmethod
     def get_topic(self, name: str) -> TopicInfo:
         """Raises UnknownTopic."""
+        ...
 
-    @abstractmethod
     def list_topics(self) -> list[str]: ...
 
-    @abstractmethod
-    def update_topic_configs(self, name: str, changes: Mapping[str, str | None]) -> TopicInfo:
-        """Set (str) or reset to default (None) configs. Raises UnknownTopic."""
-
-    @abstractmethod
-    def delete_topic(self, name: str, now_ms: int) -> None:
-        """Drop the topic, its partitions and chunk rows; files left without live chunks become obsolete."""
-
-    # --- partitions ---------------------------------------------------------------------------------------
-    @abstractmethod
     def partition_states(self, topic: str) -> list[PartitionState]:
         """Raises UnknownTopic."""
+        ...
 
-    @abstractmethod
     def partition_state(self, topic: str, partition: int) -> PartitionState:
         """Raises UnknownTopic or UnknownPartition."""
+        ...
 
-    # --- the write path -----------------------------------------------------------------------------------
-    @abstractmethod
+
+class LogStore(TopicReader, Protocol):
+    """The log as the agents see it: the flush commit, idempotency, and the read path's chunk lookup."""
+
     def commit_flush(
         self,
         file: NewFile,
@@ -279,104 +282,82 @@ class MetadataStore(ABC):
         """One transaction: insert the file, give every chunk its base offset, record idempotency keys.
 
         Chunks of topics deleted meanwhile get base offset -1 and no row. Raises IdempotencyConflict
-        (nothing written) when a key was committed first by another request.
+        (nothing written) when a key was committed first by another request, and CommitConflict (nothing
+        written; retry) when such a key expired while this commit ran.
         """
+        ...
 
-    @abstractmethod
     def lookup_idempotency(self, key: str, not_before_ms: int) -> list[tuple[int, int]] | None:
         """Offsets a committed request with this key got, if it was committed at or after not_before_ms."""
+        ...
 
-    @abstractmethod
     def expire_idempotency(self, before_ms: int) -> int:
         """Delete idempotency rows older than before_ms; returns how many."""
+        ...
 
-    # --- the read path ------------------------------------------------------------------------------------
-    @abstractmethod
     def find_chunks(self, topic: str, partition: int, offset: int, limit: int) -> list[ChunkRow]:
         """Live chunks of the partition whose last_offset >= offset, by base_offset, at most ``limit``."""
+        ...
 
-    # --- consumer groups ----------------------------------------------------------------------------------
-    @abstractmethod
-    def commit_group_offsets(self, group: str, offsets: Sequence[tuple[str, int, int]], now_ms: int) -> None:
-        """Upsert (topic, partition, offset) for the group. Raises UnknownTopic/UnknownPartition."""
 
-    @abstractmethod
-    def group_offsets(self, group: str) -> list[GroupOffset]: ...
+class CompactionCatalog(TopicReader, Protocol):
+    """What the planner, the worker and retention read and write: stats, files, chunks, jobs, the swap."""
 
-    # --- files (GC) -------------------------------------------------------------------------------------
-    @abstractmethod
-    def known_object_keys(self, keys: Sequence[str]) -> set[str]:
-        """The subset of keys that have a files row (live or obsolete): anything else is an orphan."""
-
-    @abstractmethod
-    def obsolete_files(self, before_ms: int, limit: int) -> list[FileRow]:
-        """Obsolete files with obsolete_since_ms <= before_ms, oldest first, at most ``limit``.
-
-        Files still claimed by an active job are left out: a worker may still be reading them.
-        """
-
-    @abstractmethod
-    def forget_files(self, file_ids: Sequence[int]) -> None:
-        """Delete the files rows (after GC deleted the objects). Ids that are live, still have chunk rows,
-        are claimed by an active job, or do not exist are skipped silently."""
-
-    # --- compaction: what the planner reads -------------------------------------------------------------
-    @abstractmethod
+    # --- what the planner reads ------------------------------------------------------------------------
     def partition_stats(self, topic: str | None = None) -> list[PartitionStats]:
         """Stats of every partition of ``topic`` (UnknownTopic if it does not exist), or of all topics
         when None, ordered by (topic, partition)."""
+        ...
 
-    @abstractmethod
     def live_files(self, level: int | None = None) -> list[FileRow]:
         """Live files (of one level, or all), ordered by (created_ms, file_id)."""
+        ...
 
-    @abstractmethod
     def file_chunks(self, file_ids: Sequence[int]) -> list[FileChunk]:
         """The live chunks in these files, ordered by (file_id, position)."""
+        ...
 
-    @abstractmethod
     def files_of_partitions(self, partitions: Sequence[tuple[str, int]]) -> list[FileRow]:
         """Live files holding at least one live chunk of any of these partitions, by (created_ms, file_id)."""
+        ...
 
-    @abstractmethod
     def partition_chunks(self, topic: str, partition: int) -> list[FileChunk]:
         """Every live chunk of the partition in offset order (none for an unknown partition)."""
+        ...
 
-    @abstractmethod
     def level_stats(self, topic: str) -> dict[int, tuple[int, int]]:
         """level -> (live files holding chunks of the topic, bytes of the topic's chunks at that level).
 
         Levels without chunks of the topic are absent. Raises UnknownTopic.
         """
+        ...
 
-    # --- compaction: jobs ---------------------------------------------------------------------------------
-    @abstractmethod
-    def create_job(
-        self, kind: str, spec: Mapping[str, object], file_ids: Sequence[int], now_ms: int
-    ) -> Job | None:
+    # --- jobs ---------------------------------------------------------------------------------------------
+    def create_job(self, kind: str, spec: Mapping[str, object], file_ids: Sequence[int], now_ms: int) -> Job:
         """One transaction: a ``pending`` job that claims every file in ``file_ids``.
 
-        Returns None, and writes nothing, when any of the files is claimed by another active job or is
+        Raises ClaimRefused, writing nothing, when any of the files is claimed by another active job or is
         not live. ``spec`` must be JSON-serialisable (ValueError otherwise).
         """
+        ...
 
-    @abstractmethod
     def lease_job(self, owner: str, now_ms: int, lease_ms: int) -> Job | None:
         """Lease the oldest job that is pending, or leased with an expired lease (lease_expires_ms <
         now_ms), to ``owner`` until now_ms + lease_ms; attempts += 1. None when there is none.
 
         Two workers racing never get the same job. ``owner`` should be unique per worker process.
         """
+        ...
 
-    @abstractmethod
-    def heartbeat_job(self, job_id: int, owner: str, now_ms: int, lease_ms: int) -> bool:
+    def heartbeat_job(self, job_id: int, owner: str, now_ms: int, lease_ms: int) -> None:
         """Extend the lease to now_ms + lease_ms (never shortening it) if ``owner`` still holds it.
 
-        A lease that expired but was not taken by anyone else is still held. False: the lease is lost
-        (another worker leased the job, or it finished); the worker must stop and not commit.
+        A lease that expired but was not taken by anyone else is still held. Raises LeaseLost when the
+        lease is lost (another worker leased the job, it finished, or it does not exist): the worker must
+        stop and not commit.
         """
+        ...
 
-    @abstractmethod
     def finish_job(self, job_id: int, owner: str | None, state: str, now_ms: int) -> None:
         """Set the job to JOB_DONE or JOB_FAILED and release its file claims.
 
@@ -384,16 +365,17 @@ class MetadataStore(ABC):
         with the same state is a no-op, for retries). ``owner=None`` forces it (admin, tests).
         Raises UnknownJob.
         """
+        ...
 
-    @abstractmethod
     def active_jobs(self) -> list[Job]:
         """Pending and leased jobs, by job_id."""
+        ...
 
-    @abstractmethod
     def get_job(self, job_id: int) -> Job:
         """Raises UnknownJob."""
+        ...
 
-    @abstractmethod
+    # --- the swap and retention -------------------------------------------------------------------------
     def commit_compaction(
         self,
         job_id: int,
@@ -415,14 +397,71 @@ class MetadataStore(ABC):
         the span of its partition's input chunks, overlapping another output or a remaining chunk, or a
         record count that does not fit its span; or a cleaned offset beyond the high watermark.
         """
+        ...
 
-    @abstractmethod
     def apply_retention(self, topic: str, partition: int, new_log_start: int, now_ms: int) -> int:
         """Set log_start_offset to min(max(current, new_log_start), high_watermark), delete the chunk
         rows ending below it, and mark files left without live chunks obsolete.
 
         Returns the number of chunk rows deleted. Raises UnknownTopic or UnknownPartition.
         """
+        ...
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+
+class FileCatalog(Protocol):
+    """The files rows, as garbage collection sees them."""
+
+    def known_object_keys(self, keys: Sequence[str]) -> set[str]:
+        """The subset of keys that have a files row (live or obsolete): anything else is an orphan."""
+        ...
+
+    def file_states(self, keys: Iterable[str]) -> dict[str, FileState]:
+        """State of the files rows of ``keys``; keys without a row are absent."""
+        ...
+
+    def obsolete_files(self, before_ms: int, limit: int) -> list[FileRow]:
+        """Obsolete files with obsolete_since_ms <= before_ms, oldest first, at most ``limit``.
+
+        Files still claimed by an active job are left out: a worker may still be reading them.
+        """
+        ...
+
+    def forget_files(self, file_ids: Sequence[int]) -> None:
+        """Delete the files rows (after GC deleted the objects). Ids that are live, still have chunk rows,
+        are claimed by an active job, or do not exist are skipped silently."""
+        ...
+
+
+class AdminStore(TopicReader, Protocol):
+    """Topic administration and consumer group offsets."""
+
+    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str], now_ms: int) -> TopicInfo:
+        """Raises TopicExists."""
+        ...
+
+    def update_topic_configs(self, name: str, changes: Mapping[str, str | None]) -> TopicInfo:
+        """Set (str) or reset to default (None) configs. Raises UnknownTopic."""
+        ...
+
+    def delete_topic(self, name: str, now_ms: int) -> None:
+        """Drop the topic, its partitions and chunk rows; files left without live chunks become obsolete.
+
+        Raises UnknownTopic.
+        """
+        ...
+
+    def commit_group_offsets(self, group: str, offsets: Sequence[tuple[str, int, int]], now_ms: int) -> None:
+        """Upsert (topic, partition, offset) for the group. Raises UnknownTopic/UnknownPartition."""
+        ...
+
+    def group_offsets(self, group: str) -> list[GroupOffset]: ...
+
+
+class MetadataStore(LogStore, CompactionCatalog, FileCatalog, AdminStore, Protocol):
+    """Every role at once: what the composition root opens and hands out by role."""
+
+    url: str
+
+    def close(self) -> None:
         """Release connections."""
+        ...

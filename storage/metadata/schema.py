@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from storage.errors import SettingsError
 
 if TYPE_CHECKING:
-    from storage.metadata.sql import Tx
+    from storage.metadata.sql.core import Tx
 
 
 @dataclass(frozen=True, slots=True)

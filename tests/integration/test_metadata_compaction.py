@@ -19,7 +19,7 @@ from dataclasses import replace
 import psycopg
 import pytest
 
-from storage.errors import CommitConflict, UnknownPartition, UnknownTopic
+from storage.errors import ClaimRefused, CommitConflict, LeaseLost, UnknownPartition, UnknownTopic
 from storage.metadata import (
     FILE_LIVE,
     FILE_OBSOLETE,
@@ -124,7 +124,6 @@ def merged(chunks: Sequence[FileChunk], level: int = 1, drop: int = 0) -> Compac
 
 def leased_job(store: MetadataStore, file_ids: Sequence[int], owner: str = "w1", now: int = NOW) -> Job:
     job = store.create_job("compact", {"files": list(file_ids)}, file_ids, now)
-    assert job is not None
     leased = store.lease_job(owner, now, LEASE_MS)
     assert leased is not None
     assert leased.job_id == job.job_id
@@ -276,7 +275,6 @@ def test_create_job_claims_files_and_refuses_overlaps(metadata_store: MetadataSt
 
     spec = {"partitions": [["t", 0]], "level": 1, "note": "dedup"}
     job = store.create_job("compact", spec, [f2, f1, f2], NOW)
-    assert job is not None
     assert (job.kind, dict(job.spec), job.state, job.lease_owner, job.lease_expires_ms, job.attempts) == (
         "compact",
         spec,
@@ -289,24 +287,25 @@ def test_create_job_claims_files_and_refuses_overlaps(metadata_store: MetadataSt
     assert store.get_job(job.job_id) == job
 
     # Any overlap refuses the whole job: f3 is not claimed by the refused attempt.
-    assert store.create_job("compact", {}, [f3, f2], NOW) is None
+    with pytest.raises(ClaimRefused):
+        store.create_job("compact", {}, [f3, f2], NOW)
     other = store.create_job("compact", {}, [f3], NOW)
-    assert other is not None
     # A file that does not exist or is no longer live is refused too.
-    assert store.create_job("compact", {}, [f4, 999_999], NOW) is None
+    with pytest.raises(ClaimRefused):
+        store.create_job("compact", {}, [f4, 999_999], NOW)
     store.apply_retention("t", 1, 1, NOW)  # f4's only chunk goes: f4 is obsolete
-    assert store.create_job("compact", {}, [f4], NOW) is None
+    with pytest.raises(ClaimRefused):
+        store.create_job("compact", {}, [f4], NOW)
     assert [j.job_id for j in store.active_jobs()] == [job.job_id, other.job_id]
 
     # Finishing releases the claims.
     store.finish_job(job.job_id, None, JOB_FAILED, NOW + 1)
     assert store.get_job(job.job_id).state == JOB_FAILED
     again = store.create_job("compact", {}, [f1, f2], NOW + 2)
-    assert again is not None
     assert [j.job_id for j in store.active_jobs()] == [other.job_id, again.job_id]
 
     # A job that claims nothing (retention work) is fine.
-    assert store.create_job("retention", {"topic": "t"}, [], NOW) is not None
+    assert store.create_job("retention", {"topic": "t"}, [], NOW).kind == "retention"
 
     with pytest.raises(ValueError):
         store.create_job("compact", {"bad": object()}, [], NOW)
@@ -324,8 +323,6 @@ def test_lease_heartbeat_expiry_and_release(metadata_store: MetadataStore) -> No
     store = metadata_store
     a = store.create_job("compact", {"n": "a"}, [], NOW)
     b = store.create_job("compact", {"n": "b"}, [], NOW + 1)
-    assert a is not None
-    assert b is not None
 
     got_a = store.lease_job("w1", NOW + 10, 1_000)
     assert got_a is not None
@@ -342,12 +339,15 @@ def test_lease_heartbeat_expiry_and_release(metadata_store: MetadataStore) -> No
     assert got_b.job_id == b.job_id
     assert store.lease_job("w3", NOW + 30, 1_000) is None
 
-    assert store.heartbeat_job(a.job_id, "w1", NOW + 500, 1_000)
+    store.heartbeat_job(a.job_id, "w1", NOW + 500, 1_000)
     assert store.get_job(a.job_id).lease_expires_ms == NOW + 1_500
-    assert store.heartbeat_job(a.job_id, "w1", NOW + 600, 10)  # never shortens the lease
+    store.heartbeat_job(a.job_id, "w1", NOW + 600, 10)  # never shortens the lease
     assert store.get_job(a.job_id).lease_expires_ms == NOW + 1_500
-    assert not store.heartbeat_job(a.job_id, "w2", NOW + 600, 1_000)
-    assert not store.heartbeat_job(999_999, "w1", NOW, 1_000)
+    with pytest.raises(LeaseLost):
+        store.heartbeat_job(a.job_id, "w2", NOW + 600, 1_000)
+    with pytest.raises(LeaseLost):
+        store.heartbeat_job(999_999, "w1", NOW, 1_000)
+    assert store.get_job(a.job_id).lease_expires_ms == NOW + 1_500  # a lost heartbeat wrote nothing
 
     # Expiry is strict: at exactly lease_expires_ms the lease still holds.
     assert store.lease_job("w3", NOW + 1_500, 1_000) is None
@@ -355,12 +355,13 @@ def test_lease_heartbeat_expiry_and_release(metadata_store: MetadataStore) -> No
     assert retaken is not None
     assert retaken.job_id == a.job_id
     assert (retaken.lease_owner, retaken.attempts, retaken.lease_expires_ms) == ("w3", 2, NOW + 2_501)
-    assert not store.heartbeat_job(a.job_id, "w1", NOW + 1_600, 1_000)  # w1 lost it
+    with pytest.raises(LeaseLost):  # w1 lost it
+        store.heartbeat_job(a.job_id, "w1", NOW + 1_600, 1_000)
     with pytest.raises(CommitConflict):
         store.finish_job(a.job_id, "w1", JOB_DONE, NOW + 1_600)
 
     # Expired but not taken by anyone: still held.
-    assert store.heartbeat_job(b.job_id, "w2", NOW + 20_000, 1_000)
+    store.heartbeat_job(b.job_id, "w2", NOW + 20_000, 1_000)
     assert store.get_job(b.job_id).lease_expires_ms == NOW + 21_000
 
     store.finish_job(a.job_id, "w3", JOB_DONE, NOW + 1_700)
@@ -369,7 +370,8 @@ def test_lease_heartbeat_expiry_and_release(metadata_store: MetadataStore) -> No
     assert (finished.state, finished.updated_ms, finished.lease_owner) == (JOB_DONE, NOW + 1_700, "w3")
     with pytest.raises(CommitConflict):
         store.finish_job(a.job_id, "w3", JOB_FAILED, NOW + 1_800)
-    assert not store.heartbeat_job(a.job_id, "w3", NOW + 1_800, 1_000)  # finished: nothing to extend
+    with pytest.raises(LeaseLost):  # finished: nothing to extend
+        store.heartbeat_job(a.job_id, "w3", NOW + 1_800, 1_000)
     assert [j.job_id for j in store.active_jobs()] == [b.job_id]
     assert store.lease_job("w4", NOW + 1_000_000, 1_000) is not None  # b, long expired
     assert store.lease_job("w5", NOW + 1_000_000, 1_000) is None  # done jobs are never leased
@@ -397,7 +399,7 @@ def test_racing_workers_never_lease_the_same_job(metadata_url: str) -> None:
         with ThreadPoolExecutor(workers) as pool:
             results = list(pool.map(drain, range(workers)))
         leased_ids = [job.job_id for result in results for job in result]
-        assert sorted(leased_ids) == sorted(j.job_id for j in created if j is not None)
+        assert sorted(leased_ids) == sorted(j.job_id for j in created)
         assert all(job.attempts == 1 for result in results for job in result)
         owners = {job.job_id: job.lease_owner for result in results for job in result}
         assert all(stores[0].get_job(i).lease_owner == owner for i, owner in owners.items())
@@ -417,9 +419,12 @@ def test_racing_planners_never_claim_a_file_twice(metadata_url: str) -> None:
             # Every planner wants files[1] and one of the others, listed in either order.
             wanted = [files[1], files[planner % 2 * 2]]
             barrier.wait()
-            return stores[planner].create_job(
-                "compact", {"p": planner}, wanted[::-1] if reverse else wanted, NOW
-            )
+            try:
+                return stores[planner].create_job(
+                    "compact", {"p": planner}, wanted[::-1] if reverse else wanted, NOW
+                )
+            except ClaimRefused:
+                return None
 
         for r in range(rounds):
             barrier = threading.Barrier(planners)
@@ -557,7 +562,6 @@ def test_commit_compaction_rejects_invalid_outputs(metadata_store: MetadataStore
     # Inputs that leave a gap: an output spanning it would overlap the chunk in between.
     f4 = flush(store, chunk("t", 0, 1))  # 7
     job_gap = store.create_job("compact", {}, [f4], NOW)
-    assert job_gap is not None
     store.finish_job(job.job_id, None, JOB_FAILED, NOW)
     assert store.lease_job("w1", NOW, LEASE_MS) is not None
     gap_inputs = first + store.file_chunks([f4])
@@ -587,7 +591,6 @@ def test_commit_conflicts_write_nothing(metadata_store: MetadataStore) -> None:
 
     # 1. The lease was lost: it expired and another worker took the job.
     job = store.create_job("compact", {}, [f1, f2], NOW)
-    assert job is not None
     assert store.lease_job("w1", NOW, 1_000) is not None
     assert store.lease_job("w2", NOW + 1_001, 1_000) is not None
     before = snapshot()
@@ -706,7 +709,6 @@ def test_flushes_and_compactions_committing_together_keep_offsets_unique(metadat
             for r in range(rounds):
                 inputs = compactor_store.partition_chunks("t", r % 2)
                 job = compactor_store.create_job("compact", {}, sorted({fc.file_id for fc in inputs}), NOW)
-                assert job is not None  # only this thread creates jobs, and each one finishes
                 leased = compactor_store.lease_job("compactor", NOW, LEASE_MS)
                 assert leased is not None
                 assert leased.job_id == job.job_id
@@ -798,7 +800,6 @@ def test_obsolete_files_and_forget_files(metadata_store: MetadataStore) -> None:
     live = flush(store, chunk("t", 0, 1))
     keys = {f.file_id: f.object_key for f in store.live_files()}
     claim = store.create_job("compact", {}, [fc], NOW)
-    assert claim is not None
 
     store.apply_retention("t", 0, 1, NOW + 10)
     store.apply_retention("t", 1, 1, NOW + 20)

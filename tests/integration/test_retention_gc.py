@@ -19,8 +19,15 @@ from planner.retention import Retention
 from planner.service import Compactor
 from storage.clock import SkewedClock
 from storage.errors import ObjectNotFound
-from storage.metadata.base import FILE_OBSOLETE, CleanedUpTo, CompactionOutput, FileRow, Job, MetadataStore
-from storage.metadata.sql import FileState, SqlMetadataStore
+from storage.metadata.base import (
+    FILE_OBSOLETE,
+    CleanedUpTo,
+    CompactionOutput,
+    FileRow,
+    FileState,
+    Job,
+    MetadataStore,
+)
 from tests.fixtures.server import RunningServer, run_server
 
 pytestmark = pytest.mark.integration
@@ -82,9 +89,7 @@ def file_of(srv: RunningServer, key: str) -> FileRow | None:
 
 
 def file_states(srv: RunningServer, keys: Sequence[str]) -> dict[str, FileState]:
-    meta = srv.runtime.metadata
-    assert isinstance(meta, SqlMetadataStore)
-    return meta.file_states(keys)
+    return srv.runtime.metadata.file_states(keys)
 
 
 def input_file_ids(job: Job) -> list[int]:

@@ -16,10 +16,9 @@ from planner.offset_map import (
     FakeOffsetMap,
     KeyHasher,
     OffsetMap,
-    OffsetMapFull,
     SkimpyOffsetMap,
 )
-from storage.errors import StrataError
+from storage.errors import OffsetMapFull, StrataError
 
 FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

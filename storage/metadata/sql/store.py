@@ -1,0 +1,28 @@
+"""``SqlMetadataStore``: every role of ``storage.metadata.base``, one query module each, over one backend."""
+
+from __future__ import annotations
+
+from storage.metadata.base import MetadataStore
+from storage.metadata.sql.compaction import CompactionQueries
+from storage.metadata.sql.files import FileQueries
+from storage.metadata.sql.flush import FlushQueries
+from storage.metadata.sql.groups import GroupQueries
+from storage.metadata.sql.jobs import JobQueries
+from storage.metadata.sql.reads import ReadQueries
+from storage.metadata.sql.topics import TopicQueries
+
+
+class SqlMetadataStore(
+    TopicQueries,  # TopicReader, AdminStore (topics)
+    GroupQueries,  # AdminStore (groups)
+    FlushQueries,  # LogStore (commit_flush, idempotency)
+    ReadQueries,  # LogStore (find_chunks), CompactionCatalog (reads)
+    JobQueries,  # CompactionCatalog (jobs)
+    CompactionQueries,  # CompactionCatalog (commit_compaction, apply_retention)
+    FileQueries,  # FileCatalog
+    MetadataStore,
+):
+    """``MetadataStore`` over any ``Backend``. Thread-safe: every call is one backend transaction.
+
+    The query modules share only ``SqlBase`` (backend, dialect) and the helpers in ``core``.
+    """
