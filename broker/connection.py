@@ -56,10 +56,12 @@ class Connection:
             # Whichever ends first ends the connection: the client closed or sent garbage (reader), or a
             # response could not be produced or written (sender).
             await asyncio.wait([reader, sender], return_when=asyncio.FIRST_COMPLETED)
-            if not reader.done():
-                reader.cancel()
-            elif not sender.done() and not reader.cancelled() and reader.exception() is None:
-                await self._pending.put(None)  # clean end of stream: answer what was asked, then close
+            clean_eof = reader.done() and not reader.cancelled() and reader.exception() is None
+            if clean_eof and not sender.done():
+                await self._pending.put(None)  # the client closed: answer what it asked, then close
+            else:
+                reader.cancel()  # garbage, or a response that could not be made: drop the connection
+                sender.cancel()
             for task, what in ((reader, "read"), (sender, "write")):
                 try:
                     await task

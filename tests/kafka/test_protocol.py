@@ -1,0 +1,213 @@
+"""The Kafka door's protocol obligations, checked frame by frame on a real listener."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+
+from broker import apis, errors
+from storage import records
+from tests.fixtures.kafka import RunningBroker
+from tests.kafka.wire import Wire
+
+pytestmark = pytest.mark.integration
+
+
+def batch(values: list[bytes], key: bytes | None = b"k", ts: int | None = None) -> bytes:
+    now = ts if ts is not None else 1_700_000_000_000
+    return records.encode_batch([records.Record(i, now, key, v) for i, v in enumerate(values)])
+
+
+def produce(topic: str, partitions: dict[int, bytes], acks: int = -1, version: int = 7) -> ProduceRequest:
+    T = ProduceRequest.TopicProduceData
+    P = T.PartitionProduceData
+    return ProduceRequest[version](
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=10_000,
+        topic_data=[T(name=topic, partition_data=[P(index=i, records=r) for i, r in partitions.items()])],
+    )
+
+
+def partition_results(response: ProduceResponse) -> dict[int, tuple[int, int]]:
+    return {p.index: (p.error_code, p.base_offset) for t in response.responses for p in t.partition_responses}
+
+
+def create(broker: RunningBroker, topic: str, partitions: int = 1, **configs: str) -> None:
+    broker.runtime.metadata.create_topic(topic, partitions, configs, 0)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_api_versions_lists_exactly_the_table(broker: RunningBroker, version: int) -> None:
+    with Wire(broker.port) as wire:
+        response = wire.call(ApiVersionsRequest[version](), ApiVersionsResponse)
+    assert response.error_code == 0
+    got = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert got == {a.key: (a.min_version, a.max_version) for a in apis.TABLE.values()}
+
+
+def test_unsupported_api_versions_gets_the_v0_error_not_a_closed_socket(broker: RunningBroker) -> None:
+    with Wire(broker.port) as wire:
+        request = ApiVersionsRequest[3](client_software_name="x", client_software_version="1")
+        frame = bytearray(Wire.frame(request, 42))
+        struct.pack_into(">h", frame, 6, 99)  # the version field of the header
+        wire.send(bytes(frame))
+        response = Wire.decode(wire.recv_frame(), ApiVersionsResponse, 0, 42)
+        assert response.error_code == errors.UNSUPPORTED_VERSION
+        assert {k.api_key for k in response.api_keys} == set(apis.TABLE)
+        # The connection stays usable.
+        assert wire.call(ApiVersionsRequest[2](), ApiVersionsResponse, 43).error_code == 0
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\x00\x00\x00\x02\x00\x00",  # a frame shorter than a header
+        b"\x7f\xff\xff\xff",  # a frame larger than socket.request.max.bytes
+        struct.pack(">ihhi", 10, 0, 7, 1) + b"\xff\xff",  # Produce v7 whose body is missing
+        struct.pack(">ihhi", 8, 1234, 0, 1),  # an unknown API key
+        struct.pack(">ihhi", 12, 3, 12, 1) + b"\xff\xff\xff\xff",  # Metadata v12, a huge topic array
+    ],
+)
+def test_garbage_closes_the_connection_and_the_agent_keeps_serving(
+    broker: RunningBroker, garbage: bytes
+) -> None:
+    with Wire(broker.port) as wire:
+        wire.send(garbage)
+        assert wire.closed_by_server()
+    with Wire(broker.port) as wire:
+        assert (
+            wire.call(
+                ApiVersionsRequest[3](client_software_name="x", client_software_version="1"),
+                ApiVersionsResponse,
+            ).error_code
+            == 0
+        )
+
+
+def test_pipelined_produces_keep_their_order_and_responses_come_in_request_order(
+    broker: RunningBroker,
+) -> None:
+    create(broker, "pipe", 2)
+    with Wire(broker.port) as wire:
+        frames = [
+            Wire.frame(
+                produce("pipe", {0: batch([f"a{i}".encode()]), 1: batch([f"b{i}".encode()] * 2)}), 100 + i
+            )
+            for i in range(5)
+        ]
+        wire.send(*frames)  # five requests on the wire before the first is answered
+        results = [
+            partition_results(Wire.decode(wire.recv_frame(), ProduceResponse, 7, 100 + i)) for i in range(5)
+        ]
+    assert [r[0] for r in results] == [(0, i) for i in range(5)]
+    assert [r[1] for r in results] == [(0, 2 * i) for i in range(5)]
+
+
+def test_acks_zero_gets_no_response_but_is_written(broker: RunningBroker) -> None:
+    create(broker, "fire")
+    with Wire(broker.port) as wire:
+        wire.send(Wire.frame(produce("fire", {0: batch([b"x"])}, acks=0), 1))
+        # The next response on the connection is the Metadata answer: nothing came for acks=0.
+        response = wire.call(
+            MetadataRequest[9](topics=None, allow_auto_topic_creation=False), MetadataResponse, 2
+        )
+        assert [t.name for t in response.topics] == ["fire"]
+    broker_state = broker.runtime.metadata.partition_state
+    for _ in range(100):
+        if broker_state("fire", 0).high_watermark == 1:
+            break
+        import time
+
+        time.sleep(0.05)
+    assert broker_state("fire", 0).high_watermark == 1
+
+
+def test_bad_batches_get_their_own_codes_and_store_nothing(broker: RunningBroker) -> None:
+    create(broker, "bad", 6)
+    create(broker, "compacted", 1, **{"cleanup.policy": "compact"})
+    corrupt = bytearray(batch([b"x"]))
+    corrupt[-1] ^= 0xFF
+    compressed = bytearray(batch([b"x"]))
+    struct.pack_into(">h", compressed, 21, 1)  # gzip bit (the CRC no longer matches either)
+    too_late = batch([b"x"], ts=2**50)
+    with Wire(broker.port) as wire:
+        response = wire.call(
+            produce(
+                "bad",
+                {
+                    0: bytes(corrupt),
+                    1: bytes(compressed),
+                    2: too_late,
+                    3: b"\x00" * 5,
+                    4: batch([b"ok"]),
+                    9: batch([b"x"]),
+                },
+            ),
+            ProduceResponse,
+        )
+        results = partition_results(response)
+        assert results[0][0] == errors.CORRUPT_MESSAGE
+        assert results[1][0] == errors.UNSUPPORTED_COMPRESSION_TYPE
+        assert results[2][0] == errors.INVALID_TIMESTAMP
+        assert results[3][0] == errors.CORRUPT_MESSAGE
+        assert results[4] == (errors.NONE, 0)  # the good partition is written
+        assert results[9][0] == errors.UNKNOWN_TOPIC_OR_PARTITION
+        keyless = wire.call(produce("compacted", {0: batch([b"v"], key=None)}), ProduceResponse, 2)
+        assert partition_results(keyless)[0][0] == errors.INVALID_RECORD
+        unknown = wire.call(produce("nope", {0: batch([b"v"])}), ProduceResponse, 3)
+        assert partition_results(unknown)[0][0] == errors.UNKNOWN_TOPIC_OR_PARTITION
+    meta = broker.runtime.metadata
+    assert [meta.partition_state("bad", p).high_watermark for p in range(6)] == [0, 0, 0, 0, 1, 0]
+    assert meta.partition_state("compacted", 0).high_watermark == 0
+
+
+def test_fetch_serves_batches_with_absolute_offsets_and_long_polls(broker: RunningBroker) -> None:
+    create(broker, "f")
+    with Wire(broker.port) as wire:
+        for i in range(3):
+            wire.call(produce("f", {0: batch([f"{i}a".encode(), f"{i}b".encode()])}), ProduceResponse, i)
+        FT = FetchRequest.FetchTopic
+        FP = FT.FetchPartition
+
+        def fetch(offset: int, wait_ms: int = 0) -> FetchResponse:
+            request = FetchRequest[11](
+                replica_id=-1,
+                max_wait_ms=wait_ms,
+                min_bytes=1,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=[
+                    FT(
+                        topic="f",
+                        partitions=[
+                            FP(
+                                partition=0,
+                                current_leader_epoch=-1,
+                                fetch_offset=offset,
+                                log_start_offset=-1,
+                                partition_max_bytes=1 << 20,
+                            )
+                        ],
+                    )
+                ],
+                forgotten_topics_data=[],
+                rack_id="",
+            )
+            return wire.call(request, FetchResponse, 50)
+
+        part = fetch(3).responses[0].partitions[0]
+        assert (part.error_code, part.high_watermark) == (0, 6)
+        decoded = list(records.decode_records(part.records))
+        assert [(r.offset, r.value) for r in decoded] == [(2, b"1a"), (3, b"1b"), (4, b"2a"), (5, b"2b")]
+        empty = fetch(6, wait_ms=200).responses[0].partitions[0]
+        assert (empty.error_code, empty.records) == (0, b"")
+        out_of_range = fetch(7).responses[0].partitions[0]
+        assert out_of_range.error_code == errors.OFFSET_OUT_OF_RANGE
