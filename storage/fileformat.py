@@ -324,81 +324,90 @@ def _parse_footer_entries(data: bytes, footer_start: int | None) -> list[ChunkMe
     expected_position = 0
     previous: tuple[str, int] | None = None
     for _ in range(count):
-        (topic_length,) = _TOPIC_LENGTH.unpack_from(data, pos)
-        pos += _TOPIC_LENGTH.size
-        topic_bytes = data[pos : pos + topic_length]
-        if len(topic_bytes) != topic_length:
-            raise CodecError("footer is truncated inside a topic name")
-        try:
-            topic = topic_bytes.decode("utf-8")
-        except UnicodeDecodeError:
-            raise CodecError("footer topic name is not valid utf-8") from None
-        pos += topic_length
-        (
-            partition,
-            position,
-            length,
-            record_count,
-            last_offset_delta,
-            min_timestamp,
-            max_timestamp,
-            crc,
-            flags,
-        ) = _ENTRY.unpack_from(data, pos)
-        pos += _ENTRY.size
-        if flags & ~_FLAG_BITMAP:
-            raise CodecError(f"footer entry for {topic}/{partition} has unknown flags {flags:#x}")
-        present: BitMap | None = None
-        if flags & _FLAG_BITMAP:
-            (blob_length,) = _BITMAP_LENGTH.unpack_from(data, pos)
-            pos += _BITMAP_LENGTH.size
-            blob = data[pos : pos + blob_length]
-            if blob_length == 0 or len(blob) != blob_length:
-                raise CodecError(f"footer bitmap for {topic}/{partition} is empty or truncated")
-            pos += blob_length
-            present = _deserialize_bitmap(blob, topic, partition)
-            if present.min() == 0 and len(present) == present.max() + 1:
-                raise CodecError(f"footer bitmap for {topic}/{partition} is dense; dense chunks carry none")
-        problem = _check_meta_values(
-            topic_bytes,
-            partition,
-            length,
-            record_count,
-            last_offset_delta,
-            min_timestamp,
-            max_timestamp,
-            present,
-        )
-        if problem is not None:
-            raise CodecError(f"footer entry for {topic}/{partition}: {problem}")
+        meta, pos = _read_footer_entry(data, pos)
+        topic, partition = meta.topic, meta.partition
         if previous is not None and (topic, partition) < previous:
             raise CodecError(f"footer entry {topic}/{partition} breaks (topic, partition) order")
-        if position != expected_position:
+        if meta.position != expected_position:
             raise CodecError(
-                f"chunk {topic}/{partition} starts at {position}, expected {expected_position}: "
+                f"chunk {topic}/{partition} starts at {meta.position}, expected {expected_position}: "
                 "chunks are contiguous"
             )
         previous = (topic, partition)
-        expected_position = position + length
-        chunks.append(
-            ChunkMeta(
-                topic=topic,
-                partition=partition,
-                position=position,
-                length=length,
-                record_count=record_count,
-                last_offset_delta=last_offset_delta,
-                min_timestamp=min_timestamp,
-                max_timestamp=max_timestamp,
-                crc=crc,
-                present=present,
-            )
-        )
+        expected_position = meta.position + meta.length
+        chunks.append(meta)
     if pos != len(data):
         raise CodecError(f"footer has {len(data) - pos} bytes after its last entry")
     if footer_start is not None and expected_position != footer_start:
         raise CodecError(f"chunks end at {expected_position} but the footer starts at {footer_start}")
     return chunks
+
+
+def _read_footer_entry(data: bytes, pos: int) -> tuple[ChunkMeta, int]:
+    """Decode and check the footer entry at ``pos`` on its own; return it and the position after it.
+
+    The checks across entries (order, contiguity) are the caller's. One call per chunk, not per record.
+    """
+    (topic_length,) = _TOPIC_LENGTH.unpack_from(data, pos)
+    pos += _TOPIC_LENGTH.size
+    topic_bytes = data[pos : pos + topic_length]
+    if len(topic_bytes) != topic_length:
+        raise CodecError("footer is truncated inside a topic name")
+    try:
+        topic = topic_bytes.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CodecError("footer topic name is not valid utf-8") from None
+    pos += topic_length
+    (
+        partition,
+        position,
+        length,
+        record_count,
+        last_offset_delta,
+        min_timestamp,
+        max_timestamp,
+        crc,
+        flags,
+    ) = _ENTRY.unpack_from(data, pos)
+    pos += _ENTRY.size
+    if flags & ~_FLAG_BITMAP:
+        raise CodecError(f"footer entry for {topic}/{partition} has unknown flags {flags:#x}")
+    present: BitMap | None = None
+    if flags & _FLAG_BITMAP:
+        (blob_length,) = _BITMAP_LENGTH.unpack_from(data, pos)
+        pos += _BITMAP_LENGTH.size
+        blob = data[pos : pos + blob_length]
+        if blob_length == 0 or len(blob) != blob_length:
+            raise CodecError(f"footer bitmap for {topic}/{partition} is empty or truncated")
+        pos += blob_length
+        present = _deserialize_bitmap(blob, topic, partition)
+        if present.min() == 0 and len(present) == present.max() + 1:
+            raise CodecError(f"footer bitmap for {topic}/{partition} is dense; dense chunks carry none")
+    problem = _check_meta_values(
+        topic_bytes,
+        partition,
+        length,
+        record_count,
+        last_offset_delta,
+        min_timestamp,
+        max_timestamp,
+        present,
+    )
+    if problem is not None:
+        raise CodecError(f"footer entry for {topic}/{partition}: {problem}")
+    meta = ChunkMeta(
+        topic=topic,
+        partition=partition,
+        position=position,
+        length=length,
+        record_count=record_count,
+        last_offset_delta=last_offset_delta,
+        min_timestamp=min_timestamp,
+        max_timestamp=max_timestamp,
+        crc=crc,
+        present=present,
+    )
+    return meta, pos
 
 
 def _deserialize_bitmap(blob: bytes, topic: str, partition: int) -> BitMap:

@@ -9,13 +9,14 @@ Unless ``retry=None``, the backend is wrapped in a retrying store (``retry.py``)
 ``counters`` to ``open_object_store`` and ``open_async_object_store`` makes both count into one place.
 
 The S3 modules are imported only when an s3:// URL is opened, so local-only tools do not load boto3,
-aiobotocore and aiohttp.
+aiobotocore and aiohttp. The sync and async openers differ only in the backend classes they pick.
 """
 
 from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -34,7 +35,9 @@ from storage.objectstore.base import (
     ObjectStore,
     ObjectStream,
     RequestCounters,
+    StoreT,
 )
+from storage.objectstore.local import LocalAsyncObjectStore, LocalObjectStore
 from storage.objectstore.retry import RetryingAsyncObjectStore, RetryingObjectStore, RetryPolicy
 
 DEFAULT_RETRY_POLICY = RetryPolicy()
@@ -93,29 +96,17 @@ def open_object_store(
     clock: Clock | None = None,
     rng: random.Random | None = None,
 ) -> ObjectStore:
-    """The synchronous store for ``url``. ``clock``/``rng`` default to the system clock and a fresh
-    OS-seeded Random (this is the composition root; tests pass ManualClock and a seeded Random)."""
+    """The synchronous store for ``url`` (see ``_with_retry`` for ``retry``, ``clock`` and ``rng``)."""
     location = parse_store_url(url)
-    store: ObjectStore
-    if location.scheme == "file":
-        from storage.objectstore.local import LocalObjectStore
-
-        assert location.path is not None
-        store = LocalObjectStore(location.path, counters=counters)
+    if location.path is not None:
+        store: ObjectStore = LocalObjectStore(location.path, counters=counters)
     else:
         from storage.objectstore.s3 import S3ObjectStore
 
         store = S3ObjectStore(
             location.bucket, location.prefix, endpoint_url=endpoint_url, region=region, counters=counters
         )
-    if retry is None:
-        return store
-    return RetryingObjectStore(
-        store,
-        retry,
-        clock if clock is not None else SystemClock(),
-        rng if rng is not None else random.Random(),
-    )
+    return _with_retry(store, RetryingObjectStore, retry, clock, rng)
 
 
 def open_async_object_store(
@@ -130,21 +121,32 @@ def open_async_object_store(
 ) -> AsyncObjectStore:
     """The async store for ``url``; the S3 client is created on first use, inside the running loop."""
     location = parse_store_url(url)
-    store: AsyncObjectStore
-    if location.scheme == "file":
-        from storage.objectstore.local import LocalAsyncObjectStore
-
-        assert location.path is not None
-        store = LocalAsyncObjectStore(location.path, counters=counters)
+    if location.path is not None:
+        store: AsyncObjectStore = LocalAsyncObjectStore(location.path, counters=counters)
     else:
         from storage.objectstore.s3async import AsyncS3ObjectStore
 
         store = AsyncS3ObjectStore(
             location.bucket, location.prefix, endpoint_url=endpoint_url, region=region, counters=counters
         )
+    return _with_retry(store, RetryingAsyncObjectStore, retry, clock, rng)
+
+
+def _with_retry(
+    store: StoreT,
+    retrying: Callable[[StoreT, RetryPolicy, Clock, random.Random], StoreT],
+    retry: RetryPolicy | None,
+    clock: Clock | None,
+    rng: random.Random | None,
+) -> StoreT:
+    """``store`` wrapped in ``retrying`` (its sync or async retry wrapper), or as it is if ``retry`` is None.
+
+    ``clock``/``rng`` default to the system clock and a fresh OS-seeded Random (this is the composition
+    root; tests pass ManualClock and a seeded Random).
+    """
     if retry is None:
         return store
-    return RetryingAsyncObjectStore(
+    return retrying(
         store,
         retry,
         clock if clock is not None else SystemClock(),

@@ -1,8 +1,10 @@
 """The object-store interface: the only way Strata touches durable bytes.
 
 Two flavours share one request counter:
-- ``ObjectStore`` (sync; boto3 for s3://) for workers, GC, tools and the fetch path's thread pool.
-- ``AsyncObjectStore`` (aiobotocore for s3://) for the agent's flush path.
+- ``ObjectStore`` (sync; boto3 for s3://) for the planner (compaction jobs, retention, GC), the Spark
+  pipeline, the CLI and the benchmarks.
+- ``AsyncObjectStore`` (aiobotocore for s3://) for the agent: the flush path's PUTs (``agents/flusher.py``)
+  and the fetch path's ranged GETs (``agents/fetch.py``).
 
 Backends translate their SDK's failures into Strata's typed errors:
 - ``TransientStoreError``: may succeed if repeated (5xx, SlowDown, timeouts, connection resets).
@@ -12,6 +14,9 @@ Nothing else escapes a backend. Retrying is a wrapper (``retry.py``), and so is 
 
 Every request a backend sends is counted by kind in ``RequestCounters``: tests and benchmarks assert the
 cost shape (one PUT per flush, two GET streams per compaction input file) from these numbers.
+
+The sync and async twins of each backend and wrapper share everything but their IO calls through the
+helpers at the end of this module (range contract, empty stream, stream context, wrapper identity).
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from types import TracebackType
+from typing import Generic, Protocol, Self, TypeVar
 
 # Request kinds as counted. A ranged GET and a streaming GET both count as GET: each is one request.
 PUT = "PUT"
@@ -127,3 +133,60 @@ class AsyncObjectStore(ABC):
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
+
+
+# --- helpers shared by the backends and wrappers, sync and async ------------------------------------------
+
+
+def empty_range(start: int, end: int | None) -> bool:
+    """Check the byte range [start, end) (``end`` None: to EOF) and say whether it is empty.
+
+    ValueError if ``start`` is negative or ``end`` precedes it. An empty range is answered without a
+    request by every backend: no HTTP Range header can express it, and the local backend counts as S3 would.
+    """
+    if start < 0 or (end is not None and end < start):
+        raise ValueError(f"invalid byte range [{start}, {end})")
+    return end == start
+
+
+class StreamBase:
+    """Context-manager support for ``ObjectStream`` implementations: leaving ``with`` closes the stream."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class EmptyStream(StreamBase):
+    """A stream with no bytes: an empty range (no request sent), or a range that starts at or after the
+    end of the object (S3 answered 416)."""
+
+    def read(self, n: int) -> bytes:
+        return b""
+
+    def close(self) -> None:
+        pass
+
+
+StoreT = TypeVar("StoreT", bound=ObjectStore | AsyncObjectStore)
+
+
+class StoreWrapper(Generic[StoreT]):
+    """A store stacked on another (retry, faults): it speaks for ``inner``, so it shows inner's counters
+    (requests are counted where they are sent, by the backend) and inner's URL."""
+
+    inner: StoreT
+    counters: RequestCounters
+    url: str
+
+    def __init__(self, inner: StoreT) -> None:
+        self.inner = inner
+        self.counters = inner.counters
+        self.url = inner.url

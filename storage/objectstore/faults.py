@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from types import TracebackType
+from contextlib import contextmanager
 
 from storage.errors import TransientStoreError
 from storage.objectstore.base import (
@@ -34,6 +34,9 @@ from storage.objectstore.base import (
     ObjectStore,
     ObjectStream,
     RequestCounters,
+    StoreT,
+    StoreWrapper,
+    StreamBase,
 )
 
 
@@ -85,6 +88,17 @@ class FaultPlan:
             self.injected_after.incr(kind)
             raise TransientStoreError(f"injected fault: {kind} {key!r} was performed but its response lost")
 
+    @contextmanager
+    def request(self, kind: str, key: str) -> Iterator[None]:
+        """Around one request, sync or async: a fault may refuse it before, or lose its response after.
+
+        ``after`` is drawn only when the request itself succeeded (an exception from the body propagates
+        through the ``yield`` and skips it), as for a real response that never arrived.
+        """
+        self.before(kind, key)
+        yield
+        self.after(kind, key)
+
     def mid_stream(self, kind: str) -> bool:
         if self._draw(kind, self.stream_failure_rate):
             self.injected_mid_stream.incr(kind)
@@ -92,7 +106,7 @@ class FaultPlan:
         return False
 
 
-class FaultyStream:
+class FaultyStream(StreamBase):
     def __init__(self, inner: ObjectStream, plan: FaultPlan, key: str) -> None:
         self._inner = inner
         self._plan = plan
@@ -112,19 +126,13 @@ class FaultyStream:
     def close(self) -> None:
         self._inner.close()
 
-    def __enter__(self) -> FaultyStream:
-        return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+class _Faulty(StoreWrapper[StoreT]):
+    """What both faulty twins hold: the inner store and one ``FaultPlan`` with its tallies."""
 
-
-class FaultyObjectStore(ObjectStore):
     def __init__(
         self,
-        inner: ObjectStore,
+        inner: StoreT,
         *,
         failure_rate: float,
         rng: random.Random,
@@ -133,10 +141,8 @@ class FaultyObjectStore(ObjectStore):
         stream_failure_rate: float | None = None,
     ) -> None:
         """``stream_failure_rate`` is the chance that one stream ``read``, or the step from one listed key to
-        the next, breaks the stream or listing (default: ``failure_rate``)."""
-        self.inner = inner
-        self.counters = inner.counters
-        self.url = inner.url
+        the next, breaks the stream or listing (default: ``failure_rate``); the async store has neither."""
+        super().__init__(inner)
         self.plan = FaultPlan(
             failure_rate=failure_rate,
             rng=rng,
@@ -148,22 +154,19 @@ class FaultyObjectStore(ObjectStore):
         self.injected_after = self.plan.injected_after
         self.injected_mid_stream = self.plan.injected_mid_stream
 
+
+class FaultyObjectStore(_Faulty[ObjectStore], ObjectStore):
     def put(self, key: str, data: bytes) -> None:
-        self.plan.before(PUT, key)
-        self.inner.put(key, data)
-        self.plan.after(PUT, key)
+        with self.plan.request(PUT, key):
+            self.inner.put(key, data)
 
     def get(self, key: str) -> bytes:
-        self.plan.before(GET, key)
-        data = self.inner.get(key)
-        self.plan.after(GET, key)
-        return data
+        with self.plan.request(GET, key):
+            return self.inner.get(key)
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
-        self.plan.before(GET, key)
-        data = self.inner.get_range(key, start, end)
-        self.plan.after(GET, key)
-        return data
+        with self.plan.request(GET, key):
+            return self.inner.get_range(key, start, end)
 
     def open_stream(self, key: str, start: int = 0, end: int | None = None) -> ObjectStream:
         self.plan.before(GET, key)
@@ -177,10 +180,8 @@ class FaultyObjectStore(ObjectStore):
         return FaultyStream(stream, self.plan, key)
 
     def head(self, key: str) -> ObjectInfo:
-        self.plan.before(HEAD, key)
-        info = self.inner.head(key)
-        self.plan.after(HEAD, key)
-        return info
+        with self.plan.request(HEAD, key):
+            return self.inner.head(key)
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         return self._list(prefix)
@@ -194,53 +195,25 @@ class FaultyObjectStore(ObjectStore):
                 raise TransientStoreError(f"injected fault: listing of {prefix!r} broke after {info.key!r}")
 
     def delete(self, key: str) -> None:
-        self.plan.before(DELETE, key)
-        self.inner.delete(key)
-        self.plan.after(DELETE, key)
+        with self.plan.request(DELETE, key):
+            self.inner.delete(key)
 
     def close(self) -> None:
         self.inner.close()
 
 
-class FaultyAsyncObjectStore(AsyncObjectStore):
-    def __init__(
-        self,
-        inner: AsyncObjectStore,
-        *,
-        failure_rate: float,
-        rng: random.Random,
-        kinds: frozenset[str] | None = None,
-        fail_after_rate: float = 0.0,
-    ) -> None:
-        self.inner = inner
-        self.counters = inner.counters
-        self.url = inner.url
-        self.plan = FaultPlan(
-            failure_rate=failure_rate,
-            rng=rng,
-            kinds=kinds,
-            fail_after_rate=fail_after_rate,
-            stream_failure_rate=None,
-        )
-        self.injected_before = self.plan.injected_before
-        self.injected_after = self.plan.injected_after
-
+class FaultyAsyncObjectStore(_Faulty[AsyncObjectStore], AsyncObjectStore):
     async def put(self, key: str, data: bytes) -> None:
-        self.plan.before(PUT, key)
-        await self.inner.put(key, data)
-        self.plan.after(PUT, key)
+        with self.plan.request(PUT, key):
+            await self.inner.put(key, data)
 
     async def get(self, key: str) -> bytes:
-        self.plan.before(GET, key)
-        data = await self.inner.get(key)
-        self.plan.after(GET, key)
-        return data
+        with self.plan.request(GET, key):
+            return await self.inner.get(key)
 
     async def get_range(self, key: str, start: int, end: int) -> bytes:
-        self.plan.before(GET, key)
-        data = await self.inner.get_range(key, start, end)
-        self.plan.after(GET, key)
-        return data
+        with self.plan.request(GET, key):
+            return await self.inner.get_range(key, start, end)
 
     async def close(self) -> None:
         await self.inner.close()

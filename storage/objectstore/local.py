@@ -27,7 +27,6 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import BinaryIO
 from urllib.parse import quote
 
@@ -39,10 +38,13 @@ from storage.objectstore.base import (
     LIST,
     PUT,
     AsyncObjectStore,
+    EmptyStream,
     ObjectInfo,
     ObjectStore,
     ObjectStream,
     RequestCounters,
+    StreamBase,
+    empty_range,
 )
 
 # Prefix of in-progress upload files. A key segment may not start with it, so a temp file can never be
@@ -86,7 +88,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-class LocalObjectStream:
+class LocalObjectStream(StreamBase):
     """One open file read forward from ``start`` up to ``end`` (exclusive) or EOF."""
 
     def __init__(self, file: BinaryIO, remaining: int | None, counters: RequestCounters) -> None:
@@ -113,22 +115,6 @@ class LocalObjectStream:
 
     def close(self) -> None:
         self._file.close()
-
-    def __enter__(self) -> LocalObjectStream:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-
-class _EmptyStream:
-    def read(self, n: int) -> bytes:
-        return b""
-
-    def close(self) -> None:
-        pass
 
 
 class LocalObjectStore(ObjectStore):
@@ -238,10 +224,9 @@ class LocalObjectStore(ObjectStore):
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         """Bytes [start, end), clipped to the object's size (like S3, a range past EOF returns less)."""
-        _check_range(start, end)
+        empty = empty_range(start, end)
         path = self._path(key)
-        if start == end:
-            # Nothing to fetch, so no request (the S3 backend cannot express an empty Range either).
+        if empty:
             return b""
         self.counters.incr(GET)
         with self._open(key, path) as f:
@@ -254,11 +239,10 @@ class LocalObjectStore(ObjectStore):
         return data
 
     def open_stream(self, key: str, start: int = 0, end: int | None = None) -> ObjectStream:
-        _check_range(start, end)
+        empty = empty_range(start, end)
         path = self._path(key)
-        if end == start:
-            # As on S3 (no Range header can express it): an empty range sends no request.
-            return _EmptyStream()
+        if empty:
+            return EmptyStream()
         self.counters.incr(GET)
         f = self._open(key, path)
         try:
@@ -338,11 +322,6 @@ class LocalObjectStore(ObjectStore):
             yield ObjectInfo(
                 key=key_base + entry.name, size=st.st_size, last_modified_ms=st.st_mtime_ns // 1_000_000
             )
-
-
-def _check_range(start: int, end: int | None) -> None:
-    if start < 0 or (end is not None and end < start):
-        raise ValueError(f"invalid byte range [{start}, {end})")
 
 
 class LocalAsyncObjectStore(AsyncObjectStore):

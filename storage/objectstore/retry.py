@@ -27,12 +27,19 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TypeVar
 
 from storage.clock import Clock
 from storage.errors import TransientStoreError
-from storage.objectstore.base import AsyncObjectStore, ObjectInfo, ObjectStore, ObjectStream
+from storage.objectstore.base import (
+    AsyncObjectStore,
+    ObjectInfo,
+    ObjectStore,
+    ObjectStream,
+    StoreT,
+    StoreWrapper,
+    StreamBase,
+)
 
 T = TypeVar("T")
 
@@ -55,29 +62,60 @@ class RetryPolicy:
         return rng.uniform(0.0, cap)
 
 
-class RetryingObjectStore(ObjectStore):
-    def __init__(self, inner: ObjectStore, policy: RetryPolicy, clock: Clock, rng: random.Random) -> None:
-        self.inner = inner
+class Attempts:
+    """The decisions of one retry loop, without its IO: every loop (sync, async, stream, listing) keeps one.
+
+    A loop calls ``failed()`` when an attempt raised ``TransientStoreError``: False means the budget is
+    spent and the loop re-raises; otherwise it sleeps ``delay_s()`` (on its clock, sync or async) and tries
+    again. ``reset()`` after progress (a stream read or listed key) starts a fresh run of failures.
+    """
+
+    __slots__ = ("_policy", "_rng", "failures")
+
+    def __init__(self, policy: RetryPolicy, rng: random.Random) -> None:
+        self._policy = policy
+        self._rng = rng
+        self.failures = 0  # consecutive transient failures so far
+
+    def failed(self) -> bool:
+        """Count one more failure; True if another attempt is allowed."""
+        self.failures += 1
+        return self.failures < self._policy.max_attempts
+
+    def delay_s(self) -> float:
+        return self._policy.delay_s(self.failures, self._rng)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class _Retrying(StoreWrapper[StoreT]):
+    """What both retrying twins hold: the inner store, the policy, the injected clock and rng."""
+
+    def __init__(self, inner: StoreT, policy: RetryPolicy, clock: Clock, rng: random.Random) -> None:
+        super().__init__(inner)
         self.policy = policy
-        self.counters = inner.counters
-        self.url = inner.url
         self._clock = clock
         self._rng = rng
 
+    def attempts(self) -> Attempts:
+        return Attempts(self.policy, self._rng)
+
+
+class RetryingObjectStore(_Retrying[ObjectStore], ObjectStore):
+    def backoff(self, attempts: Attempts) -> None:
+        """Sleep (on the injected clock) before the attempt that follows ``attempts.failures`` failures."""
+        self._clock.sleep(attempts.delay_s())
+
     def _call(self, fn: Callable[[], T]) -> T:
-        failures = 0
+        attempts = self.attempts()
         while True:
             try:
                 return fn()
             except TransientStoreError:
-                failures += 1
-                if failures >= self.policy.max_attempts:
+                if not attempts.failed():
                     raise
-            self.backoff(failures)
-
-    def backoff(self, failures: int) -> None:
-        """Sleep (on the injected clock) before the attempt that follows ``failures`` failures in a row."""
-        self._clock.sleep(self.policy.delay_s(failures, self._rng))
+            self.backoff(attempts)
 
     def put(self, key: str, data: bytes) -> None:
         self._call(lambda: self.inner.put(key, data))
@@ -100,7 +138,7 @@ class RetryingObjectStore(ObjectStore):
 
     def _list(self, prefix: str) -> Iterator[ObjectInfo]:
         last_key: str | None = None
-        failures = 0
+        attempts = self.attempts()
         while True:
             try:
                 for info in self.inner.list(prefix):
@@ -108,14 +146,13 @@ class RetryingObjectStore(ObjectStore):
                     if last_key is not None and info.key <= last_key:
                         continue
                     last_key = info.key
-                    failures = 0
+                    attempts.reset()
                     yield info
                 return
             except TransientStoreError:
-                failures += 1
-                if failures >= self.policy.max_attempts:
+                if not attempts.failed():
                     raise
-            self.backoff(failures)
+            self.backoff(attempts)
 
     def delete(self, key: str) -> None:
         self._call(lambda: self.inner.delete(key))
@@ -124,7 +161,7 @@ class RetryingObjectStore(ObjectStore):
         self.inner.close()
 
 
-class _ResumingStream:
+class _ResumingStream(StreamBase):
     """A stream that re-opens at its current position after a transient read failure."""
 
     def __init__(
@@ -143,7 +180,7 @@ class _ResumingStream:
             raise ValueError("read size must be >= 0")
         if n == 0 or (self._end is not None and self._pos >= self._end):
             return b""
-        failures = 0
+        attempts = self._store.attempts()
         while True:
             try:
                 if self._stream is None:
@@ -152,11 +189,10 @@ class _ResumingStream:
                 self._pos += len(data)
                 return data
             except TransientStoreError:
-                failures += 1
                 self._drop_stream()
-                if failures >= self._store.policy.max_attempts:
+                if not attempts.failed():
                     raise
-            self._store.backoff(failures)
+            self._store.backoff(attempts)
 
     def _drop_stream(self) -> None:
         stream, self._stream = self._stream, None
@@ -173,36 +209,17 @@ class _ResumingStream:
         if stream is not None:
             stream.close()
 
-    def __enter__(self) -> _ResumingStream:
-        return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-
-class RetryingAsyncObjectStore(AsyncObjectStore):
-    def __init__(
-        self, inner: AsyncObjectStore, policy: RetryPolicy, clock: Clock, rng: random.Random
-    ) -> None:
-        self.inner = inner
-        self.policy = policy
-        self.counters = inner.counters
-        self.url = inner.url
-        self._clock = clock
-        self._rng = rng
-
+class RetryingAsyncObjectStore(_Retrying[AsyncObjectStore], AsyncObjectStore):
     async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
-        failures = 0
+        attempts = self.attempts()
         while True:
             try:
                 return await fn()
             except TransientStoreError:
-                failures += 1
-                if failures >= self.policy.max_attempts:
+                if not attempts.failed():
                     raise
-            await self._clock.asleep(self.policy.delay_s(failures, self._rng))
+            await self._clock.asleep(attempts.delay_s())
 
     async def put(self, key: str, data: bytes) -> None:
         await self._call(lambda: self.inner.put(key, data))
@@ -217,4 +234,4 @@ class RetryingAsyncObjectStore(AsyncObjectStore):
         await self.inner.close()
 
 
-__all__ = ["RetryPolicy", "RetryingAsyncObjectStore", "RetryingObjectStore"]
+__all__ = ["Attempts", "RetryPolicy", "RetryingAsyncObjectStore", "RetryingObjectStore"]

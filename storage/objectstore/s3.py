@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import TracebackType
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import urllib3.exceptions
@@ -45,15 +45,18 @@ from storage.objectstore.base import (
     HEAD,
     LIST,
     PUT,
+    EmptyStream,
     ObjectInfo,
     ObjectStore,
     ObjectStream,
     RequestCounters,
+    StreamBase,
+    empty_range,
 )
 
 if TYPE_CHECKING:
     from types_boto3_s3.client import S3Client
-    from types_boto3_s3.type_defs import ListObjectsV2OutputTypeDef
+    from types_boto3_s3.type_defs import GetObjectOutputTypeDef, ListObjectsV2OutputTypeDef
 
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
 DEFAULT_READ_TIMEOUT_S = 30.0
@@ -146,23 +149,61 @@ def range_header(start: int, end: int | None) -> str | None:
     return f"bytes={start}-{end - 1}"
 
 
-def check_range(start: int, end: int | None) -> None:
-    if start < 0 or (end is not None and end < start):
-        raise ValueError(f"invalid byte range [{start}, {end})")
+def is_invalid_range(exc: ClientError) -> bool:
+    """S3's 416: the range starts at or after the end of the object, which reads as no bytes."""
+    return error_code(exc) == INVALID_RANGE_CODE
 
 
-class EmptyStream:
-    """A stream with no bytes: an empty range (no request sent), or a range that starts at or after the
-    end of the object (S3 answered 416)."""
+@dataclass(frozen=True, slots=True)
+class S3ClientSettings:
+    """How a client reaches the service: one value configures the boto3 and the aiobotocore client alike."""
 
-    def read(self, n: int) -> bytes:
-        return b""
+    endpoint_url: str | None = None
+    region: str | None = None
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+    max_pool_connections: int = DEFAULT_MAX_POOL_CONNECTIONS
 
-    def close(self) -> None:
-        pass
+    def config_options(self) -> dict[str, Any]:
+        """Keyword arguments for botocore's ``Config`` and aiobotocore's ``AioConfig``."""
+        return {
+            # Exactly one attempt: the retry wrapper owns retrying, and counters must equal real requests.
+            # Not {"max_attempts": 1}: in client config botocore reads max_attempts as *retries*, which
+            # would send up to two requests per call.
+            "retries": {"total_max_attempts": 1, "mode": "standard"},
+            "connect_timeout": self.connect_timeout_s,
+            "read_timeout": self.read_timeout_s,
+            "max_pool_connections": self.max_pool_connections,
+            # MinIO and moto (the only reasons to name an endpoint) serve buckets under the path, not as
+            # virtual hosts.
+            "s3": {"addressing_style": "path"} if self.endpoint_url is not None else None,
+        }
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments, besides the config, for ``Session.client`` and ``AioSession.create_client``."""
+        return {"endpoint_url": self.endpoint_url, "region_name": self.region}
 
 
-class S3ObjectStream:
+class S3StoreBase:
+    """What both S3 stores hold and how they name things; each adds its client (boto3 or aiobotocore)."""
+
+    def __init__(
+        self, bucket: str, prefix: str, counters: RequestCounters | None, settings: S3ClientSettings
+    ) -> None:
+        self.bucket = bucket
+        self.prefix = normalize_prefix(prefix)
+        self.url = store_url(bucket, self.prefix)
+        self.counters = counters if counters is not None else RequestCounters()
+        self.settings = settings
+
+    def _where(self, action: str, key: str) -> str:
+        return f"S3 {action} {self.url} key {key!r}"
+
+    def _client_failed(self, exc: Exception) -> SettingsError:
+        return SettingsError(f"cannot create an S3 client for {self.url}: {exc}")
+
+
+class S3ObjectStream(StreamBase):
     """One streaming GET. Read errors are translated like request errors (a reset mid-body is transient)."""
 
     def __init__(self, body: StreamingBody, counters: RequestCounters, where: str) -> None:
@@ -183,36 +224,8 @@ class S3ObjectStream:
     def close(self) -> None:
         self._body.close()
 
-    def __enter__(self) -> S3ObjectStream:
-        return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-
-def make_config(
-    *,
-    path_style: bool,
-    connect_timeout_s: float,
-    read_timeout_s: float,
-    max_pool_connections: int,
-) -> Config:
-    return Config(
-        # Exactly one attempt: the retry wrapper owns retrying, and counters must equal real requests.
-        # Not {"max_attempts": 1}: in client config botocore reads max_attempts as *retries*, which would
-        # send up to two requests per call.
-        retries={"total_max_attempts": 1, "mode": "standard"},
-        connect_timeout=connect_timeout_s,
-        read_timeout=read_timeout_s,
-        max_pool_connections=max_pool_connections,
-        # MinIO and moto serve buckets under the path, not as virtual hosts.
-        s3={"addressing_style": "path"} if path_style else None,
-    )
-
-
-class S3ObjectStore(ObjectStore):
+class S3ObjectStore(S3StoreBase, ObjectStore):
     def __init__(
         self,
         bucket: str,
@@ -228,28 +241,20 @@ class S3ObjectStore(ObjectStore):
     ) -> None:
         if not 1 <= list_page_size <= DEFAULT_LIST_PAGE_SIZE:
             raise ValueError(f"list_page_size must be in [1, {DEFAULT_LIST_PAGE_SIZE}]")
-        self.bucket = bucket
-        self.prefix = normalize_prefix(prefix)
-        self.url = store_url(bucket, self.prefix)
-        self.counters = counters if counters is not None else RequestCounters()
-        self._list_page_size = list_page_size
-        config = make_config(
-            path_style=endpoint_url is not None,
-            connect_timeout_s=connect_timeout_s,
-            read_timeout_s=read_timeout_s,
-            max_pool_connections=max_pool_connections,
+        settings = S3ClientSettings(
+            endpoint_url, region, connect_timeout_s, read_timeout_s, max_pool_connections
         )
+        super().__init__(bucket, prefix, counters, settings)
+        self._list_page_size = list_page_size
+        config = Config(**settings.config_options())
         try:
             # A session per store: boto3's default session is shared global state. The client itself is
             # thread-safe, so one per store serves every thread.
             self._client: S3Client = boto3.session.Session().client(
-                "s3", endpoint_url=endpoint_url, region_name=region, config=config
+                "s3", config=config, **settings.client_options()
             )
         except (BotoCoreError, ValueError) as exc:
-            raise SettingsError(f"cannot create an S3 client for {self.url}: {exc}") from exc
-
-    def _where(self, action: str, key: str) -> str:
-        return f"S3 {action} {self.url} key {key!r}"
+            raise self._client_failed(exc) from exc
 
     def put(self, key: str, data: bytes) -> None:
         self.counters.incr(PUT, written=len(data))
@@ -257,34 +262,29 @@ class S3ObjectStore(ObjectStore):
             self._client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data)
 
     def get(self, key: str) -> bytes:
-        where = self._where("GET", key)
-        self.counters.incr(GET)
-        with translate_errors(where):
-            body = self._client.get_object(Bucket=self.bucket, Key=self.prefix + key)["Body"]
-            try:
-                data = body.read()
-            finally:
-                body.close()
-        self.counters.add_bytes_read(len(data))
-        return data
+        return self._get_all(key, None)
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
-        check_range(start, end)
-        if start == end:
-            # An empty range cannot be expressed as a Range header; nothing is sent.
+        if empty_range(start, end):
             return b""
+        return self._get_all(key, range_header(start, end))
+
+    def _get_object(self, key: str, header: str | None) -> GetObjectOutputTypeDef:
+        if header is None:
+            return self._client.get_object(Bucket=self.bucket, Key=self.prefix + key)
+        return self._client.get_object(Bucket=self.bucket, Key=self.prefix + key, Range=header)
+
+    def _get_all(self, key: str, header: str | None) -> bytes:
+        """One GET of the whole object (``header`` None) or of a range, its body read to the end."""
         where = self._where("GET", key)
         self.counters.incr(GET)
         with translate_errors(where):
             try:
-                response = self._client.get_object(
-                    Bucket=self.bucket, Key=self.prefix + key, Range=f"bytes={start}-{end - 1}"
-                )
+                body = self._get_object(key, header)["Body"]
             except ClientError as exc:
-                if error_code(exc) == INVALID_RANGE_CODE:
+                if header is not None and is_invalid_range(exc):
                     return b""
                 raise
-            body = response["Body"]
             try:
                 data = body.read()
             finally:
@@ -293,22 +293,16 @@ class S3ObjectStore(ObjectStore):
         return data
 
     def open_stream(self, key: str, start: int = 0, end: int | None = None) -> ObjectStream:
-        check_range(start, end)
-        if end == start:
+        if empty_range(start, end):
             return EmptyStream()
         where = self._where("GET", key)
         header = range_header(start, end)
         self.counters.incr(GET)
         with translate_errors(where):
             try:
-                if header is None:
-                    response = self._client.get_object(Bucket=self.bucket, Key=self.prefix + key)
-                else:
-                    response = self._client.get_object(
-                        Bucket=self.bucket, Key=self.prefix + key, Range=header
-                    )
+                response = self._get_object(key, header)
             except ClientError as exc:
-                if error_code(exc) == INVALID_RANGE_CODE:
+                if is_invalid_range(exc):
                     return EmptyStream()
                 raise
         return S3ObjectStream(response["Body"], self.counters, where)
@@ -366,6 +360,7 @@ class S3ObjectStore(ObjectStore):
 
 
 __all__ = [
+    "S3ClientSettings",
     "S3ObjectStore",
     "S3ObjectStream",
     "translate_client_error",

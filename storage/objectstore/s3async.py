@@ -1,7 +1,7 @@
-"""S3 via aiobotocore, for the agent's flush path (async callers).
+"""S3 via aiobotocore, for the agent (async callers): the flush path's PUTs and the fetch path's ranged GETs.
 
-The same request accounting and error translation as ``s3.py`` (one attempt per call, counted before it is
-sent), plus the aiohttp failures that can surface while a response body is read.
+The same request accounting, client settings and error translation as ``s3.py`` (one attempt per call,
+counted before it is sent), plus the aiohttp failures that can surface while a response body is read.
 
 One known gap in the accounting: when the server closes a connection without sending any response, aiohttp
 itself resends the (idempotent) request once before reporting the failure (RFC 9112 section 9.3.1), and
@@ -23,18 +23,16 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.exceptions import BotoCoreError, ClientError
 
-from storage.errors import SettingsError
-from storage.objectstore.base import GET, PUT, AsyncObjectStore, RequestCounters
+from storage.objectstore.base import GET, PUT, AsyncObjectStore, RequestCounters, empty_range
 from storage.objectstore.s3 import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_MAX_POOL_CONNECTIONS,
     DEFAULT_READ_TIMEOUT_S,
-    INVALID_RANGE_CODE,
     TRANSIENT_SDK_ERRORS,
-    check_range,
-    error_code,
-    normalize_prefix,
-    store_url,
+    S3ClientSettings,
+    S3StoreBase,
+    is_invalid_range,
+    range_header,
     translate_errors,
 )
 
@@ -50,7 +48,7 @@ ASYNC_TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
-class AsyncS3ObjectStore(AsyncObjectStore):
+class AsyncS3ObjectStore(S3StoreBase, AsyncObjectStore):
     def __init__(
         self,
         bucket: str,
@@ -63,20 +61,13 @@ class AsyncS3ObjectStore(AsyncObjectStore):
         read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
         max_pool_connections: int = DEFAULT_MAX_POOL_CONNECTIONS,
     ) -> None:
-        self.bucket = bucket
-        self.prefix = normalize_prefix(prefix)
-        self.url = store_url(bucket, self.prefix)
-        self.counters = counters if counters is not None else RequestCounters()
-        self._endpoint_url = endpoint_url
-        self._region = region
-        self._config = AioConfig(
-            # Exactly one attempt per call, as in s3.make_config (and why it is not "max_attempts").
-            retries={"total_max_attempts": 1, "mode": "standard"},
-            connect_timeout=connect_timeout_s,
-            read_timeout=read_timeout_s,
-            max_pool_connections=max_pool_connections,
-            s3={"addressing_style": "path"} if endpoint_url is not None else None,
+        super().__init__(
+            bucket,
+            prefix,
+            counters,
+            S3ClientSettings(endpoint_url, region, connect_timeout_s, read_timeout_s, max_pool_connections),
         )
+        self._config = AioConfig(**self.settings.config_options())
         self._exit_stack = AsyncExitStack()
         self._client: S3Client | None = None
         self._closed = False
@@ -93,18 +84,12 @@ class AsyncS3ObjectStore(AsyncObjectStore):
                 try:
                     self._client = await self._exit_stack.enter_async_context(
                         get_session().create_client(
-                            "s3",
-                            endpoint_url=self._endpoint_url,
-                            region_name=self._region,
-                            config=self._config,
+                            "s3", config=self._config, **self.settings.client_options()
                         )
                     )
                 except (BotoCoreError, ValueError) as exc:
-                    raise SettingsError(f"cannot create an S3 client for {self.url}: {exc}") from exc
+                    raise self._client_failed(exc) from exc
             return self._client
-
-    def _where(self, action: str, key: str) -> str:
-        return f"S3 {action} {self.url} key {key!r}"
 
     async def put(self, key: str, data: bytes) -> None:
         client = await self._get_client()
@@ -113,29 +98,28 @@ class AsyncS3ObjectStore(AsyncObjectStore):
             await client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data)
 
     async def get(self, key: str) -> bytes:
-        client = await self._get_client()
-        self.counters.incr(GET)
-        with translate_errors(self._where("GET", key), ASYNC_TRANSIENT_ERRORS):
-            response = await client.get_object(Bucket=self.bucket, Key=self.prefix + key)
-            async with response["Body"] as body:
-                data = await body.read()
-        self.counters.add_bytes_read(len(data))
-        return data
+        return await self._get_all(key, None)
 
     async def get_range(self, key: str, start: int, end: int) -> bytes:
         """Bytes [start, end), clipped to the object's size, as in ``S3ObjectStore.get_range``."""
-        check_range(start, end)
-        if start == end:
+        if empty_range(start, end):
             return b""
+        return await self._get_all(key, range_header(start, end))
+
+    async def _get_all(self, key: str, header: str | None) -> bytes:
+        """One GET of the whole object (``header`` None) or of a range, its body read to the end."""
         client = await self._get_client()
         self.counters.incr(GET)
         with translate_errors(self._where("GET", key), ASYNC_TRANSIENT_ERRORS):
             try:
-                response = await client.get_object(
-                    Bucket=self.bucket, Key=self.prefix + key, Range=f"bytes={start}-{end - 1}"
-                )
+                if header is None:
+                    response = await client.get_object(Bucket=self.bucket, Key=self.prefix + key)
+                else:
+                    response = await client.get_object(
+                        Bucket=self.bucket, Key=self.prefix + key, Range=header
+                    )
             except ClientError as exc:
-                if error_code(exc) == INVALID_RANGE_CODE:
+                if header is not None and is_invalid_range(exc):
                     return b""
                 raise
             async with response["Body"] as body:

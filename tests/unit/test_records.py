@@ -9,6 +9,8 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from storage import record_codec, record_scan
+from storage import records as records_facade
 from storage.errors import CodecError
 from storage.records import (
     RECORD_BATCH_OVERHEAD,
@@ -482,3 +484,14 @@ def test_trailing_garbage_after_a_valid_batch() -> None:
         list(decode_records(batch + b"\x00" * 20))
     with pytest.raises(CodecError):
         list(iter_batches(batch + b"\x01"))
+
+
+def test_records_facade_is_the_codec_and_the_scan_helpers() -> None:
+    # Callers import only storage.records: every public name of both modules must be there, as itself.
+    parts = {
+        **{n: record_codec for n in record_codec.__all__},
+        **{n: record_scan for n in record_scan.__all__},
+    }
+    assert sorted(records_facade.__all__) == sorted(parts)
+    for name, module in parts.items():
+        assert getattr(records_facade, name) is getattr(module, name), name

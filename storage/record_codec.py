@@ -1,0 +1,574 @@
+"""Kafka RecordBatch v2 (magic 2) codec: bytes in, bytes out, no IO.
+
+Strata stores records exactly as Kafka lays them out on disk, so any decoder of Kafka's log format can read
+a chunk. All integers are big-endian; ``varint`` and
+``varlong`` are Kafka's zigzag base-128 varints (at most 5 and 10 bytes).
+
+Batch layout (``RECORD_BATCH_OVERHEAD`` = 61 bytes of header, then the records)::
+
+    offset  size  field
+    ------  ----  ------------------------------------------------------------------
+         0     8  baseOffset            int64   \\  LOG_OVERHEAD (12 bytes): not counted by
+         8     4  batchLength           int32   /  batchLength, not covered by the CRC
+        12     4  partitionLeaderEpoch  int32   not covered by the CRC (Strata writes -1)
+        16     1  magic                 int8    always 2
+        17     4  crc                   uint32  CRC-32C (Castagnoli) of bytes 21 .. end of batch
+        21     2  attributes            int16   \\
+        23     4  lastOffsetDelta       int32   |
+        27     8  baseTimestamp         int64   |
+        35     8  maxTimestamp          int64   |  covered by the CRC
+        43     8  producerId            int64   |
+        51     2  producerEpoch         int16   |
+        53     4  baseSequence          int32   |
+        57     4  recordsCount          int32   |
+        61     .  records               [Record] /
+
+    attributes: bits 0-2 compression (0 = none), bit 3 timestamp type (0 = CreateTime,
+    1 = LogAppendTime), bit 4 transactional, bit 5 control batch, bit 6 delete horizon set
+    (KIP-534: baseTimestamp then holds the tombstones' delete horizon, and record timestamps stay
+    baseTimestamp + timestampDelta), bits 7-15 unused.
+    batchLength counts the bytes after itself: total batch size = 12 + batchLength.
+
+Record layout (repeated recordsCount times, uncompressed)::
+
+    length          varint   bytes of the record after this field
+    attributes      int8     unused, written as 0
+    timestampDelta  varlong  timestamp - baseTimestamp (may be negative)
+    offsetDelta     varint   offset - baseOffset
+    keyLength       varint   -1 = null key
+    key             bytes
+    valueLength     varint   -1 = null value = tombstone
+    value           bytes
+    headerCount     varint
+    headers         [headerKeyLength varint, headerKey utf-8,
+                     headerValueLength varint (-1 = null), headerValue bytes]
+
+What the CRC covers, and why baseOffset can be patched: the CRC covers ``attributes`` through the end of the
+batch. ``baseOffset``, ``batchLength``, ``partitionLeaderEpoch`` and ``magic`` precede it and are not covered.
+Kafka relies on that to assign offsets on the broker without recomputing the CRC, and so does Strata: an
+ingestion file is written before its offsets exist, so its batches carry base offsets relative to their chunk
+(the first batch of a chunk starts at 0). The metadata store holds each chunk's absolute base offset, and a
+reader either passes it as ``offset_base`` to :func:`decode_records` or patches each batch in place with
+:func:`set_base_offset` before serving Kafka-format bytes; the CRC stays valid either way.
+
+Strata writes only uncompressed, non-transactional, non-control batches with CreateTime timestamps, no
+producer id (-1), no sequence (-1) and no leader epoch (-1). Compressed and control batches are rejected with
+:class:`~storage.errors.CodecError`; LogAppendTime batches are read as Kafka reads them (every record takes
+``maxTimestamp``).
+
+Every malformed input (truncation, a bad magic or CRC, a length pointing past the end, a record count that
+does not match the bytes, invalid utf-8 in a header key, trailing bytes too short to be a batch) raises
+:class:`~storage.errors.CodecError` and nothing else.
+
+Compaction reads and rewrites batches with the same layout in ``storage/record_scan.py`` (keys and record
+spans without values, survivors copied byte for byte). ``storage.records`` is the one import for both.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+from storage.errors import CodecError
+
+__all__ = [
+    "DELETE_HORIZON_FLAG",
+    "LOG_OVERHEAD",
+    "MAGIC",
+    "RECORD_BATCH_OVERHEAD",
+    "BatchHeader",
+    "Header",
+    "Record",
+    "count_records",
+    "decode_records",
+    "encode_batch",
+    "iter_batches",
+    "set_base_offset",
+]
+
+MAGIC = 2
+LOG_OVERHEAD = 12
+RECORD_BATCH_OVERHEAD = 61
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC_START = 21  # first byte covered by the CRC (attributes)
+_CRC_FIELD = struct.Struct(">I")
+_BASE_OFFSET = struct.Struct(">q")
+# The CRC-covered part of the header, from attributes to recordsCount.
+_CRC_HEADER = struct.Struct(">hiqqqhii")
+_PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
+
+_COMPRESSION_MASK = 0x07
+_LOG_APPEND_TIME = 0x08
+_CONTROL = 0x20
+DELETE_HORIZON_FLAG = 0x40
+
+# The smallest possible record: seven one-byte fields (length, attributes, timestampDelta, offsetDelta,
+# keyLength, valueLength, headerCount). Bounds recordsCount before any record is read.
+_MIN_RECORD_SIZE = 7
+
+_INT32_MAX = (1 << 31) - 1
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+
+_Buffer = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    key: str
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record. ``value is None`` is a tombstone; ``offset`` is absolute once decoded with its base."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The 61-byte batch header, plus ``size``: the whole batch in bytes, including the 12-byte prefix."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+    size: int
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When the batch's tombstones may be removed, if a compaction already kept them once."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG else None
+
+
+# --- encoding --------------------------------------------------------------------------------------------
+
+# Zigzag varints of -64..63 are one byte; precomputing them skips the loop for the common small fields
+# (attributes-free record prefixes, small deltas, null markers, header counts).
+_SMALL_VARINTS: dict[int, bytes] = {n: bytes([((n << 1) ^ (n >> 63)) & 0xFF]) for n in range(-64, 64)}
+
+
+def _varint(n: int) -> bytes:
+    small = _SMALL_VARINTS.get(n)
+    if small is not None:
+        return small
+    z = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+_NULL = _SMALL_VARINTS[-1]
+_ZERO = _SMALL_VARINTS[0]
+_RECORD_ATTRIBUTES = b"\x00"
+
+
+def _encode_headers(headers: tuple[Header, ...]) -> bytes:
+    parts = [_varint(len(headers))]
+    for header in headers:
+        key = header.key.encode("utf-8")
+        parts.append(_varint(len(key)))
+        parts.append(key)
+        if header.value is None:
+            parts.append(_NULL)
+        else:
+            parts.append(_varint(len(header.value)))
+            parts.append(header.value)
+    return b"".join(parts)
+
+
+def encode_batch(
+    records: Sequence[Record],
+    base_offset: int = 0,
+    *,
+    delete_horizon_ms: int | None = None,
+    last_offset_delta: int | None = None,
+) -> bytes:
+    """Encode ``records`` as one uncompressed RecordBatch v2.
+
+    Offsets must be >= ``base_offset`` and strictly increasing; gaps are allowed, because compaction output
+    keeps the offsets its input had. Timestamps may go backwards (a negative ``timestampDelta``).
+    ``delete_horizon_ms`` sets the delete-horizon flag and stores the horizon as baseTimestamp (KIP-534).
+    ``last_offset_delta`` keeps a filtered batch's original span (it must cover the last record).
+    Raises ``ValueError`` for input that cannot be encoded; ``CodecError`` is reserved for bytes read back.
+    """
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    if not 0 <= base_offset <= _INT64_MAX:
+        raise ValueError(f"base offset {base_offset} is outside 0..2^63-1")
+    base_timestamp = records[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
+    max_timestamp = records[0].timestamp
+    previous = base_offset - 1
+    parts: list[bytes] = []
+    append = parts.append
+    varint = _varint
+    small = _SMALL_VARINTS
+    for record in records:
+        offset = record.offset
+        if offset <= previous:
+            raise ValueError(
+                f"offset {offset} is not above {previous}: "
+                "offsets must be >= the base offset and strictly increasing"
+            )
+        previous = offset
+        offset_delta = offset - base_offset
+        if offset_delta > _INT32_MAX:
+            raise ValueError(f"offset {offset} is more than 2^31-1 past base offset {base_offset}")
+        timestamp = record.timestamp
+        if not _INT64_MIN <= timestamp <= _INT64_MAX:
+            raise ValueError(f"timestamp {timestamp} does not fit in int64")
+        if timestamp > max_timestamp:
+            max_timestamp = timestamp
+        timestamp_delta = timestamp - base_timestamp
+        if not _INT64_MIN <= timestamp_delta <= _INT64_MAX:
+            raise ValueError(f"timestamp {timestamp} is too far from the batch's first timestamp")
+        key = record.key
+        value = record.value
+        # The small fields and the key are joined once; the value, usually the bulk of the record, is
+        # copied only by the final join of the whole batch.
+        head = b"".join(
+            (
+                _RECORD_ATTRIBUTES,
+                small.get(timestamp_delta) or varint(timestamp_delta),
+                small.get(offset_delta) or varint(offset_delta),
+                _NULL if key is None else varint(len(key)),
+                b"" if key is None else key,
+                _NULL if value is None else varint(len(value)),
+            )
+        )
+        trailer = _encode_headers(record.headers) if record.headers else _ZERO
+        size = len(head) + len(trailer)
+        if value is not None:
+            size += len(value)
+        if size > _INT32_MAX:
+            raise ValueError(f"record at offset {offset} is larger than 2^31-1 bytes")
+        append(small.get(size) or varint(size))
+        append(head)
+        if value is not None:
+            append(value)
+        append(trailer)
+
+    records_bytes = b"".join(parts)
+    span = previous - base_offset
+    if last_offset_delta is not None:
+        if not span <= last_offset_delta <= _INT32_MAX:
+            raise ValueError(f"lastOffsetDelta {last_offset_delta} does not cover the last record")
+        span = last_offset_delta
+    covered_header = _CRC_HEADER.pack(
+        # No compression, CreateTime, not transactional, not control; maybe a delete horizon.
+        0 if delete_horizon_ms is None else DELETE_HORIZON_FLAG,
+        span,  # lastOffsetDelta
+        base_timestamp,
+        max_timestamp,
+        -1,  # producerId
+        -1,  # producerEpoch
+        -1,  # baseSequence
+        len(records),
+    )
+    # batchLength counts partitionLeaderEpoch (4) + magic (1) + crc (4) + the CRC-covered bytes.
+    batch_length = 9 + len(covered_header) + len(records_bytes)
+    if batch_length > _INT32_MAX:
+        raise ValueError("record batch is larger than 2^31-1 bytes")
+    crc = crc32c(records_bytes, crc32c(covered_header))
+    return b"".join(
+        (
+            _PREFIX.pack(base_offset, batch_length, -1, MAGIC),
+            _CRC_FIELD.pack(crc),
+            covered_header,
+            records_bytes,
+        )
+    )
+
+
+def set_base_offset(buf: bytearray, position: int, base_offset: int) -> None:
+    """Patch in place the baseOffset of the batch that starts at ``position`` in ``buf``.
+
+    Valid without touching the CRC, because the CRC does not cover baseOffset. Raises ``CodecError`` if no
+    batch header starts there, ``ValueError`` for a negative position or an offset outside int64.
+    """
+    if position < 0:
+        raise ValueError(f"position {position} is negative")
+    if not 0 <= base_offset <= _INT64_MAX:
+        raise ValueError(f"base offset {base_offset} is outside 0..2^63-1")
+    if position + RECORD_BATCH_OVERHEAD > len(buf):
+        raise CodecError(f"no record batch header at position {position}: the buffer ends first")
+    if buf[position + 16] != MAGIC:
+        raise CodecError(f"no record batch at position {position}: magic is {buf[position + 16]}, not 2")
+    _BASE_OFFSET.pack_into(buf, position, base_offset)
+
+
+# --- decoding --------------------------------------------------------------------------------------------
+
+
+def _as_bytes(buf: _Buffer) -> bytes:
+    # Indexing and slicing ``bytes`` is the fastest pure-Python path; one copy of a bytearray or memoryview
+    # costs far less than decoding its records.
+    return buf if isinstance(buf, bytes) else bytes(buf)
+
+
+def _read_header(data: bytes | memoryview, pos: int, verify_crc: bool) -> BatchHeader:
+    remaining = len(data) - pos
+    if remaining < RECORD_BATCH_OVERHEAD:
+        raise CodecError(
+            f"{remaining} trailing bytes at position {pos} are shorter than a record batch header"
+        )
+    (
+        base_offset,
+        batch_length,
+        leader_epoch,
+        magic,
+        crc,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        records_count,
+    ) = _HEADER.unpack_from(data, pos)
+    if magic != MAGIC:
+        raise CodecError(f"record batch at position {pos} has magic {magic}, expected 2")
+    size = LOG_OVERHEAD + batch_length
+    if size < RECORD_BATCH_OVERHEAD:
+        raise CodecError(f"record batch at position {pos} declares length {batch_length}, below the minimum")
+    if size > remaining:
+        raise CodecError(
+            f"record batch at position {pos} declares {size} bytes but only {remaining} remain (truncated)"
+        )
+    if verify_crc and crc32c(memoryview(data)[pos + _CRC_START : pos + size]) != crc:
+        raise CodecError(f"record batch at position {pos} fails its CRC-32C check")
+    if attributes & _COMPRESSION_MASK:
+        raise CodecError(
+            f"record batch at position {pos} uses compression {attributes & _COMPRESSION_MASK}, "
+            "which Strata does not support"
+        )
+    if attributes & _CONTROL:
+        raise CodecError(f"record batch at position {pos} is a control batch, which Strata does not support")
+    if records_count < 0 or records_count * _MIN_RECORD_SIZE > size - RECORD_BATCH_OVERHEAD:
+        raise CodecError(
+            f"record batch at position {pos} declares an impossible record count {records_count}"
+        )
+    if last_offset_delta < 0 or (records_count and last_offset_delta < records_count - 1):
+        raise CodecError(
+            f"record batch at position {pos} has lastOffsetDelta {last_offset_delta} "
+            f"for {records_count} records"
+        )
+    return BatchHeader(
+        base_offset,
+        batch_length,
+        leader_epoch,
+        magic,
+        crc,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        records_count,
+        size,
+    )
+
+
+def iter_batches(
+    buf: bytes | bytearray | memoryview, *, verify_crc: bool = True
+) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Yield each batch's header and a zero-copy view of the whole batch (prefix included).
+
+    Records are not decoded. ``buf`` must be a whole number of batches; a short tail raises ``CodecError``.
+    """
+    view = memoryview(buf)
+    if view.format != "B":
+        view = view.cast("B")
+    pos = 0
+    end = len(view)
+    while pos < end:
+        header = _read_header(view, pos, verify_crc)
+        yield header, view[pos : pos + header.size]
+        pos += header.size
+
+
+def count_records(buf: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> int:
+    """Sum the recordsCount of every batch in ``buf`` without decoding any record."""
+    return sum(header.records_count for header, _ in iter_batches(buf, verify_crc=verify_crc))
+
+
+def _varint_tail(data: bytes, pos: int, first: int, max_bits: int) -> tuple[int, int]:
+    """Finish a multi-byte varint whose first byte (>= 0x80) was ``first``; return (unsigned value, pos)."""
+    value = first & 0x7F
+    shift = 7
+    while True:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift >= max_bits:
+            raise CodecError(f"varint longer than {max_bits} bits")
+    if value >> max_bits:
+        raise CodecError(f"varint overflows {max_bits} bits")
+    return value, pos
+
+
+def _decode_headers(data: bytes, pos: int, end: int, count: int) -> tuple[tuple[Header, ...], int]:
+    if count < 0 or count * 2 > end - pos:
+        raise CodecError(f"record declares an impossible header count {count}")
+    headers: list[Header] = []
+    for _ in range(count):
+        b = data[pos]
+        pos += 1
+        n, pos = (b, pos) if b < 0x80 else _varint_tail(data, pos, b, 32)
+        key_len = (n >> 1) ^ -(n & 1)
+        if key_len < 0 or pos + key_len > end:
+            raise CodecError(f"record header key length {key_len} is invalid")
+        try:
+            key = data[pos : pos + key_len].decode("utf-8")
+        except UnicodeDecodeError:
+            raise CodecError("record header key is not valid utf-8") from None
+        pos += key_len
+        b = data[pos]
+        pos += 1
+        n, pos = (b, pos) if b < 0x80 else _varint_tail(data, pos, b, 32)
+        value_len = (n >> 1) ^ -(n & 1)
+        if value_len < 0:
+            if value_len != -1:
+                raise CodecError(f"record header value length {value_len} is invalid")
+            headers.append(Header(key, None))
+            continue
+        if pos + value_len > end:
+            raise CodecError(f"record header value length {value_len} runs past the record")
+        headers.append(Header(key, data[pos : pos + value_len]))
+        pos += value_len
+    return tuple(headers), pos
+
+
+def _decode_batch(data: bytes, pos: int, header: BatchHeader, offset_base: int) -> list[Record]:
+    """Decode the records of the batch whose header is at ``pos``; every read stays inside the batch."""
+    end = pos + header.size
+    pos += RECORD_BATCH_OVERHEAD
+    first_offset = offset_base + header.base_offset
+    base_timestamp = header.base_timestamp
+    log_append_time = header.attributes & _LOG_APPEND_TIME
+    last_delta = header.last_offset_delta
+    previous_delta = -1
+    out: list[Record] = []
+    append = out.append
+    tail = _varint_tail
+    no_headers: tuple[Header, ...] = ()
+    try:
+        for _ in range(header.records_count):
+            if pos >= end:
+                raise CodecError("record batch holds fewer records than its recordsCount")
+            b = data[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(data, pos, b, 32)
+            record_end = pos + ((n >> 1) ^ -(n & 1))
+            if record_end > end or record_end - pos < _MIN_RECORD_SIZE - 1:
+                raise CodecError("record length runs past its batch or is too small")
+            pos += 1  # record attributes: unused by Kafka, ignored on read
+            b = data[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(data, pos, b, 64)
+            timestamp_delta = (n >> 1) ^ -(n & 1)
+            b = data[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(data, pos, b, 32)
+            offset_delta = (n >> 1) ^ -(n & 1)
+            if offset_delta <= previous_delta or offset_delta > last_delta:
+                raise CodecError(f"offset delta {offset_delta} is out of order or past lastOffsetDelta")
+            previous_delta = offset_delta
+            b = data[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(data, pos, b, 32)
+            length = (n >> 1) ^ -(n & 1)
+            key: bytes | None
+            if length >= 0:
+                if pos + length > record_end:
+                    raise CodecError("record key runs past its record")
+                key = data[pos : pos + length]
+                pos += length
+            elif length == -1:
+                key = None
+            else:
+                raise CodecError(f"record key length {length} is invalid")
+            b = data[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(data, pos, b, 32)
+            length = (n >> 1) ^ -(n & 1)
+            value: bytes | None
+            if length >= 0:
+                if pos + length > record_end:
+                    raise CodecError("record value runs past its record")
+                value = data[pos : pos + length]
+                pos += length
+            elif length == -1:
+                value = None
+            else:
+                raise CodecError(f"record value length {length} is invalid")
+            b = data[pos]
+            pos += 1
+            if b == 0:
+                headers = no_headers
+            else:
+                n, pos = (b, pos) if b < 0x80 else tail(data, pos, b, 32)
+                headers, pos = _decode_headers(data, pos, record_end, (n >> 1) ^ -(n & 1))
+            if pos != record_end:
+                raise CodecError("record length does not match its fields")
+            append(
+                Record(
+                    first_offset + offset_delta,
+                    header.max_timestamp if log_append_time else base_timestamp + timestamp_delta,
+                    key,
+                    value,
+                    headers,
+                )
+            )
+    except IndexError:
+        # Only reachable when a field runs past the end of the whole buffer; overruns inside the buffer
+        # are caught by the per-record length checks above.
+        raise CodecError("record runs past the end of the buffer") from None
+    if pos != end:
+        raise CodecError("record batch has bytes left after its recordsCount records")
+    return out
+
+
+def decode_records(
+    buf: bytes | bytearray | memoryview, *, offset_base: int = 0, verify_crc: bool = True
+) -> Iterator[Record]:
+    """Decode every record of every batch in ``buf``, in order.
+
+    A record's offset is ``offset_base + baseOffset + offsetDelta``: pass the chunk's absolute base offset
+    from the metadata store as ``offset_base`` to read a Strata chunk whose batches are relative.
+    Its timestamp is ``baseTimestamp + timestampDelta`` (``maxTimestamp`` for LogAppendTime batches).
+    """
+    data = _as_bytes(buf)
+    pos = 0
+    end = len(data)
+    while pos < end:
+        header = _read_header(data, pos, verify_crc)
+        yield from _decode_batch(data, pos, header, offset_base)
+        pos += header.size

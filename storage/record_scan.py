@@ -1,0 +1,181 @@
+"""Compaction's side of the RecordBatch v2 codec: scan records without decoding values, copy survivors byte
+for byte, and set the delete horizon (KIP-534).
+
+The byte layout, what the CRC covers and what is relative are documented once, at the top of
+``storage/record_codec.py``; this module reads and writes exactly that layout, with the codec's own structs
+and varint reader. Sans-IO like the codec; every malformed input raises ``CodecError``.
+Import these names from ``storage.records``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+from storage.errors import CodecError
+
+# The codec's private structs and readers, shared on purpose: one definition of the layout.
+from storage.record_codec import (
+    _CRC_FIELD,
+    _CRC_HEADER,
+    _LOG_APPEND_TIME,
+    _MIN_RECORD_SIZE,
+    _PREFIX,
+    MAGIC,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    Record,
+    _decode_batch,
+    _varint_tail,
+    encode_batch,
+)
+
+__all__ = ["RecordSpan", "filter_batch", "scan_batch"]
+
+
+@dataclass(slots=True)
+class RecordSpan:
+    """What compaction needs of a record, and where its bytes are within its batch.
+
+    ``start``/``end`` delimit the whole record (its length varint included) inside the batch bytes, so a
+    kept record is copied as it is: its offsetDelta and timestampDelta stay valid as long as the batch
+    keeps its baseOffset and baseTimestamp. Not frozen: one is built per record per compaction pass, and
+    a frozen dataclass's constructor costs several times more (measured 739 ns against ~250 ns).
+    """
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    tombstone: bool
+    start: int
+    end: int
+
+
+def scan_batch(batch: bytes, header: BatchHeader, offset_base: int = 0) -> list[RecordSpan]:
+    """Offsets, timestamps, keys and tombstone flags of one batch's records; values are skipped.
+
+    ``batch`` is exactly one batch (as ``iter_batches`` yields it, as bytes). Its CRC is not re-checked.
+    """
+    end = header.size
+    if len(batch) != end:
+        raise CodecError(f"batch is {len(batch)} bytes, its header says {end}")
+    pos = RECORD_BATCH_OVERHEAD
+    first_offset = offset_base + header.base_offset
+    base_timestamp = header.base_timestamp
+    log_append_time = header.attributes & _LOG_APPEND_TIME
+    last_delta = header.last_offset_delta
+    previous_delta = -1
+    out: list[RecordSpan] = []
+    tail = _varint_tail
+    try:
+        for _ in range(header.records_count):
+            start = pos
+            b = batch[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(batch, pos, b, 32)
+            record_end = pos + ((n >> 1) ^ -(n & 1))
+            if record_end > end or record_end - pos < _MIN_RECORD_SIZE - 1:
+                raise CodecError("record length runs past its batch or is too small")
+            pos += 1
+            b = batch[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(batch, pos, b, 64)
+            timestamp_delta = (n >> 1) ^ -(n & 1)
+            b = batch[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(batch, pos, b, 32)
+            offset_delta = (n >> 1) ^ -(n & 1)
+            if offset_delta <= previous_delta or offset_delta > last_delta:
+                raise CodecError(f"offset delta {offset_delta} is out of order or past lastOffsetDelta")
+            previous_delta = offset_delta
+            b = batch[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(batch, pos, b, 32)
+            length = (n >> 1) ^ -(n & 1)
+            key: bytes | None = None
+            if length >= 0:
+                if pos + length > record_end:
+                    raise CodecError("record key runs past its record")
+                key = batch[pos : pos + length]
+                pos += length
+            elif length != -1:
+                raise CodecError(f"record key length {length} is invalid")
+            b = batch[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(batch, pos, b, 32)
+            length = (n >> 1) ^ -(n & 1)
+            if length < -1 or pos + max(length, 0) > record_end:
+                raise CodecError(f"record value length {length} is invalid")
+            out.append(
+                RecordSpan(
+                    first_offset + offset_delta,
+                    header.max_timestamp if log_append_time else base_timestamp + timestamp_delta,
+                    key,
+                    length == -1,
+                    start,
+                    record_end,
+                )
+            )
+            pos = record_end
+    except IndexError:
+        raise CodecError("record runs past the end of its batch") from None
+    if pos != end:
+        raise CodecError("record batch has bytes left after its recordsCount records")
+    return out
+
+
+def filter_batch(
+    batch: bytes,
+    header: BatchHeader,
+    kept: Sequence[RecordSpan],
+    *,
+    offset_base: int,
+    base_offset: int,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """A batch holding only ``kept`` (ordered, non-empty, from ``scan_batch(batch, header, offset_base)``).
+
+    The result keeps every kept record's offset and timestamp and the batch's lastOffsetDelta; its
+    baseOffset field becomes ``base_offset`` (relative to the output chunk: the caller moves the batch
+    from its input chunk to an output chunk with another base). Kept records are copied byte for byte,
+    unless a new delete horizon must be set: that moves baseTimestamp, so the records are re-encoded
+    (once per batch holding tombstones, on the first compaction that keeps them).
+    """
+    if not kept:
+        raise ValueError("a record batch needs at least one record")
+    if delete_horizon_ms is not None and header.delete_horizon_ms != delete_horizon_ms:
+        wanted = {span.offset for span in kept}
+        shift = base_offset - (offset_base + header.base_offset)
+        records = [
+            Record(r.offset + shift, r.timestamp, r.key, r.value, r.headers)
+            for r in _decode_batch(batch, 0, header, offset_base)
+            if r.offset in wanted
+        ]
+        return encode_batch(
+            records,
+            base_offset,
+            delete_horizon_ms=delete_horizon_ms,
+            last_offset_delta=header.last_offset_delta,
+        )
+    body = b"".join(batch[span.start : span.end] for span in kept)
+    covered = _CRC_HEADER.pack(
+        header.attributes,
+        header.last_offset_delta,
+        header.base_timestamp,
+        max(span.timestamp for span in kept),
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        len(kept),
+    )
+    crc = crc32c(body, crc32c(covered))
+    return b"".join(
+        (
+            _PREFIX.pack(base_offset, 9 + len(covered) + len(body), -1, MAGIC),
+            _CRC_FIELD.pack(crc),
+            covered,
+            body,
+        )
+    )
