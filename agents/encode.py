@@ -102,7 +102,8 @@ class RequestEncoder:
                 PartitionBatch(
                     info.name,
                     partition,
-                    records.encode_batch(batch_records),
+                    # compression.type "producer" (None) stores what this producer sends: uncompressed.
+                    records.encode_batch(batch_records, codec=config.compression_codec or 0),
                     len(batch_records),
                     min(timestamps),
                     max(timestamps),

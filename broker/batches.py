@@ -1,16 +1,31 @@
 """Checking the record batches a Kafka producer sends, before they are stored exactly as sent.
 
-The batch layout is the RecordBatch v2 documented in storage/records.py. A producer's batch is accepted
-only if every check Kafka's broker makes on it (LogValidator) holds here too:
+The batch layout is the RecordBatch v2 documented in storage/record_codec.py. A producer's batch is
+accepted only if every check Kafka's broker makes on it (LogValidator) holds here too:
 - magic 2, a whole number of batches, and a CRC-32C that matches (CORRUPT_MESSAGE otherwise);
-- no compression yet: a compressed batch is refused with UNSUPPORTED_COMPRESSION_TYPE;
+- a codec Kafka defines: none, gzip, snappy, lz4 or zstd (codec ids 5-7: UNSUPPORTED_COMPRESSION_TYPE);
 - not transactional and not a control batch (INVALID_RECORD): Strata has no transactions;
 - relative offsets 0..n-1, so the commit can give the batch n consecutive offsets (INVALID_RECORD);
-- at most ``max.message.bytes`` per batch (MESSAGE_TOO_LARGE), as Kafka counts it;
+- at most ``max.message.bytes`` per batch (MESSAGE_TOO_LARGE), as Kafka counts it (the bytes as sent);
 - timestamps inside the topic's window (INVALID_TIMESTAMP), checked on the batch's first and max timestamp;
-- on a compacted topic, a key on every record (INVALID_RECORD): only then are the records decoded.
-Nothing else is decoded: the bytes go to the buffer as they came (the flusher patches only baseOffset,
-which the CRC does not cover).
+- on a compacted topic, a key on every record (INVALID_RECORD).
+
+What is read of the records: on a compacted topic every record is decoded (its key). Elsewhere a
+compressed batch is decompressed, within ``compression.output_limit``, and its records' length varints
+are walked (``records.check_framing``, no field parsed): a decompression bomb, a corrupt stream or a
+recordsCount that does not match the records is refused here (CORRUPT_MESSAGE) instead of being stored
+where every record reader (HTTP fetch, compaction, Spark) would refuse it. Kafka's LogValidator also
+decompresses every compressed batch; a full decode here would cost ~10x the decompression in Python per
+record (measured ~30 ms per MiB of 100-byte records against ~3 ms for this walk). An uncompressed batch
+on a topic that is not compacted is not read past its header.
+
+Otherwise the bytes go to the buffer as they came (the flusher patches only baseOffset, which the CRC does
+not cover), with one exception: the topic's ``compression.type``. ``producer`` (the default) stores every
+batch as sent. A codec name (or ``uncompressed``) stores a batch as sent when it already uses that codec,
+and otherwise stores it re-compressed with that codec (``records.recompress_batch``: the same records and
+header fields, a new CRC), as Kafka's broker re-compresses; the re-compressed batch must fit
+``max.message.bytes`` too. The HTTP produce path (agents/encode.py) writes its batches with the topic's
+codec, uncompressed for ``producer``.
 """
 
 from __future__ import annotations
@@ -20,7 +35,7 @@ import struct
 from agents.buffer import PartitionBatch
 from agents.encode import check_timestamp
 from broker import errors
-from storage import records
+from storage import compression, records
 from storage.errors import CodecError, InvalidPayload, InvalidTimestamp, RecordTooLarge
 from storage.topic_config import TopicConfig
 
@@ -51,6 +66,7 @@ def check_batches(
 ) -> list[PartitionBatch]:
     """One PartitionBatch per producer batch in ``data``, or BatchRejected."""
     _precheck(data)
+    target = config.compression_codec
     out: list[PartitionBatch] = []
     try:
         for header, view in records.iter_batches(data, verify_crc=True):
@@ -69,10 +85,20 @@ def check_batches(
             for ts in {header.base_timestamp, header.max_timestamp}:
                 check_timestamp(0, ts, now_ms, config)
             batch = bytes(view)
+            codec = header.attributes & _COMPRESSION
             if config.compacted:
                 for record in records.decode_records(batch, verify_crc=False):
                     if record.key is None:
                         raise InvalidPayload(f"a record has no key; topic {topic!r} is compacted")
+            elif codec:
+                records.check_framing(batch, header)
+            if target is not None and codec != target:
+                batch = records.recompress_batch(batch, header, target)
+                if len(batch) > config.max_message_bytes:
+                    raise RecordTooLarge(
+                        f"a batch stored with compression.type={config.compression_type} takes "
+                        f"{len(batch)} bytes, over max.message.bytes={config.max_message_bytes}"
+                    )
             out.append(
                 PartitionBatch(
                     topic, partition, batch, header.records_count, header.base_timestamp, header.max_timestamp
@@ -88,16 +114,17 @@ def check_batches(
 
 
 def _precheck(data: bytes) -> None:
-    """Refuse compressed batches with their own code before the codec calls them corrupt."""
+    """Refuse codecs Kafka does not define with their own code before the codec calls them corrupt."""
     pos = 0
     while pos + records.RECORD_BATCH_OVERHEAD <= len(data):
         if data[pos + _MAGIC_AT] != records.MAGIC:
             raise _reject(errors.CORRUPT_MESSAGE, f"a batch has magic {data[pos + _MAGIC_AT]}, expected 2")
         (attributes,) = _ATTRIBUTES.unpack_from(data, pos + _ATTRIBUTES_AT)
-        if attributes & _COMPRESSION:
+        if attributes & _COMPRESSION not in compression.CODEC_NAMES:
             raise _reject(
                 errors.UNSUPPORTED_COMPRESSION_TYPE,
-                f"compression codec {attributes & _COMPRESSION} is not supported yet; send uncompressed",
+                f"compression codec {attributes & _COMPRESSION} is not one of Kafka's "
+                "(none, gzip, snappy, lz4, zstd)",
             )
         (length,) = struct.unpack_from(">i", data, pos + 8)
         if length <= 0:

@@ -51,13 +51,29 @@ ingestion file is written before its offsets exist, so its batches carry base of
 reader either passes it as ``offset_base`` to :func:`decode_records` or patches each batch in place with
 :func:`set_base_offset` before serving Kafka-format bytes; the CRC stays valid either way.
 
-Strata writes only uncompressed, non-transactional, non-control batches with CreateTime timestamps, no
-producer id (-1), no sequence (-1) and no leader epoch (-1). Compressed and control batches are rejected with
-:class:`~storage.errors.CodecError`; LogAppendTime batches are read as Kafka reads them (every record takes
-``maxTimestamp``).
+Compressed batches (attributes bits 0-2: 1 gzip, 2 snappy, 3 lz4, 4 zstd; 5-7 are refused)::
+
+    offset  size  field
+         0    61  the batch header above, unchanged: batchLength and the CRC cover the bytes as stored
+        61     .  records   the codec's stream (``storage/compression.py``) of the same Record layout,
+                            recordsCount records, concatenated exactly as in an uncompressed batch
+
+Only the records section is compressed, and it holds exactly the bytes an uncompressed batch would carry
+at offset 61, so every decoder here first turns a compressed batch into that *expanded* form (the 61 header
+bytes, then the decompressed records) and then runs the same loop as for an uncompressed batch: the
+uncompressed hot path gains no per-record work. Positions inside a batch (``RecordSpan.start``/``end``) are
+positions in the expanded form. Decompression is bounded by ``compression.output_limit`` of the
+compressed size (a bomb is a ``CodecError``); recordsCount is checked against the decompressed size.
+
+Strata itself writes non-transactional, non-control batches with CreateTime timestamps, no producer id
+(-1), no sequence (-1) and no leader epoch (-1), uncompressed unless asked for a codec; Kafka producers'
+batches are stored as they came, compressed or not. Control batches are rejected with
+:class:`~storage.errors.CodecError`; LogAppendTime batches are read as Kafka reads them (every record
+takes ``maxTimestamp``).
 
 Every malformed input (truncation, a bad magic or CRC, a length pointing past the end, a record count that
-does not match the bytes, invalid utf-8 in a header key, trailing bytes too short to be a batch) raises
+does not match the bytes, invalid utf-8 in a header key, trailing bytes too short to be a batch, an unknown
+codec, a compressed stream that is corrupt or decompresses past its bound) raises
 :class:`~storage.errors.CodecError` and nothing else.
 
 Compaction reads and rewrites batches with the same layout in ``storage/record_scan.py`` (keys and record
@@ -72,6 +88,7 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
+from storage import compression
 from storage.errors import CodecError
 
 __all__ = [
@@ -82,6 +99,7 @@ __all__ = [
     "BatchHeader",
     "Header",
     "Record",
+    "check_framing",
     "count_records",
     "decode_records",
     "encode_batch",
@@ -204,8 +222,9 @@ def encode_batch(
     *,
     delete_horizon_ms: int | None = None,
     last_offset_delta: int | None = None,
+    codec: int = compression.NONE,
 ) -> bytes:
-    """Encode ``records`` as one uncompressed RecordBatch v2.
+    """Encode ``records`` as one RecordBatch v2, uncompressed unless ``codec`` names one (1-4).
 
     Offsets must be >= ``base_offset`` and strictly increasing; gaps are allowed, because compaction output
     keeps the offsets its input had. Timestamps may go backwards (a negative ``timestampDelta``).
@@ -213,6 +232,8 @@ def encode_batch(
     ``last_offset_delta`` keeps a filtered batch's original span (it must cover the last record).
     Raises ``ValueError`` for input that cannot be encoded; ``CodecError`` is reserved for bytes read back.
     """
+    if codec not in compression.CODEC_NAMES:
+        raise ValueError(f"unknown compression codec {codec}")
     if not records:
         raise ValueError("a record batch needs at least one record")
     if not 0 <= base_offset <= _INT64_MAX:
@@ -269,15 +290,14 @@ def encode_batch(
             append(value)
         append(trailer)
 
-    records_bytes = b"".join(parts)
     span = previous - base_offset
     if last_offset_delta is not None:
         if not span <= last_offset_delta <= _INT32_MAX:
             raise ValueError(f"lastOffsetDelta {last_offset_delta} does not cover the last record")
         span = last_offset_delta
     covered_header = _CRC_HEADER.pack(
-        # No compression, CreateTime, not transactional, not control; maybe a delete horizon.
-        0 if delete_horizon_ms is None else DELETE_HORIZON_FLAG,
+        # CreateTime, not transactional, not control; maybe compressed, maybe a delete horizon.
+        codec | (0 if delete_horizon_ms is None else DELETE_HORIZON_FLAG),
         span,  # lastOffsetDelta
         base_timestamp,
         max_timestamp,
@@ -286,17 +306,28 @@ def encode_batch(
         -1,  # baseSequence
         len(records),
     )
+    return _assemble_batch(base_offset, covered_header, b"".join(parts))
+
+
+def _assemble_batch(base_offset: int, covered_header: bytes, records_bytes: bytes) -> bytes:
+    """A whole batch from its CRC-covered header (``_CRC_HEADER``) and its *uncompressed* records.
+
+    The records are compressed with the codec the header's attributes name; the CRC is computed over the
+    bytes as stored. The partitionLeaderEpoch is -1, as in every batch Strata writes.
+    """
+    codec = covered_header[1] & _COMPRESSION_MASK  # attributes is a big-endian int16: bits 0-2 are byte 1
+    stored = records_bytes if not codec else compression.compress(codec, records_bytes)
     # batchLength counts partitionLeaderEpoch (4) + magic (1) + crc (4) + the CRC-covered bytes.
-    batch_length = 9 + len(covered_header) + len(records_bytes)
+    batch_length = 9 + len(covered_header) + len(stored)
     if batch_length > _INT32_MAX:
         raise ValueError("record batch is larger than 2^31-1 bytes")
-    crc = crc32c(records_bytes, crc32c(covered_header))
+    crc = crc32c(stored, crc32c(covered_header))
     return b"".join(
         (
             _PREFIX.pack(base_offset, batch_length, -1, MAGIC),
             _CRC_FIELD.pack(crc),
             covered_header,
-            records_bytes,
+            stored,
         )
     )
 
@@ -359,14 +390,16 @@ def _read_header(data: bytes | memoryview, pos: int, verify_crc: bool) -> BatchH
         )
     if verify_crc and crc32c(memoryview(data)[pos + _CRC_START : pos + size]) != crc:
         raise CodecError(f"record batch at position {pos} fails its CRC-32C check")
-    if attributes & _COMPRESSION_MASK:
-        raise CodecError(
-            f"record batch at position {pos} uses compression {attributes & _COMPRESSION_MASK}, "
-            "which Strata does not support"
-        )
+    codec = attributes & _COMPRESSION_MASK
+    records_room = size - RECORD_BATCH_OVERHEAD
+    if codec:
+        if codec not in compression.CODEC_NAMES:
+            raise CodecError(f"record batch at position {pos} uses unknown compression codec {codec}")
+        # The most the records may take once decompressed; checked exactly when they are decompressed.
+        records_room = compression.output_limit(records_room)
     if attributes & _CONTROL:
         raise CodecError(f"record batch at position {pos} is a control batch, which Strata does not support")
-    if records_count < 0 or records_count * _MIN_RECORD_SIZE > size - RECORD_BATCH_OVERHEAD:
+    if records_count < 0 or records_count * _MIN_RECORD_SIZE > records_room:
         raise CodecError(
             f"record batch at position {pos} declares an impossible record count {records_count}"
         )
@@ -466,9 +499,55 @@ def _decode_headers(data: bytes, pos: int, end: int, count: int) -> tuple[tuple[
     return tuple(headers), pos
 
 
+def _expand_batch(data: bytes, pos: int, header: BatchHeader) -> tuple[bytes, int, int]:
+    """The batch at ``pos`` in its expanded form: (buffer, position of its header, end of its records).
+
+    An uncompressed batch is its own expanded form (``data`` is returned as is, no copy). A compressed one
+    becomes its 61 header bytes followed by its decompressed records, in a new buffer starting at 0.
+    """
+    codec = header.attributes & _COMPRESSION_MASK
+    if not codec:
+        return data, pos, pos + header.size
+    stored = memoryview(data)[pos + RECORD_BATCH_OVERHEAD : pos + header.size]
+    records = compression.decompress(codec, stored, compression.output_limit(len(stored)))
+    if header.records_count * _MIN_RECORD_SIZE > len(records):
+        raise CodecError(
+            f"compressed record batch declares {header.records_count} records "
+            f"but holds only {len(records)} bytes of records"
+        )
+    return data[pos : pos + RECORD_BATCH_OVERHEAD] + records, 0, RECORD_BATCH_OVERHEAD + len(records)
+
+
+def check_framing(batch: bytes, header: BatchHeader) -> None:
+    """Check that ``batch`` (one whole batch) holds exactly recordsCount length-delimited records.
+
+    Decompresses a compressed batch (bounded, see the layout doc) and walks the records' length varints
+    without parsing their fields: a few times cheaper than decoding, for the produce path. ``CodecError``
+    if the stream is corrupt, too large, or does not split into recordsCount records.
+    """
+    data, pos, end = _expand_batch(batch, 0, header)
+    pos += RECORD_BATCH_OVERHEAD
+    tail = _varint_tail
+    try:
+        for _ in range(header.records_count):
+            b = data[pos]
+            pos += 1
+            n, pos = (b, pos) if b < 0x80 else tail(data, pos, b, 32)
+            length = (n >> 1) ^ -(n & 1)
+            if length < _MIN_RECORD_SIZE - 1:
+                raise CodecError(f"record length {length} is too small")
+            pos += length
+            if pos > end:
+                raise CodecError("record length runs past its batch")
+    except IndexError:
+        raise CodecError("record runs past the end of its batch") from None
+    if pos != end:
+        raise CodecError("record batch has bytes left after its recordsCount records")
+
+
 def _decode_batch(data: bytes, pos: int, header: BatchHeader, offset_base: int) -> list[Record]:
     """Decode the records of the batch whose header is at ``pos``; every read stays inside the batch."""
-    end = pos + header.size
+    data, pos, end = _expand_batch(data, pos, header)
     pos += RECORD_BATCH_OVERHEAD
     first_offset = offset_base + header.base_offset
     base_timestamp = header.base_timestamp

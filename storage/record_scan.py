@@ -1,10 +1,15 @@
-"""Compaction's side of the RecordBatch v2 codec: scan records without decoding values, copy survivors byte
-for byte, and set the delete horizon (KIP-534).
+"""Rewriting stored batches: compaction's side of the RecordBatch v2 codec (scan records without decoding
+values, copy survivors byte for byte, set the delete horizon, KIP-534) and changing a batch's codec.
 
 The byte layout, what the CRC covers and what is relative are documented once, at the top of
 ``storage/record_codec.py``; this module reads and writes exactly that layout, with the codec's own structs
 and varint reader. Sans-IO like the codec; every malformed input raises ``CodecError``.
 Import these names from ``storage.records``.
+
+A compressed batch is scanned in its expanded form (header, then decompressed records), and a batch
+filtered from it is compressed again with the same codec, as Kafka's cleaner does (``MemoryRecords.filterTo``
+writes retained records with the original batch's compression type). A compressed batch that keeps all of
+its records and needs no new delete horizon is copied as stored, as Kafka copies a wholly retained batch.
 """
 
 from __future__ import annotations
@@ -12,35 +17,36 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from crc32c import crc32c
-
+from storage import compression
 from storage.errors import CodecError
 
 # The codec's private structs and readers, shared on purpose: one definition of the layout.
 from storage.record_codec import (
-    _CRC_FIELD,
+    _BASE_OFFSET,
+    _COMPRESSION_MASK,
     _CRC_HEADER,
     _LOG_APPEND_TIME,
     _MIN_RECORD_SIZE,
-    _PREFIX,
-    MAGIC,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     Record,
+    _assemble_batch,
     _decode_batch,
+    _expand_batch,
     _varint_tail,
     encode_batch,
 )
 
-__all__ = ["RecordSpan", "filter_batch", "scan_batch"]
+__all__ = ["RecordSpan", "filter_batch", "recompress_batch", "scan_batch"]
 
 
 @dataclass(slots=True)
 class RecordSpan:
     """What compaction needs of a record, and where its bytes are within its batch.
 
-    ``start``/``end`` delimit the whole record (its length varint included) inside the batch bytes, so a
-    kept record is copied as it is: its offsetDelta and timestampDelta stay valid as long as the batch
+    ``start``/``end`` delimit the whole record (its length varint included) inside the batch's expanded
+    form (the batch itself unless it is compressed: see the codec's layout doc), so a kept record is
+    copied as it is: its offsetDelta and timestampDelta stay valid as long as the batch
     keeps its baseOffset and baseTimestamp. Not frozen: one is built per record per compaction pass, and
     a frozen dataclass's constructor costs several times more (measured 739 ns against ~250 ns).
     """
@@ -58,10 +64,10 @@ def scan_batch(batch: bytes, header: BatchHeader, offset_base: int = 0) -> list[
 
     ``batch`` is exactly one batch (as ``iter_batches`` yields it, as bytes). Its CRC is not re-checked.
     """
-    end = header.size
-    if len(batch) != end:
-        raise CodecError(f"batch is {len(batch)} bytes, its header says {end}")
-    pos = RECORD_BATCH_OVERHEAD
+    if len(batch) != header.size:
+        raise CodecError(f"batch is {len(batch)} bytes, its header says {header.size}")
+    batch, pos, end = _expand_batch(batch, 0, header)
+    pos += RECORD_BATCH_OVERHEAD
     first_offset = offset_base + header.base_offset
     base_timestamp = header.base_timestamp
     log_append_time = header.attributes & _LOG_APPEND_TIME
@@ -141,10 +147,12 @@ def filter_batch(
     baseOffset field becomes ``base_offset`` (relative to the output chunk: the caller moves the batch
     from its input chunk to an output chunk with another base). Kept records are copied byte for byte,
     unless a new delete horizon must be set: that moves baseTimestamp, so the records are re-encoded
-    (once per batch holding tombstones, on the first compaction that keeps them).
+    (once per batch holding tombstones, on the first compaction that keeps them). The result has the
+    batch's codec: a compressed batch's survivors are compressed again with it.
     """
     if not kept:
         raise ValueError("a record batch needs at least one record")
+    codec = header.attributes & _COMPRESSION_MASK
     if delete_horizon_ms is not None and header.delete_horizon_ms != delete_horizon_ms:
         wanted = {span.offset for span in kept}
         shift = base_offset - (offset_base + header.base_offset)
@@ -158,8 +166,15 @@ def filter_batch(
             base_offset,
             delete_horizon_ms=delete_horizon_ms,
             last_offset_delta=header.last_offset_delta,
+            codec=codec,
         )
-    body = b"".join(batch[span.start : span.end] for span in kept)
+    if codec and len(kept) == header.records_count:
+        # Nothing removed: the stored bytes are the answer. Compressing again would cost CPU and could
+        # change them. baseOffset is outside the CRC.
+        out = bytearray(batch)
+        _BASE_OFFSET.pack_into(out, 0, base_offset)
+        return bytes(out)
+    expanded = _expand_batch(batch, 0, header)[0]  # the batch itself when uncompressed
     covered = _CRC_HEADER.pack(
         header.attributes,
         header.last_offset_delta,
@@ -170,12 +185,27 @@ def filter_batch(
         header.base_sequence,
         len(kept),
     )
-    crc = crc32c(body, crc32c(covered))
-    return b"".join(
-        (
-            _PREFIX.pack(base_offset, 9 + len(covered) + len(body), -1, MAGIC),
-            _CRC_FIELD.pack(crc),
-            covered,
-            body,
-        )
+    return _assemble_batch(base_offset, covered, b"".join(expanded[span.start : span.end] for span in kept))
+
+
+def recompress_batch(batch: bytes, header: BatchHeader, codec: int) -> bytes:
+    """``batch`` (one whole batch, as ``iter_batches`` yields it) with its records stored with ``codec``.
+
+    Every header field but the codec bits of attributes stays as it was (baseOffset, timestamps, producer
+    id, epoch and sequence, recordsCount); the records are the same bytes, in ``codec``'s stream (0 =
+    uncompressed); the CRC is computed again. The partitionLeaderEpoch becomes -1.
+    """
+    if codec not in compression.CODEC_NAMES:
+        raise ValueError(f"unknown compression codec {codec}")
+    expanded, start, end = _expand_batch(batch, 0, header)
+    covered = _CRC_HEADER.pack(
+        (header.attributes & ~_COMPRESSION_MASK) | codec,
+        header.last_offset_delta,
+        header.base_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        header.records_count,
     )
+    return _assemble_batch(header.base_offset, covered, expanded[start + RECORD_BATCH_OVERHEAD : end])

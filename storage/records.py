@@ -2,8 +2,10 @@
 
 - ``storage/record_codec.py``: the byte layout (documented at its top), encoding, decoding, batch headers,
   base-offset patching.
-- ``storage/record_scan.py``: what compaction needs: ``scan_batch`` (keys and record spans, values
-  skipped) and ``filter_batch`` (survivors copied byte for byte, delete horizon set).
+- ``storage/record_scan.py``: rewriting stored batches: ``scan_batch`` (keys and record spans, values
+  skipped) and ``filter_batch`` (survivors copied byte for byte, delete horizon set) for compaction, and
+  ``recompress_batch`` (a batch's records in another codec) for the ``compression.type`` topic config.
+- ``storage/compression.py``: the four codecs of compressed batches, bounded decompression.
 
 Callers import from here (``from storage import records``); the split is by concept, not an API change.
 """
@@ -18,13 +20,14 @@ from storage.record_codec import (
     BatchHeader,
     Header,
     Record,
+    check_framing,
     count_records,
     decode_records,
     encode_batch,
     iter_batches,
     set_base_offset,
 )
-from storage.record_scan import RecordSpan, filter_batch, scan_batch
+from storage.record_scan import RecordSpan, filter_batch, recompress_batch, scan_batch
 
 __all__ = [
     "DELETE_HORIZON_FLAG",
@@ -35,11 +38,13 @@ __all__ = [
     "Header",
     "Record",
     "RecordSpan",
+    "check_framing",
     "count_records",
     "decode_records",
     "encode_batch",
     "filter_batch",
     "iter_batches",
+    "recompress_batch",
     "scan_batch",
     "set_base_offset",
 ]

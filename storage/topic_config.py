@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from storage import compression
 from storage.errors import InvalidConfig, InvalidTopicName
 
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -60,6 +61,26 @@ def _ratio(raw: str) -> float:
     return value
 
 
+# compression.type: the codec a topic stores its batches with. "producer" keeps each batch's own codec.
+COMPRESSION_PRODUCER = "producer"
+COMPRESSION_TYPES: dict[str, int] = {
+    "uncompressed": compression.NONE,
+    "gzip": compression.GZIP,
+    "snappy": compression.SNAPPY,
+    "lz4": compression.LZ4,
+    "zstd": compression.ZSTD,
+}
+
+
+def _compression_type(raw: str) -> str:
+    # Exact lower-case names, as Kafka's validator (ValidString) takes them.
+    if raw != COMPRESSION_PRODUCER and raw not in COMPRESSION_TYPES:
+        raise InvalidConfig(
+            f"compression.type must be one of producer, {', '.join(COMPRESSION_TYPES)}; got {raw!r}"
+        )
+    return raw
+
+
 def _policy(raw: str) -> str:
     if raw.replace(" ", "") not in _CLEANUP_POLICIES:
         raise InvalidConfig(f"cleanup.policy must be delete, compact or compact,delete; got {raw!r}")
@@ -80,6 +101,7 @@ _SPEC: dict[str, tuple[Callable[[str], object], str]] = {
     # hour in the future.
     "message.timestamp.before.max.ms": (_long(0), str(LONG_MAX)),
     "message.timestamp.after.max.ms": (_long(0), str(HOUR_MS)),
+    "compression.type": (_compression_type, COMPRESSION_PRODUCER),
 }
 KNOWN_CONFIGS = frozenset(_SPEC)
 
@@ -121,6 +143,12 @@ class TopicConfig:
     max_message_bytes: int
     message_timestamp_before_max_ms: int
     message_timestamp_after_max_ms: int
+    compression_type: str
+
+    @property
+    def compression_codec(self) -> int | None:
+        """The codec batches are stored with (``storage.compression`` ids), None to keep the producer's."""
+        return COMPRESSION_TYPES.get(self.compression_type)
 
     @property
     def compacted(self) -> bool:
@@ -149,6 +177,7 @@ class TopicConfig:
             max_message_bytes=long("max.message.bytes"),
             message_timestamp_before_max_ms=long("message.timestamp.before.max.ms"),
             message_timestamp_after_max_ms=long("message.timestamp.after.max.ms"),
+            compression_type=merged["compression.type"],
         )
 
 

@@ -359,13 +359,22 @@ def test_bad_crc() -> None:
     assert len(list(decode_records(batch, verify_crc=False))) == 1
 
 
-@pytest.mark.parametrize("codec", [1, 2, 3, 4])
-def test_compressed_batches_are_unsupported(codec: int) -> None:
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_undefined_codecs_are_refused(codec: int) -> None:
     batch = raw_batch(raw_record(simple_body()), count=1, attributes=codec)
-    with pytest.raises(CodecError, match="compression"):
+    with pytest.raises(CodecError, match="unknown compression codec"):
         list(decode_records(batch))
     with pytest.raises(CodecError):
         count_records(batch)
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_uncompressed_records_labelled_compressed_are_corrupt(codec: int) -> None:
+    # The header alone is fine (count_records reads only headers); the records are not the codec's stream.
+    batch = raw_batch(raw_record(simple_body()) * 20, count=20, last_offset_delta=19, attributes=codec)
+    assert count_records(batch) == 20
+    with pytest.raises(CodecError):
+        list(decode_records(batch))
 
 
 def test_control_batches_are_unsupported() -> None:
