@@ -89,6 +89,7 @@ _XERIAL_HEADER_SIZE = 16
 _XERIAL_BLOCK = 32 * 1024
 _INT32 = struct.Struct(">i")
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  # gzip header and trailer, not zlib's
+_GZIP_STEP = 4 << 20
 _GZIP_LEVEL = 6  # zlib's and Java Deflater's default, Kafka's compression.gzip.level default
 _ZSTD_LEVEL = 3  # Kafka's compression.zstd.level default
 # lz4: cramjam's default (fast) level, not Kafka's HC level 9: Strata compresses on the produce path and in
@@ -123,7 +124,8 @@ def compress(codec: int, data: _Buffer) -> bytes:
     if codec == SNAPPY:
         view = memoryview(data)
         parts = [_XERIAL_HEADER]
-        for start in range(0, len(view), _XERIAL_BLOCK):
+        # At least one block: aiokafka and kafka-python take a header-only stream (16 bytes) for raw snappy.
+        for start in range(0, max(len(view), 1), _XERIAL_BLOCK):
             block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK]))
             parts.append(_INT32.pack(len(block)))
             parts.append(block)
@@ -146,16 +148,20 @@ def _gunzip(data: _Buffer, limit: int) -> bytes:
     produced = 0
     rest = bytes(data)
     try:
-        while True:
+        while True:  # one gzip member per round
             inflater = zlib.decompressobj(_GZIP_WBITS)
-            # max_length bounds what this call may produce: at most one byte past the limit exists.
-            chunk = inflater.decompress(rest, limit - produced + 1)
-            produced += len(chunk)
-            if produced > limit:
-                raise _too_large("gzip", limit)
-            if not inflater.eof:
-                raise CodecError("gzip data is truncated")
-            out.append(chunk)
+            pending = rest
+            while not inflater.eof:
+                # max_length bounds each step; steps keep a bomb's peak at the limit (one big call would
+                # hold its output twice while zlib joins its blocks).
+                chunk = inflater.decompress(pending, min(_GZIP_STEP, limit - produced + 1))
+                produced += len(chunk)
+                if produced > limit:
+                    raise _too_large("gzip", limit)
+                out.append(chunk)
+                pending = inflater.unconsumed_tail
+                if not chunk and not pending and not inflater.eof:
+                    raise CodecError("gzip data is truncated")
             rest = inflater.unused_data
             if not rest:
                 return b"".join(out)
