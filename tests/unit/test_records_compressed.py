@@ -44,9 +44,10 @@ _records = st.lists(
 )
 
 
-def _build(
-    spec: list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
-) -> list[Record]:
+Spec = list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]
+
+
+def _build(spec: Spec) -> list[Record]:
     out, offset = [], -1
     for gap, jitter, key, value, headers in spec:
         offset += gap
@@ -63,7 +64,7 @@ def _one(batch: bytes) -> tuple[BatchHeader, bytes]:
 
 @FAST
 @given(st.sampled_from(CODECS), _records, st.integers(0, 10**6))
-def test_a_compressed_batch_reads_as_the_uncompressed_one(codec: int, spec: list, offset_base: int) -> None:  # type: ignore[type-arg]
+def test_a_compressed_batch_reads_as_the_uncompressed_one(codec: int, spec: Spec, offset_base: int) -> None:
     records = _build(spec)
     plain = encode_batch(records)
     packed = encode_batch(records, codec=codec)
