@@ -134,7 +134,9 @@ def test_bad_batches_get_their_own_codes_and_store_nothing(broker: RunningBroker
     corrupt = bytearray(batch([b"x"]))
     corrupt[-1] ^= 0xFF
     compressed = bytearray(batch([b"x"]))
-    struct.pack_into(">h", compressed, 21, 1)  # gzip bit (the CRC no longer matches either)
+    struct.pack_into(
+        ">h", compressed, 21, 5
+    )  # codec 5: not one of Kafka's (the CRC no longer matches either)
     too_late = batch([b"x"], ts=2**50)
     with Wire(broker.port) as wire:
         response = wire.call(
