@@ -547,7 +547,10 @@ def check_framing(batch: bytes, header: BatchHeader) -> None:
 
 def _decode_batch(data: bytes, pos: int, header: BatchHeader, offset_base: int) -> list[Record]:
     """Decode the records of the batch whose header is at ``pos``; every read stays inside the batch."""
-    data, pos, end = _expand_batch(data, pos, header)
+    if header.attributes & _COMPRESSION_MASK:
+        data, pos, end = _expand_batch(data, pos, header)
+    else:  # inline: no call per uncompressed batch
+        end = pos + header.size
     pos += RECORD_BATCH_OVERHEAD
     first_offset = offset_base + header.base_offset
     base_timestamp = header.base_timestamp
