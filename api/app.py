@@ -18,10 +18,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api import models
 from api.errors import error_response, install_error_handlers
+from api.loop import run_background_loop
 from api.middleware import RESERVATION, Admission, LimitsAndAuth
 from api.responses import JSONBytes
 from api.runtime import Runtime
-from api.worker import run_worker
 from storage.errors import BadRequest, RecordTooLarge, StrataError
 from storage.topic_config import (
     check_config_name,
@@ -59,7 +59,7 @@ def create_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await runtime.start()
-        worker = asyncio.create_task(run_worker(runtime)) if with_worker else None
+        worker = asyncio.create_task(run_background_loop(runtime)) if with_worker else None
         try:
             yield
         finally:
@@ -154,7 +154,7 @@ def create_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
         """
         name = _topic(topic)
         await asyncio.to_thread(meta.get_topic, name)
-        jobs = await asyncio.to_thread(runtime.compactor().planner.plan, name, True)
+        jobs = await asyncio.to_thread(runtime.planner().plan, name, True)
         runtime.worker_wakeup.set()
         return models.CompactOut(
             topic=name,

@@ -15,9 +15,9 @@ throughput
       (``records.decode_records``, values included) and every key hashed (``KeyHasher.hash_many``);
     - key scan (for analysis only): the same, but ``iter_batches`` + ``scan_batch`` (values skipped), which
       is what each compaction pass does per record;
-    - compaction: the real ``Compactor`` (planner with ``force`` -> one clean job over every file, because
-      the first clean job claims every file that holds the topic) on a hard-linked clone of the dataset,
-      with ``JobStats`` and ``RequestCounters``.
+    - compaction: the real ``CompactionRound`` (planner with ``force`` -> one clean job over every file,
+      because the first clean job claims every file that holds the topic) on a hard-linked clone of the
+      dataset, with ``JobStats`` and ``RequestCounters``.
     Rates are of *input*: bytes of the input chunks and records read, over the job's wall time
     (``run_jobs``). The output of the last compaction is read back and checked: one record per key, holding
     its last version. GETs per input file and PUTs per output file come from the same jobs.
@@ -80,10 +80,10 @@ if str(ROOT) not in sys.path:  # run as a script: make the project importable wi
 
 import numpy as np  # noqa: E402
 
-from agents.keys import new_object_key  # noqa: E402
 from planner.offset_map import KeyHasher  # noqa: E402
 from storage import fileformat, records  # noqa: E402
 from storage.clock import SystemClock  # noqa: E402
+from storage.keys import new_object_key  # noqa: E402
 from storage.metadata import LEVEL_INGEST, NewChunk, NewFile, open_metadata_store  # noqa: E402
 from storage.objectstore import GET, RequestCounters, open_object_store  # noqa: E402
 
@@ -439,8 +439,8 @@ def verify_output(spec: DatasetSpec, root: Path) -> dict[str, Any]:
 
 # --- child processes: one compaction job, or the raw scan -------------------------------------------------
 def child_compact(args: argparse.Namespace) -> dict[str, Any]:
-    from planner.service import Compactor, CompactorConfig
-    from planner.worker import JobRun, WorkerConfig
+    from planner.round import CompactionRound, RoundConfig
+    from planner.runner import JobRun, RunnerConfig
 
     root = Path(args.root)
     sampler = RssSampler().start()
@@ -478,8 +478,8 @@ def child_compact(args: argparse.Namespace) -> dict[str, Any]:
     meta = open_metadata_store(f"sqlite:///{root / 'metadata.db'}")
     inputs = meta.live_files()
     input_bytes = sum(f.size for f in inputs)
-    config = CompactorConfig(worker=WorkerConfig(map_bytes=args.map_mib * MiB))
-    compactor = Compactor(store, meta, SystemClock(), random.Random(args.seed), "bench-worker", config)
+    config = RoundConfig(runner=RunnerConfig(map_bytes=args.map_mib * MiB))
+    compactor = CompactionRound(store, meta, SystemClock(), random.Random(args.seed), "bench-worker", config)
     offset_map = compactor.worker.offset_map
     map_sizes: list[int] = []
     original_clear = offset_map.clear

@@ -16,7 +16,7 @@ from api.settings import Settings
 from pipeline.compaction import compact_on_spark
 from pipeline.options import InvalidReadOption
 from pipeline.reader import latest_per_key, read_topic
-from planner.service import Compactor
+from planner.round import CompactionRound
 from storage.errors import UnknownPartition, UnknownTopic
 from tests.fixtures.server import RunningServer, local_settings, run_server
 
@@ -68,7 +68,7 @@ def _produce_dataset(srv: RunningServer) -> dict[str, str]:
         assert srv.produce("users", batch).status_code == 200
         if round_ == 3:
             rt = srv.runtime
-            compactor = Compactor(rt.store, rt.metadata, rt.clock, random.Random(1), "test")
+            compactor = CompactionRound(rt.store, rt.metadata, rt.clock, random.Random(1), "test")
             compactor.run_once("users", force=True)  # holes in the middle of the log
     return reference
 
@@ -234,7 +234,7 @@ def test_spark_compaction_equals_the_local_worker(spark: Any, tmp_path: Path) ->
                 )
             if mode == "local":
                 rt = srv.runtime
-                Compactor(rt.store, rt.metadata, rt.clock, random.Random(3), "local").run_once(
+                CompactionRound(rt.store, rt.metadata, rt.clock, random.Random(3), "local").run_once(
                     "c", force=True
                 )
             else:
