@@ -53,6 +53,7 @@ Results: tables on stdout, JSON in bench/results/compaction-<time>.json (ignored
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -440,37 +441,30 @@ def verify_output(spec: DatasetSpec, root: Path) -> dict[str, Any]:
 # --- child processes: one compaction job, or the raw scan -------------------------------------------------
 def child_compact(args: argparse.Namespace) -> dict[str, Any]:
     from planner.round import CompactionRound, RoundConfig
-    from planner.runner import JobRun, RunnerConfig
+    from planner.runner import RunnerConfig
 
     root = Path(args.root)
     sampler = RssSampler().start()
     phases: list[dict[str, Any]] = []
 
-    def timed(name: str, fn: Any) -> Any:
-        def wrapper(self: Any, *a: Any, **kw: Any) -> Any:
-            t0 = time.perf_counter() - sampler.t0
-            rss0 = status_kib("VmRSS")
-            try:
-                return fn(self, *a, **kw)
-            finally:
-                t1 = time.perf_counter() - sampler.t0
-                phases.append(
-                    {
-                        "phase": name,
-                        "start_s": round(t0, 3),
-                        "seconds": round(t1 - t0, 3),
-                        "rss_start_mib": round(rss0 / 1024, 1),
-                        "rss_end_mib": round(status_kib("VmRSS") / 1024, 1),
-                        "rss_peak_mib": round(max(sampler.peak_between(t0, t1), rss0) / 1024, 1),
-                    }
-                )
-
-        return wrapper
-
-    # Instrumentation only (timings and RSS around each pass and upload); the code under test is unchanged.
-    JobRun._pass1 = timed("pass1", JobRun._pass1)  # type: ignore[method-assign]
-    JobRun._pass2 = timed("pass2", JobRun._pass2)  # type: ignore[method-assign]
-    JobRun._seal = timed("seal", JobRun._seal)  # type: ignore[method-assign]
+    @contextlib.contextmanager
+    def timed(name: str) -> Iterator[None]:
+        t0 = time.perf_counter() - sampler.t0
+        rss0 = status_kib("VmRSS")
+        try:
+            yield
+        finally:
+            t1 = time.perf_counter() - sampler.t0
+            phases.append(
+                {
+                    "phase": name,
+                    "start_s": round(t0, 3),
+                    "seconds": round(t1 - t0, 3),
+                    "rss_start_mib": round(rss0 / 1024, 1),
+                    "rss_end_mib": round(status_kib("VmRSS") / 1024, 1),
+                    "rss_peak_mib": round(max(sampler.peak_between(t0, t1), rss0) / 1024, 1),
+                }
+            )
 
     rss_imports = status_kib("VmRSS")
     counters = RequestCounters()
@@ -480,7 +474,9 @@ def child_compact(args: argparse.Namespace) -> dict[str, Any]:
     input_bytes = sum(f.size for f in inputs)
     config = RoundConfig(runner=RunnerConfig(map_bytes=args.map_mib * MiB))
     compactor = CompactionRound(store, meta, SystemClock(), random.Random(args.seed), "bench-worker", config)
-    offset_map = compactor.worker.offset_map
+    # Instrumentation only (timings and RSS around each pass and upload): JobRun's phase hook.
+    compactor.runner.on_phase = timed
+    offset_map = compactor.runner.offset_map
     map_sizes: list[int] = []
     original_clear = offset_map.clear
 
