@@ -15,7 +15,7 @@ import pytest
 
 from planner.jobs import JobSpec
 from planner.round import CompactionRound, RoundConfig
-from planner.stats import JobOutcome
+from planner.stats import JobOutcome, JobStats
 from storage.clock import SkewedClock
 from storage.keys import DATA_PREFIX, new_object_key
 from storage.metadata.base import JOB_DONE, JOB_LEASED, Job
@@ -99,3 +99,42 @@ def test_a_retriable_error_fails_its_job_and_the_round_goes_on_gc_included(srv: 
 
 def _input_keys(job: Job) -> set[str]:
     return {f.object_key for f in JobSpec.from_json(job.spec).inputs}
+
+
+class Recorder:
+    """A ``RoundProgress`` that writes down what it is told, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, object]] = []
+
+    def planned(self, jobs: list[Job]) -> None:
+        self.events.append(("planned", [j.job_id for j in jobs]))
+
+    def job_done(self, job: Job, stats: JobStats) -> None:
+        self.events.append(("done", (job.job_id, stats.outcome)))
+
+
+def test_the_round_reports_its_plan_then_each_job(srv: RunningServer) -> None:
+    srv.create_topic("t", partitions=2, **COMPACT)
+    for r in range(2):
+        assert srv.produce("t", [{"key": f"k{k}", "value": str(r)} for k in range(6)]).status_code == 200
+    rt = srv.runtime
+    seen: list[int] = []
+    compaction = CompactionRound(
+        rt.store, rt.metadata, rt.clock, random.Random(5), "w", on_job=lambda job, _: seen.append(job.job_id)
+    )
+    progress = Recorder()
+    result = compaction.run_once("t", force=True, progress=progress)
+    planned = [j.job_id for j in result.planned]
+    assert planned  # one clean job: its files hold both partitions
+    assert progress.events == [("planned", planned)] + [("done", (i, JobOutcome.COMMITTED)) for i in planned]
+    assert seen == planned  # the round's own hook (metrics) sees every job too
+
+
+def test_the_compact_endpoint_plans_without_building_a_job_runner(srv: RunningServer) -> None:
+    srv.create_topic("t", **COMPACT)
+    assert srv.produce("t", [{"key": "k", "value": "v"}]).status_code == 200
+    response = srv.client.post("/v1/topics/t/compact")
+    assert response.status_code == 202, response.text
+    assert len(response.json()["planned"]) == 1
+    assert srv.runtime._round is None  # no offset map was allocated in this agent-only process
