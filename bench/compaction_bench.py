@@ -31,7 +31,7 @@ memory
     reads the output back and checks that every key's latest value survived, and nothing else did.
 
 lag
-    A real ``strata serve`` (role all, embedded defaults, default planner/worker settings) on a free
+    A real ``strata serve`` (role all, embedded defaults, default planner/runner settings) on a free
     127.0.0.1 port. ``--lag-keys`` keys, each updated every ``--lag-update-s`` seconds (requests of
     ``--lag-batch`` keys, evenly spaced, sent by ``--lag-producers`` concurrent lanes because each ack waits
     for a flush), optionally after ``--lag-preload-keys`` cold keys written once (a live, clean part of the
