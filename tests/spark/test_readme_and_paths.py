@@ -6,6 +6,8 @@ import contextlib
 import io
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +95,24 @@ def test_readme_read_from_spark_example_runs_as_written(spark: Any, tmp_path: Pa
     # (totals 1, 3, 5, 7) from the earliest. show() prints the latest-per-key values as hex bytes.
     assert {i for i in range(8) if f"total {i}" in shown} == {1, 3, 4, 5, 6, 7}
     assert "order-0" in shown
+
+
+def test_spark_submit_runs_the_documented_entry_point(tmp_path: Path) -> None:
+    """README: ``spark-submit scripts/spark_compact.py [the same options]``."""
+    import pyspark
+
+    spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    with run_server(local_settings(tmp_path / "my checkout")) as srv:
+        srv.create_topic("cc", **{"cleanup.policy": "compact"})
+        for i in range(3):
+            assert srv.produce("cc", [{"key": "k", "value": str(i)}]).status_code == 200
+        data_dir = srv.runtime.settings.data_dir
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        script = README.parent / "scripts" / "spark_compact.py"
+        argv = [str(spark_submit), "--master", "local[1]", str(script), "--topic", "cc", "--force"]
+        done = subprocess.run(
+            [*argv, "--data-dir", data_dir], env=env, capture_output=True, text=True, timeout=240, check=False
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "1 job(s) ran on Spark (local[1])" in done.stdout
+        assert [r["value"] for r in srv.read_all("cc", 0)] == ["2"]
