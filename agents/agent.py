@@ -4,6 +4,11 @@
 committed to the metadata store, and every cache can be dropped. Any number of agents can share one bucket
 and one metadata store.
 
+The agent core is front-door neutral: ``produce`` takes a ``ProduceRequest`` that is already validated,
+partitioned and encoded, plus the memory ``Reservation`` the front door took before reading it
+(agents/buffer.py). HTTP builds requests with ``prepare`` (agents/encode.py); Kafka clients send encoded
+batches.
+
 Flush trigger: ``flush_interval_ms`` after the first record entered the open buffer, or as soon as the
 open buffer holds ``flush_bytes``. Up to ``max_inflight_flushes`` flushes may upload/commit at once; the
 buffer keeps filling meanwhile, bounded by ``buffer_bytes`` (open + in flight).
@@ -14,28 +19,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agents.buffer import PartitionBatch, PendingFlush, PendingRequest, ProduceBuffer
+from agents.buffer import PendingFlush, PendingRequest, ProduceBuffer, ProduceRequest, Reservation
 from agents.cache import ObjectCache
+from agents.encode import ProduceRecord, RequestEncoder
 from agents.fetch import Fetcher, FetchResult
 from agents.flusher import Flusher
 from agents.metrics import Metrics
+from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
-from storage import records
 from storage.clock import Clock
-from storage.errors import InvalidPayload, RecordTooLarge, StrataError, Unavailable, UnknownPartition
+from storage.errors import StrataError, Unavailable
 from storage.metadata.base import MetadataStore, TopicInfo
 from storage.objectstore.base import AsyncObjectStore
-from storage.partitioner import partition_for_key
 from storage.topic_config import TopicConfig
 
 log = logging.getLogger("strata.agent")
 
 MiB = 1024 * 1024
-# Per-record framing overhead counted against max.message.bytes (Kafka counts the batch framing too).
-RECORD_OVERHEAD = 70
 HOUSEKEEPING_INTERVAL_S = 60.0
 
 
@@ -48,15 +51,6 @@ class AgentConfig:
     max_inflight_flushes: int = 4
     idempotency_window_ms: int = 3_600_000
     topic_cache_ttl_s: float = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class ProduceRecord:
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[records.Header, ...] = ()
-    partition: int | None = None
-    timestamp: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +79,11 @@ class Agent:
         self.buffer = ProduceBuffer(config.buffer_bytes)
         self.cache = ObjectCache(config.cache_bytes)
         self.watch = PartitionWatch()
-        self.flusher = Flusher(store, metadata, self.cache, self.watch, metrics, clock, rng)
+        self.encoder = RequestEncoder(rng)
+        self.sequencer = CommitSequencer()
+        self.flusher = Flusher(store, metadata, self.cache, self.watch, metrics, clock, rng, self.sequencer)
         self.fetcher = Fetcher(store, metadata, self.cache, self.watch, clock)
         self._topics: dict[str, CachedTopic] = {}
-        self._round_robin: dict[str, int] = {}
         self._inflight_keys: dict[str, asyncio.Future[list[tuple[int, int]]]] = {}
         self._wakeup = asyncio.Event()
         self._slots = asyncio.Semaphore(config.max_inflight_flushes)
@@ -132,125 +127,73 @@ class Agent:
         self._topics.pop(name, None)
 
     # --- produce -----------------------------------------------------------------------------------------
-    async def produce(
-        self,
-        topic: str,
-        recs: Sequence[ProduceRecord],
-        idempotency_key: str | None = None,
-        before_buffering: Callable[[], None] | None = None,
-    ) -> list[tuple[int, int]]:
-        """Buffer the records, wait for their flush to commit, return (partition, offset) per record.
-
-        ``before_buffering`` runs just before the encoded request enters the buffer (the HTTP layer
-        releases the memory it reserved for the request body there).
-        """
-
-        started = self.clock.monotonic()
+    async def prepare(self, topic: str, recs: Sequence[ProduceRecord]) -> ProduceRequest:
+        """Validate, partition and encode records against the topic's current configuration."""
         cached = await self.topic(topic)
-        future: asyncio.Future[list[tuple[int, int]]] = asyncio.get_running_loop().create_future()
-        if idempotency_key is None:
-            self._enqueue(self._encode(cached, recs, None, future), before_buffering)
-        else:
-            inflight = self._inflight_keys.get(idempotency_key)
-            if inflight is not None:
-                return await asyncio.shield(inflight)  # same key already on its way on this agent
-            # Registered before the first await, so concurrent duplicates on this agent find it.
-            self._inflight_keys[idempotency_key] = future
-            future.add_done_callback(lambda _: self._inflight_keys.pop(idempotency_key, None))
-            settled = False  # True once the future has an answer or belongs to a queued request
-            try:
-                not_before = self.clock.now_ms() - self.config.idempotency_window_ms
-                previous = await asyncio.to_thread(
-                    self.metadata.lookup_idempotency, idempotency_key, not_before
-                )
-                if previous is not None:
-                    future.set_result(previous)
-                else:
-                    self._enqueue(self._encode(cached, recs, idempotency_key, future), before_buffering)
-                settled = True
-            except StrataError as exc:
-                future.set_exception(exc)
-                future.exception()  # retrieved: this request re-raises it below
-                raise
-            finally:
-                if not settled and not future.done():  # cancelled before reaching the buffer
-                    future.set_exception(Unavailable("the original request was cancelled"))
-                    future.exception()
-        # Shielded: a client that disconnects must not cancel a future other duplicates wait on.
-        offsets = await asyncio.shield(future)
+        return self.encoder.encode(cached.info, cached.config, recs, self.clock.now_ms())
+
+    async def produce_records(
+        self, topic: str, recs: Sequence[ProduceRecord], idempotency_key: str | None = None
+    ) -> list[tuple[int, int]]:
+        """``prepare`` + ``produce`` for in-process callers that hold no reservation of their own."""
+        reservation = self.buffer.reserve(0)  # refused at once if the buffer is already full
+        return await self.produce(await self.prepare(topic, recs), reservation, idempotency_key)
+
+    async def produce(
+        self, request: ProduceRequest, reservation: Reservation, idempotency_key: str | None = None
+    ) -> list[tuple[int, int]]:
+        """Buffer a validated, encoded request; wait for its flush to commit; (partition, offset) per record.
+
+        ``reservation`` is the memory the front door reserved for this request: the buffer consumes it when
+        the request enters the buffer, and it is released here on every other path.
+        """
+        started = self.clock.monotonic()
+        try:
+            offsets = await self._produce(request, reservation, idempotency_key)
+        finally:
+            reservation.release()
         self.metrics.produce_records.inc(len(offsets))
         self.metrics.produce_latency.observe(self.clock.monotonic() - started)
         return offsets
 
-    def _enqueue(self, request: PendingRequest, before_buffering: Callable[[], None] | None) -> None:
-        if before_buffering is not None:
-            before_buffering()
-        self.buffer.add(request, self.clock.monotonic())
+    async def _produce(
+        self, request: ProduceRequest, reservation: Reservation, idempotency_key: str | None
+    ) -> list[tuple[int, int]]:
+        future: asyncio.Future[list[tuple[int, int]]] = asyncio.get_running_loop().create_future()
+        if idempotency_key is None:
+            self._enqueue(PendingRequest(request, None, future), reservation)
+            # Shielded: a client that disconnects must not cancel the flush's bookkeeping.
+            return await asyncio.shield(future)
+        inflight = self._inflight_keys.get(idempotency_key)
+        if inflight is not None:
+            return await asyncio.shield(inflight)  # same key already on its way on this agent
+        # Registered before the first await, so concurrent duplicates on this agent find it.
+        self._inflight_keys[idempotency_key] = future
+        future.add_done_callback(lambda _: self._inflight_keys.pop(idempotency_key, None))
+        settled = False  # True once the future has an answer or belongs to a queued request
+        try:
+            not_before = self.clock.now_ms() - self.config.idempotency_window_ms
+            previous = await asyncio.to_thread(self.metadata.lookup_idempotency, idempotency_key, not_before)
+            if previous is not None:
+                future.set_result(previous)
+            else:
+                self._enqueue(PendingRequest(request, idempotency_key, future), reservation)
+            settled = True
+        except StrataError as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: this request re-raises it below
+            raise
+        finally:
+            if not settled and not future.done():  # cancelled before reaching the buffer
+                future.set_exception(Unavailable("the original request was cancelled"))
+                future.exception()
+        # Shielded: a client that disconnects must not cancel a future other duplicates wait on.
+        return await asyncio.shield(future)
+
+    def _enqueue(self, pending: PendingRequest, reservation: Reservation) -> None:
+        self.buffer.add(pending, reservation, self.clock.monotonic())
         if len(self.buffer) == 1 or self.buffer.open_bytes >= self.config.flush_bytes:
             self._wakeup.set()
-
-    def _encode(
-        self,
-        cached: CachedTopic,
-        recs: Sequence[ProduceRecord],
-        idempotency_key: str | None,
-        future: asyncio.Future[list[tuple[int, int]]],
-    ) -> PendingRequest:
-        info, config = cached.info, cached.config
-        now = self.clock.now_ms()
-        by_partition: dict[int, list[records.Record]] = {}
-        order: list[tuple[int, int]] = []  # (partition, index within its batch), in request order
-        for i, rec in enumerate(recs):
-            size = RECORD_OVERHEAD + len(rec.key or b"") + len(rec.value or b"")
-            size += sum(len(h.key) + len(h.value or b"") for h in rec.headers)
-            if size > config.max_message_bytes:
-                raise RecordTooLarge(
-                    f"record {i} is {size} bytes, more than max.message.bytes={config.max_message_bytes}"
-                )
-            if rec.key is None and config.compacted:
-                raise InvalidPayload(f"record {i} has no key; topic {info.name!r} is compacted")
-            partition = self._partition(info, rec)
-            batch = by_partition.setdefault(partition, [])
-            order.append((partition, len(batch)))
-            ts = rec.timestamp if rec.timestamp is not None else now
-            batch.append(records.Record(len(batch), ts, rec.key, rec.value, rec.headers))
-        batches: list[PartitionBatch] = []
-        batch_index: dict[int, int] = {}
-        for partition, batch_records in by_partition.items():
-            batch_index[partition] = len(batches)
-            timestamps = [r.timestamp for r in batch_records]
-            batches.append(
-                PartitionBatch(
-                    info.name,
-                    partition,
-                    records.encode_batch(batch_records),
-                    len(batch_records),
-                    min(timestamps),
-                    max(timestamps),
-                )
-            )
-        return PendingRequest(
-            topic=info.name,
-            batches=batches,
-            order=[(batch_index[p], j) for p, j in order],
-            idempotency_key=idempotency_key,
-            future=future,
-        )
-
-    def _partition(self, info: TopicInfo, rec: ProduceRecord) -> int:
-        if rec.partition is not None:
-            if not 0 <= rec.partition < info.partitions:
-                raise UnknownPartition(
-                    f"partition {rec.partition} does not exist: topic {info.name!r} has "
-                    f"partitions 0..{info.partitions - 1}"
-                )
-            return rec.partition
-        if rec.key is not None:
-            return partition_for_key(rec.key, info.partitions)
-        # Null keys are spread round-robin, as Kafka's clients did before sticky partitioning.
-        n = self._round_robin.get(info.name, self.rng.randrange(info.partitions))
-        self._round_robin[info.name] = n + 1
-        return n % info.partitions
 
     # --- flushing ----------------------------------------------------------------------------------------
     async def _flush_loop(self) -> None:

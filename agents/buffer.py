@@ -1,16 +1,22 @@
-"""The produce buffer, shared by every topic-partition this agent writes.
+"""The produce buffer and its memory budget, shared by every topic-partition this agent writes.
 
-A produce request arrives already partitioned and encoded: one RecordBatch per partition it touches (batch
-base offsets are relative, 0). The buffer queues requests in arrival order; the flush groups their batches
-into one chunk per (topic, partition) and, once committed, answers each request with absolute offsets in
-request order.
+A produce request arrives already validated, partitioned and encoded: one RecordBatch per partition it
+touches (batch base offsets relative, 0). The buffer queues requests in arrival order; the flush groups their
+batches into one chunk per (topic, partition) and, once committed, answers each request with absolute
+offsets in request order.
 
-``drain()`` hands the accumulated batches over to one flush as a ``PendingFlush`` and starts an empty
-buffer. Memory: ``bytes_held`` counts bytes in the open buffer, bytes in flushes not yet finished, and
-``reserved`` bytes: requests whose bodies are still being read and parsed (the HTTP layer reserves before
-it reads a body, so an overloaded agent refuses a request before spending memory or CPU on it). ``add``
-and ``reserve`` refuse (BufferFull, HTTP 429) what would push the total over ``max_bytes``: that is the
-agent's memory bound; records are only ever held here (and in the bounded object cache).
+Memory (invariant 6) is owned here and nowhere else. ``bytes_held`` is the sum of:
+- bytes in the open buffer (requests not yet drained);
+- bytes in flushes not yet finished (drained, uploading or committing);
+- live ``Reservation``s: memory a front door holds for a request it is still reading, parsing or encoding.
+A front door reserves *before* it reads a request body, so an overloaded agent refuses (``BufferFull``,
+HTTP 429, Kafka's throttling) without spending memory or CPU on it. A reservation is:
+- shrunk (``shrink_to``) when the front door knows the request needs less;
+- consumed by ``add``, which turns it into the request's bytes in the open buffer;
+- released once (``release``), by whoever gives up on the request; releasing again, or after ``add``
+  consumed it, does nothing. So every path (success, validation error, cancelled client) can release in a
+  ``finally`` without double-counting.
+Nothing else holds records (the object cache has its own bound), so ``max_bytes`` bounds produce memory.
 """
 
 from __future__ import annotations
@@ -35,70 +41,126 @@ class PartitionBatch:
     max_timestamp: int
 
 
-@dataclass(slots=True)
-class PendingRequest:
-    """A produce request waiting for its flush to commit.
+@dataclass(frozen=True, slots=True)
+class ProduceRequest:
+    """A validated, partitioned and encoded produce request: what a front door hands the agent core.
 
-    ``order`` gives, for each record in request order, (index into ``batches``, index within that batch).
+    ``order`` gives, for each record in request order, (index into ``batches``, index within that batch):
+    the agent answers with one (partition, offset) per record in that order.
     """
 
     topic: str
     batches: list[PartitionBatch]
     order: list[tuple[int, int]]
+
+    @property
+    def size(self) -> int:
+        return sum(len(b.data) for b in self.batches)
+
+
+@dataclass(slots=True)
+class PendingRequest:
+    """A produce request in the buffer, waiting for its flush to commit."""
+
+    request: ProduceRequest
     idempotency_key: str | None
     future: asyncio.Future[list[tuple[int, int]]]
     size: int = 0
-    # Filled by build_file: for each batch, the relative offset of its first record within its chunk.
-    chunk_starts: list[int] = field(default_factory=list)
+
+    @property
+    def topic(self) -> str:
+        return self.request.topic
+
+    @property
+    def batches(self) -> list[PartitionBatch]:
+        return self.request.batches
 
 
 @dataclass(slots=True)
 class PendingFlush:
-    """Everything one flush writes: the requests, in arrival order, and their bytes."""
+    """Everything one flush writes: the requests, in arrival order, and their bytes.
+
+    ``seq`` is the flush's place in cut order: flushes commit in this order (agents/sequencer.py).
+    """
 
     requests: list[PendingRequest]
     size: int
+    seq: int = 0
 
 
+class Reservation:
+    """Bytes of the buffer's budget held for one request before it enters the buffer. See the module doc."""
+
+    __slots__ = ("_buffer", "_size")
+
+    def __init__(self, buffer: ProduceBuffer, size: int) -> None:
+        self._buffer = buffer
+        self._size = size
+
+    @property
+    def size(self) -> int:
+        """Bytes still held; 0 once released or consumed."""
+        return self._size
+
+    def shrink_to(self, size: int) -> None:
+        """Give back what the request turned out not to need. Never grows: growing needs admission."""
+        if size < self._size:
+            self._buffer._reserved -= self._size - max(size, 0)
+            self._size = max(size, 0)
+
+    def release(self) -> None:
+        """Give the bytes back. Safe to call any number of times, and after ``ProduceBuffer.add``."""
+        self._buffer._reserved -= self._size
+        self._size = 0
+
+
+@dataclass(slots=True)
 class ProduceBuffer:
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._requests: list[PendingRequest] = []
-        self._open_bytes = 0
-        self._inflight_bytes = 0
-        self._reserved = 0
-        self.first_append_at: float | None = None  # monotonic time of the first record in the open buffer
+    max_bytes: int
+    _requests: list[PendingRequest] = field(default_factory=list)
+    _open_bytes: int = 0
+    _inflight_bytes: int = 0
+    _reserved: int = 0
+    _next_seq: int = 0
+    first_append_at: float | None = None  # monotonic time of the first record in the open buffer
 
     @property
     def open_bytes(self) -> int:
         return self._open_bytes
 
     @property
+    def reserved_bytes(self) -> int:
+        return self._reserved
+
+    @property
     def bytes_held(self) -> int:
         return self._open_bytes + self._inflight_bytes + self._reserved
 
-    def reserve(self, nbytes: int) -> None:
-        """Hold ``nbytes`` of the budget for a request body about to be read; BufferFull if it can't fit."""
-        if self.bytes_held > 0 and self.bytes_held + nbytes > self.max_bytes:
-            raise BufferFull(
-                f"produce buffer is full ({self.bytes_held} of {self.max_bytes} bytes held); retry later"
-            )
-        # An empty buffer admits anything, so a body larger than the whole budget still reaches validation
-        # (and its own clear error) instead of being refused as "full" forever.
-        self._reserved += nbytes
+    def _admit(self, nbytes: int) -> None:
+        held = self.bytes_held
+        # An empty buffer admits anything, so a request larger than the whole budget still reaches
+        # validation (and its own clear error) instead of being refused as "full" forever.
+        if held > 0 and held + nbytes > self.max_bytes:
+            raise BufferFull(f"produce buffer is full ({held} of {self.max_bytes} bytes held); retry later")
 
-    def unreserve(self, nbytes: int) -> None:
-        self._reserved -= nbytes
+    def reserve(self, nbytes: int) -> Reservation:
+        """Hold ``nbytes`` of the budget for a request about to be read; BufferFull if it can't fit."""
+        self._admit(nbytes)
+        self._reserved += nbytes
+        return Reservation(self, nbytes)
 
     def __len__(self) -> int:
         return len(self._requests)
 
-    def add(self, request: PendingRequest, now: float) -> None:
-        size = sum(len(b.data) for b in request.batches)
-        if self.bytes_held + size > self.max_bytes:
-            raise BufferFull(
-                f"produce buffer is full ({self.bytes_held} of {self.max_bytes} bytes held); retry later"
-            )
+    def add(self, request: PendingRequest, reservation: Reservation, now: float) -> None:
+        """Queue ``request``, consuming ``reservation``; BufferFull (reservation kept) if it can't fit.
+
+        The request's bytes replace the reservation's; only growth beyond what was reserved needs admission.
+        """
+        size = request.request.size
+        if size > reservation.size:
+            self._admit(size - reservation.size)
+        reservation.release()
         request.size = size
         self._requests.append(request)
         self._open_bytes += size
@@ -106,8 +168,9 @@ class ProduceBuffer:
             self.first_append_at = now
 
     def drain(self) -> PendingFlush:
-        """Hand the open buffer to a flush. Its bytes stay counted until ``release``."""
-        flush = PendingFlush(self._requests, self._open_bytes)
+        """Hand the open buffer to the next flush in cut order. Its bytes stay counted until ``release``."""
+        flush = PendingFlush(self._requests, self._open_bytes, self._next_seq)
+        self._next_seq += 1
         self._inflight_bytes += self._open_bytes
         self._requests = []
         self._open_bytes = 0

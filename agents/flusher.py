@@ -6,6 +6,8 @@ Sequence of one flush (the order is the durability argument):
 2. One PUT of the whole file (retried on transient errors by the store wrapper).
 3. One metadata transaction assigns every chunk its absolute base offset and records idempotency keys.
 4. Only now is any waiting producer answered with offsets.
+Uploads of up to ``max_inflight_flushes`` flushes run in parallel, but step 3 waits for the flush's turn:
+commits happen in the order the flushes were cut (agents/sequencer.py, invariant 8).
 If 2 or 3 fails, every waiter gets ``Unavailable`` (HTTP 503 / 50003) and nothing is acknowledged. A crash
 between 2 and 3 leaves an uploaded file that no chunk row references: an orphan, removed by GC later.
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from agents.buffer import PendingFlush, PendingRequest, TopicPartition
 from agents.cache import ObjectCache
 from agents.metrics import Metrics
+from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
 from storage import fileformat, records
 from storage.clock import Clock
@@ -53,15 +56,27 @@ class BuiltFile:
     data: bytes
     chunks: list[NewChunk]
     tps: list[TopicPartition]
+    # starts[r][b]: the relative offset, within its chunk, of request r's batch b's first record.
+    starts: list[list[int]]
+
+    def placements(self, index: int, req: PendingRequest) -> list[tuple[int, int]]:
+        """(chunk index, relative offset in the chunk) of each record of ``req`` (request ``index``)."""
+        index_of = {tp: i for i, tp in enumerate(self.tps)}
+        starts = self.starts[index]
+        out = []
+        for batch_index, record_index in req.request.order:
+            batch = req.batches[batch_index]
+            out.append((index_of[(batch.topic, batch.partition)], starts[batch_index] + record_index))
+        return out
 
 
-def build_file(flush: PendingFlush, requests: list[PendingRequest]) -> BuiltFile:
-    """Encode the file for ``requests`` (a subset of ``flush.requests`` after conflicts). Pure."""
-    per_tp: dict[TopicPartition, list[tuple[PendingRequest, int]]] = {}
-    for req in requests:
-        req.chunk_starts = [0] * len(req.batches)
-        for i, batch in enumerate(req.batches):
-            per_tp.setdefault((batch.topic, batch.partition), []).append((req, i))
+def build_file(requests: list[PendingRequest]) -> BuiltFile:
+    """Encode one multi-partition file holding ``requests``' batches. Pure: the inputs are not changed."""
+    per_tp: dict[TopicPartition, list[tuple[int, int]]] = {}  # tp -> [(request index, batch index)]
+    starts = [[0] * len(req.batches) for req in requests]
+    for r, req in enumerate(requests):
+        for b, batch in enumerate(req.batches):
+            per_tp.setdefault((batch.topic, batch.partition), []).append((r, b))
     builder = fileformat.FileBuilder()
     chunks: list[NewChunk] = []
     tps = sorted(per_tp)
@@ -69,14 +84,14 @@ def build_file(flush: PendingFlush, requests: list[PendingRequest]) -> BuiltFile
         buf = bytearray()
         count = 0
         min_ts, max_ts = 2**63 - 1, -(2**63)
-        for req, i in per_tp[tp]:
-            batch = req.batches[i]
+        for r, b in per_tp[tp]:
+            batch = requests[r].batches[b]
             position = len(buf)
             buf += batch.data
             # Batch base offsets inside a chunk are relative to the chunk's base (ARCHITECTURE: the commit
-            # assigns the absolute base). Not covered by the batch CRC, so patching is safe.
+            # assigns the absolute base). Not covered by the batch CRC, so patching the copy is safe.
             records.set_base_offset(buf, position, count)
-            req.chunk_starts[i] = count
+            starts[r][b] = count
             count += batch.record_count
             min_ts = min(min_ts, batch.min_timestamp)
             max_ts = max(max_ts, batch.max_timestamp)
@@ -101,15 +116,7 @@ def build_file(flush: PendingFlush, requests: list[PendingRequest]) -> BuiltFile
                 crc=meta.crc,
             )
         )
-    return BuiltFile(builder.finish(), chunks, tps)
-
-
-def _placements(req: PendingRequest, index_of: dict[TopicPartition, int]) -> list[tuple[int, int]]:
-    out = []
-    for batch_index, record_index in req.order:
-        batch = req.batches[batch_index]
-        out.append((index_of[(batch.topic, batch.partition)], req.chunk_starts[batch_index] + record_index))
-    return out
+    return BuiltFile(builder.finish(), chunks, tps, starts)
 
 
 class Flusher:
@@ -122,7 +129,9 @@ class Flusher:
         metrics: Metrics,
         clock: Clock,
         rng: random.Random,
+        sequencer: CommitSequencer,
     ) -> None:
+        self.sequencer = sequencer
         self.store = store
         self.metadata = metadata
         self.cache = cache
@@ -132,14 +141,14 @@ class Flusher:
         self.rng = rng
 
     async def flush(self, flush: PendingFlush) -> None:
-        """Write and commit ``flush``, then settle every waiting request's future."""
+        """Write and commit ``flush`` in its turn, then settle every waiting request's future."""
         requests = list(flush.requests)
         try:
             for _ in range(_MAX_CONFLICT_ROUNDS):
                 if not requests:
                     return
                 try:
-                    await self._write_and_commit(flush, requests)
+                    await self._write_and_commit(flush.seq, requests)
                     return
                 except IdempotencyConflict as conflict:
                     requests = self._answer_duplicates(requests, conflict)
@@ -150,8 +159,10 @@ class Flusher:
             error = exc if exc.retriable else Unavailable(f"flush failed: {exc.message}")
             self._fail(requests, error)
         finally:
-            # Whatever happened (a bug included), no producer waits forever and none is acked wrongly.
+            # Whatever happened (a bug included), no producer waits forever and none is acked wrongly, and
+            # the next flush gets its turn to commit.
             self._fail(requests, Unavailable("flush failed unexpectedly; the records were not acknowledged"))
+            await self.sequencer.done(flush.seq)
 
     @staticmethod
     def _fail(requests: list[PendingRequest], error: StrataError) -> None:
@@ -193,19 +204,21 @@ class Flusher:
                 await self.clock.asleep(COMMIT_BACKOFF_S * 2**attempt)
         raise AssertionError("unreachable")
 
-    async def _write_and_commit(self, flush: PendingFlush, requests: list[PendingRequest]) -> None:
-        built = build_file(flush, requests)
+    async def _write_and_commit(self, seq: int, requests: list[PendingRequest]) -> None:
+        built = build_file(requests)
         key = new_object_key(LEVEL_INGEST, self.clock, self.rng)
         started = self.clock.monotonic()
         await self.store.put(key, built.data)
-        index_of = {tp: i for i, tp in enumerate(built.tps)}
+        placements = [built.placements(i, req) for i, req in enumerate(requests)]
         entries = [
-            IdempotencyEntry(req.idempotency_key, req.topic, _placements(req, index_of))
-            for req in requests
+            IdempotencyEntry(req.idempotency_key, req.topic, placements[i])
+            for i, req in enumerate(requests)
             if req.idempotency_key is not None
         ]
         new_file = NewFile(key, len(built.data), LEVEL_INGEST, self.clock.now_ms())
+        await self.sequencer.wait_turn(seq)
         result = await self._commit(new_file, built.chunks, entries)
+        await self.sequencer.done(seq)
         # Committed: from here on the records are durable and visible, so waiters may be acknowledged.
         self.cache.put_file(key, built.data)
         self.watch.notify(built.tps)
@@ -215,17 +228,15 @@ class Flusher:
             npartitions=len(built.chunks),
             seconds=self.clock.monotonic() - started,
         )
-        for req in requests:
+        for req, placed in zip(requests, placements, strict=True):
             if req.future.done():
                 continue
-            placements = _placements(req, index_of)
-            bases = [result.base_offsets[chunk_index] for chunk_index, _ in placements]
-            if any(base < 0 for base in bases):
+            if any(result.base_offsets[chunk_index] < 0 for chunk_index, _ in placed):
                 req.future.set_exception(UnknownTopic(f"topic {req.topic!r} was deleted during produce"))
                 continue
             req.future.set_result(
                 [
                     (built.chunks[chunk_index].partition, result.base_offsets[chunk_index] + rel)
-                    for chunk_index, rel in placements
+                    for chunk_index, rel in placed
                 ]
             )

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from agents.agent import ProduceRecord
+from agents.encode import ProduceRecord
 from api.runtime import build_runtime
 from api.settings import Settings
 
@@ -43,7 +43,7 @@ async def _produce(settings: Settings, console: Console, keys: int, updates: int
                     reference.pop(user, None)
                 else:
                     reference[user] = value
-            await runtime.agent.produce(TOPIC, batch)
+            await runtime.agent.produce_records(TOPIC, batch)
         console.print(f"produced {keys * updates} updates of {keys} users to [bold]{TOPIC}[/bold]")
     finally:
         await runtime.close()

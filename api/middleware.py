@@ -1,4 +1,9 @@
-"""Pure-ASGI middleware: request body size limit and optional bearer-token auth.
+"""Pure-ASGI middleware: request body size limit, optional bearer-token auth, and produce admission.
+
+Admission: before a produce body is read, the agent's buffer is asked for a ``Reservation`` of a few times
+its declared size (agents/buffer.py owns the budget). The reservation rides in the ASGI scope to the
+produce handler, which hands it to the agent; the buffer consumes it when the request is queued. Whatever
+path the request takes, this middleware releases it at the end, which does nothing if it was consumed.
 
 Body limit: a declared Content-Length over the limit is refused before any byte is read; a chunked body is
 counted as it streams and refused once it passes the limit. Either way the request never reaches a handler,
@@ -13,12 +18,13 @@ from collections.abc import Callable
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agents.buffer import Reservation
 from storage.errors import BadRequest, BufferFull, RecordTooLarge, StrataError, Unauthorized
 
 # Probes and scrapes stay reachable without a token, as load balancers and Prometheus expect.
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
-# Where a handler finds the bytes the middleware reserved for its body (it releases them once parsed).
-RESERVATION = "strata.reserved_bytes"
+# The scope key under which the produce handler finds the Reservation made for its body.
+RESERVATION = "strata.reservation"
 
 
 class _BodyTooLarge(Exception):
@@ -34,9 +40,8 @@ class Admission:
 
     expansion = 4
 
-    def __init__(self, reserve: Callable[[int], None], unreserve: Callable[[int], None]) -> None:
+    def __init__(self, reserve: Callable[[int], Reservation]) -> None:
         self.reserve = reserve
-        self.unreserve = unreserve
 
     @staticmethod
     def applies(scope: Scope) -> bool:
@@ -79,22 +84,22 @@ class LimitsAndAuth:
                 await self.on_error(self._too_large())(scope, receive, send)
                 return
         admission = self.admission
+        reservation: Reservation | None = None
         if admission is not None and admission.applies(scope):
             # Reserve memory for the body before reading it: an overloaded agent answers 429 at once,
             # without spending memory or CPU on a body it could not buffer.
             body_bytes = int(declared) if declared is not None else self.max_body_bytes
             try:
-                admission.reserve(body_bytes * admission.expansion)
+                reservation = admission.reserve(body_bytes * admission.expansion)
             except BufferFull as exc:
                 await self.on_error(exc)(scope, receive, send)
                 return
-            scope[RESERVATION] = body_bytes * admission.expansion
+            scope[RESERVATION] = reservation
         try:
             await self._limited(scope, receive, send)
         finally:
-            # Released here unless the handler already did (it does once the body is parsed).
-            if admission is not None and scope.get(RESERVATION):
-                admission.unreserve(scope.pop(RESERVATION))
+            if reservation is not None:
+                reservation.release()  # a no-op if the buffer consumed it
 
     async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
         received = 0

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
-from agents.agent import ProduceRecord
+from agents.encode import ProduceRecord
 from storage import records
 from storage.errors import InvalidPayload, NotAcceptable
 from storage.topic_config import MAX_PARTITIONS

@@ -86,6 +86,13 @@ class InvalidPayload(StrataError):
     code = 42206
 
 
+class InvalidTimestamp(StrataError):
+    """A record timestamp that consumers cannot represent, or outside the topic's window
+    (``message.timestamp.before.max.ms`` / ``.after.max.ms``); Kafka's INVALID_TIMESTAMP."""
+
+    code = 42208
+
+
 class InvalidConfig(StrataError):
     """An unknown topic config, or a bad value for a known one."""
 

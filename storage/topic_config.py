@@ -76,6 +76,10 @@ _SPEC: dict[str, tuple[Callable[[str], object], str]] = {
     "max.compaction.lag.ms": (_long(1), str(2**63 - 1)),
     "min.cleanable.dirty.ratio": (_ratio, "0.5"),
     "max.message.bytes": (_long(0), str(1024 * 1024 + 12)),
+    # CreateTime bounds relative to the agent's clock. Kafka 4.0's defaults (KIP-1030): any age, at most one
+    # hour in the future.
+    "message.timestamp.before.max.ms": (_long(0), str(LONG_MAX)),
+    "message.timestamp.after.max.ms": (_long(0), str(HOUR_MS)),
 }
 KNOWN_CONFIGS = frozenset(_SPEC)
 
@@ -115,6 +119,8 @@ class TopicConfig:
     max_compaction_lag_ms: int
     min_cleanable_dirty_ratio: float
     max_message_bytes: int
+    message_timestamp_before_max_ms: int
+    message_timestamp_after_max_ms: int
 
     @property
     def compacted(self) -> bool:
@@ -141,6 +147,8 @@ class TopicConfig:
             max_compaction_lag_ms=long("max.compaction.lag.ms"),
             min_cleanable_dirty_ratio=float(merged["min.cleanable.dirty.ratio"]),
             max_message_bytes=long("max.message.bytes"),
+            message_timestamp_before_max_ms=long("message.timestamp.before.max.ms"),
+            message_timestamp_after_max_ms=long("message.timestamp.after.max.ms"),
         )
 
 

@@ -1,0 +1,126 @@
+"""Turning front-door records into a ``ProduceRequest``: validate, partition, encode.
+
+Used by front doors whose clients send individual records (HTTP, the demo). Kafka clients send batches that
+are already partitioned and encoded, and skip this module. The rules that need the topic's configuration
+live here, so every front door applies them identically:
+- ``max.message.bytes`` per record (with Kafka's per-record framing overhead);
+- a compacted topic needs a key on every record;
+- timestamps: within what every consumer can represent (``MAX_TIMESTAMP_MS``: Python's ``datetime`` and
+  Spark's microsecond ``TimestampType`` both stop near there), and within Kafka's
+  ``message.timestamp.before.max.ms`` / ``message.timestamp.after.max.ms`` of the agent's clock;
+- an explicit partition must exist; otherwise a key picks the partition with Kafka's murmur2 partitioner,
+  and a null key goes round robin.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agents.buffer import PartitionBatch, ProduceRequest
+from storage import records
+from storage.errors import InvalidPayload, InvalidTimestamp, RecordTooLarge, UnknownPartition
+from storage.metadata.base import TopicInfo
+from storage.partitioner import partition_for_key
+from storage.topic_config import TopicConfig
+
+# Per-record framing overhead counted against max.message.bytes (Kafka counts the batch framing too).
+RECORD_OVERHEAD = 70
+# 9999-12-31T23:59:59.999Z: the last millisecond Python's datetime (and so PySpark's collect) can hold.
+# Spark's TimestampType (microseconds in a long) ends near 9.2e15 ms; a record past that made every Spark
+# read covering it fail with OverflowError.
+MAX_TIMESTAMP_MS = 253_402_300_799_999
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRecord:
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[records.Header, ...] = ()
+    partition: int | None = None
+    timestamp: int | None = None
+
+
+def check_timestamp(index: int, ts: int, now_ms: int, config: TopicConfig) -> None:
+    """Kafka's CreateTime checks (LogValidator.validateTimestamp), plus the representable range."""
+    if not 0 <= ts <= MAX_TIMESTAMP_MS:
+        raise InvalidTimestamp(
+            f"record {index} has timestamp {ts}; timestamps must be between 0 and {MAX_TIMESTAMP_MS} "
+            "(9999-12-31T23:59:59.999Z)"
+        )
+    if now_ms - ts > config.message_timestamp_before_max_ms:
+        raise InvalidTimestamp(
+            f"record {index} has timestamp {ts}, more than message.timestamp.before.max.ms="
+            f"{config.message_timestamp_before_max_ms} before the agent's time {now_ms}"
+        )
+    if ts - now_ms > config.message_timestamp_after_max_ms:
+        raise InvalidTimestamp(
+            f"record {index} has timestamp {ts}, more than message.timestamp.after.max.ms="
+            f"{config.message_timestamp_after_max_ms} after the agent's time {now_ms}"
+        )
+
+
+class RequestEncoder:
+    """Validates, partitions and encodes records into one RecordBatch per partition they touch.
+
+    Holds the round-robin position per topic for null keys; one encoder per agent.
+    """
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self._round_robin: dict[str, int] = {}
+
+    def encode(
+        self, info: TopicInfo, config: TopicConfig, recs: Sequence[ProduceRecord], now_ms: int
+    ) -> ProduceRequest:
+        by_partition: dict[int, list[records.Record]] = {}
+        order: list[tuple[int, int]] = []  # (partition, index within its batch), in request order
+        for i, rec in enumerate(recs):
+            size = RECORD_OVERHEAD + len(rec.key or b"") + len(rec.value or b"")
+            size += sum(len(h.key) + len(h.value or b"") for h in rec.headers)
+            if size > config.max_message_bytes:
+                raise RecordTooLarge(
+                    f"record {i} is {size} bytes, more than max.message.bytes={config.max_message_bytes}"
+                )
+            if rec.key is None and config.compacted:
+                raise InvalidPayload(f"record {i} has no key; topic {info.name!r} is compacted")
+            ts = now_ms
+            if rec.timestamp is not None:
+                check_timestamp(i, rec.timestamp, now_ms, config)
+                ts = rec.timestamp
+            partition = self.partition(info, rec)
+            batch = by_partition.setdefault(partition, [])
+            order.append((partition, len(batch)))
+            batch.append(records.Record(len(batch), ts, rec.key, rec.value, rec.headers))
+        batches: list[PartitionBatch] = []
+        batch_index: dict[int, int] = {}
+        for partition, batch_records in by_partition.items():
+            batch_index[partition] = len(batches)
+            timestamps = [r.timestamp for r in batch_records]
+            batches.append(
+                PartitionBatch(
+                    info.name,
+                    partition,
+                    records.encode_batch(batch_records),
+                    len(batch_records),
+                    min(timestamps),
+                    max(timestamps),
+                )
+            )
+        return ProduceRequest(info.name, batches, [(batch_index[p], j) for p, j in order])
+
+    def partition(self, info: TopicInfo, rec: ProduceRecord) -> int:
+        if rec.partition is not None:
+            if not 0 <= rec.partition < info.partitions:
+                raise UnknownPartition(
+                    f"partition {rec.partition} does not exist: topic {info.name!r} has "
+                    f"partitions 0..{info.partitions - 1}"
+                )
+            return rec.partition
+        if rec.key is not None:
+            return partition_for_key(rec.key, info.partitions)
+        # Null keys are spread round-robin, as Kafka's clients did before sticky partitioning.
+        n = self._round_robin.get(info.name, self.rng.randrange(info.partitions))
+        self._round_robin[info.name] = n + 1
+        return n % info.partitions

@@ -1,0 +1,40 @@
+"""What every router shares: the runtime dependency, path parameter types, name checks, error docs."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from fastapi import Depends, Path, Request
+
+from api import models
+from api.runtime import Runtime
+from storage.errors import BadRequest
+from storage.topic_config import validate_topic_name
+
+MiB = 1024 * 1024
+_GROUP_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+TopicPath = Annotated[str, Path(description="Topic name: [a-zA-Z0-9._-]{1,249}")]
+PartitionPath = Annotated[int, Path(ge=0, le=2**31 - 1)]
+ERRORS: dict[int | str, dict[str, object]] = {
+    status: {"model": models.ErrorOut} for status in (400, 401, 404, 406, 409, 413, 422, 429, 500, 503)
+}
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def topic_name(name: str) -> str:
+    return validate_topic_name(name)
+
+
+def group_id(name: str) -> str:
+    if not _GROUP_RE.fullmatch(name):
+        raise BadRequest(f"invalid group id {name!r}: use 1-249 characters from [a-zA-Z0-9._-]")
+    return name

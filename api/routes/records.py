@@ -1,0 +1,103 @@
+"""Produce and fetch records, and a partition's offsets.
+
+Produce: the middleware reserved memory for the body before it was read (api/middleware.py); the handler
+parses and encodes it and hands the agent the encoded request with that ``Reservation``, which the agent's
+buffer consumes. The handler never releases memory itself: the reservation does, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import Response
+
+from agents.buffer import Reservation
+from api import models
+from api.middleware import RESERVATION
+from api.responses import JSONBytes
+from api.routes.common import ERRORS, MiB, PartitionPath, RuntimeDep, TopicPath, topic_name
+from storage.errors import BadRequest, RecordTooLarge, StrataError
+
+_IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
+
+router = APIRouter()
+
+
+def reservation(request: Request, runtime: RuntimeDep) -> Reservation:
+    """The memory the middleware reserved for this body (an empty one if admission did not apply)."""
+    held: Reservation | None = request.scope.get(RESERVATION)
+    return held if held is not None else runtime.agent.buffer.reserve(0)
+
+
+@router.post("/v1/topics/{topic}/records", response_model=models.ProduceOut, responses=ERRORS)
+async def produce(
+    runtime: RuntimeDep,
+    topic: TopicPath,
+    body: models.ProduceIn,
+    held: Annotated[Reservation, Depends(reservation)],
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> Response:
+    settings, agent = runtime.settings, runtime.agent
+    try:
+        name = topic_name(topic)
+        if len(body.records) > settings.max_records_per_request:
+            raise RecordTooLarge(
+                f"{len(body.records)} records in one request; the limit is {settings.max_records_per_request}"
+            )
+        if idempotency_key is not None and not _IDEMPOTENCY_KEY_RE.fullmatch(idempotency_key):
+            raise BadRequest("Idempotency-Key must be 1-200 printable ASCII characters")
+        request = await agent.prepare(name, models.to_produce_records(body))
+        offsets = await agent.produce(request, held, idempotency_key)
+    except StrataError as exc:
+        runtime.metrics.produce_requests.labels(str(exc.code)).inc()
+        raise
+    runtime.metrics.produce_requests.labels("ok").inc()
+    return JSONBytes({"offsets": [{"partition": p, "offset": o} for p, o in offsets]})
+
+
+@router.get(
+    "/v1/topics/{topic}/partitions/{partition}/records",
+    response_model=models.FetchOut,
+    responses={**ERRORS, 416: {"model": models.ErrorOut}},
+)
+async def fetch(
+    runtime: RuntimeDep,
+    topic: TopicPath,
+    partition: PartitionPath,
+    offset: Annotated[int, Query(le=models.MAX_OFFSET)] = 0,
+    max_bytes: Annotated[int, Query(ge=1, le=64 * MiB)] = MiB,
+    max_wait_ms: Annotated[int, Query(ge=0, le=60_000)] = 500,
+    encoding: models.Encoding = "utf8",
+) -> Response:
+    name = topic_name(topic)
+    started = runtime.clock.monotonic()
+    try:
+        # A negative offset is out of range like any other: the fetcher checks it against the
+        # partition's log start and high watermark and raises 41601 with the valid range.
+        result = await runtime.agent.fetch(name, partition, offset, max_bytes, max_wait_ms)
+        payload = {
+            "records": [models.record_out(r, encoding) for r in result.records],
+            "next_offset": result.next_offset,
+            "high_watermark": result.high_watermark,
+            "log_start_offset": result.log_start_offset,
+        }
+    except StrataError as exc:
+        runtime.metrics.fetch_requests.labels(str(exc.code)).inc()
+        raise
+    runtime.metrics.fetch_requests.labels("ok").inc()
+    runtime.metrics.fetch_records.inc(len(result.records))
+    runtime.metrics.fetch_latency.observe(runtime.clock.monotonic() - started)
+    return JSONBytes(payload)
+
+
+@router.get(
+    "/v1/topics/{topic}/partitions/{partition}/offsets",
+    response_model=models.OffsetsOut,
+    responses=ERRORS,
+)
+async def offsets(runtime: RuntimeDep, topic: TopicPath, partition: PartitionPath) -> models.OffsetsOut:
+    state = await asyncio.to_thread(runtime.metadata.partition_state, topic_name(topic), partition)
+    return models.OffsetsOut(log_start_offset=state.log_start_offset, high_watermark=state.high_watermark)

@@ -1,0 +1,106 @@
+"""Topic administration: create, list, describe, alter configs, delete, and compact now."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from api import models
+from api.routes.common import ERRORS, RuntimeDep, TopicPath, topic_name
+from api.runtime import Runtime
+from storage.topic_config import check_config_name, effective_configs, validate_configs
+
+router = APIRouter()
+
+
+async def topic_out(runtime: Runtime, name: str) -> models.TopicOut:
+    meta = runtime.metadata
+    info = await asyncio.to_thread(meta.get_topic, name)
+    stats = await asyncio.to_thread(meta.partition_stats, name)
+    levels = await asyncio.to_thread(meta.level_stats, name)
+    return models.TopicOut(
+        name=info.name,
+        configs=effective_configs(info.configs),
+        partitions=[
+            models.PartitionInfo(
+                partition=s.partition,
+                log_start_offset=s.log_start_offset,
+                high_watermark=s.high_watermark,
+                cleaned_offset=s.cleaned_offset,
+                dirty_ratio=round(s.dirty_bytes / s.live_bytes, 4) if s.live_bytes else 0.0,
+                live_bytes=s.live_bytes,
+                last_compaction_ms=s.last_compaction_ms,
+            )
+            for s in stats
+        ],
+        levels=[
+            models.LevelInfo(level=level, files=files, bytes=nbytes)
+            for level, (files, nbytes) in sorted(levels.items())
+        ],
+    )
+
+
+@router.post("/v1/topics", status_code=201, response_model=models.TopicOut, responses=ERRORS)
+async def create_topic(runtime: RuntimeDep, body: models.TopicCreate) -> models.TopicOut:
+    name = topic_name(body.name)
+    configs = validate_configs(body.configs)
+    now = runtime.clock.now_ms()
+    await asyncio.to_thread(runtime.metadata.create_topic, name, body.partitions, configs, now)
+    return await topic_out(runtime, name)
+
+
+@router.get("/v1/topics", response_model=models.TopicList)
+async def list_topics(runtime: RuntimeDep) -> models.TopicList:
+    return models.TopicList(topics=await asyncio.to_thread(runtime.metadata.list_topics))
+
+
+@router.get("/v1/topics/{topic}", response_model=models.TopicOut, responses=ERRORS)
+async def describe_topic(runtime: RuntimeDep, topic: TopicPath) -> models.TopicOut:
+    return await topic_out(runtime, topic_name(topic))
+
+
+@router.patch("/v1/topics/{topic}/configs", response_model=models.TopicOut, responses=ERRORS)
+async def patch_configs(
+    runtime: RuntimeDep, topic: TopicPath, body: models.TopicConfigsPatch
+) -> models.TopicOut:
+    name = topic_name(topic)
+    changes: dict[str, str | None] = dict(
+        validate_configs({k: v for k, v in body.configs.items() if v is not None})
+    )
+    for key, value in body.configs.items():
+        if value is None:
+            changes[check_config_name(key)] = None  # reset to the default
+    await asyncio.to_thread(runtime.metadata.update_topic_configs, name, changes)
+    runtime.agent.forget_topic(name)
+    return await topic_out(runtime, name)
+
+
+@router.delete("/v1/topics/{topic}", status_code=204, responses=ERRORS)
+async def delete_topic(runtime: RuntimeDep, topic: TopicPath) -> Response:
+    name = topic_name(topic)
+    await asyncio.to_thread(runtime.metadata.delete_topic, name, runtime.clock.now_ms())
+    runtime.agent.forget_topic(name)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/v1/topics/{topic}/compact", status_code=202, response_model=models.CompactOut, responses=ERRORS
+)
+async def compact_topic(runtime: RuntimeDep, topic: TopicPath) -> models.CompactOut:
+    """Plan compaction of the topic's compacted partitions now, whatever their dirty ratio.
+
+    The jobs run on this process's background loop (role all: woken at once) or on any worker process.
+    """
+    name = topic_name(topic)
+    await asyncio.to_thread(runtime.metadata.get_topic, name)
+    jobs = await asyncio.to_thread(runtime.planner().plan, name, True)
+    runtime.worker_wakeup.set()
+    return models.CompactOut(
+        topic=name,
+        planned=[
+            models.PlannedJob(job_id=j.job_id, kind=j.kind, reason=str(j.spec.get("reason", "")))
+            for j in jobs
+        ],
+    )

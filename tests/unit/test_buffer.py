@@ -1,0 +1,93 @@
+"""The produce buffer's memory budget and the Reservation that is its only way in (invariant 6)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agents.buffer import PartitionBatch, PendingRequest, ProduceBuffer, ProduceRequest
+from storage.errors import BufferFull
+
+
+def request(nbytes: int, topic: str = "t") -> PendingRequest:
+    batch = PartitionBatch(topic, 0, b"x" * nbytes, 1, 0, 0)
+    loop = asyncio.new_event_loop()
+    try:
+        future: asyncio.Future[list[tuple[int, int]]] = loop.create_future()
+    finally:
+        loop.close()
+    return PendingRequest(ProduceRequest(topic, [batch], [(0, 0)]), None, future)
+
+
+def test_reservation_counts_until_released_once() -> None:
+    buf = ProduceBuffer(100)
+    r = buf.reserve(40)
+    assert (buf.bytes_held, r.size) == (40, 40)
+    r.release()
+    r.release()  # released once: a second release gives nothing back twice
+    assert (buf.bytes_held, r.size) == (0, 0)
+
+
+def test_reservation_shrinks_but_never_grows() -> None:
+    buf = ProduceBuffer(100)
+    r = buf.reserve(40)
+    r.shrink_to(10)
+    assert buf.bytes_held == 10
+    r.shrink_to(30)  # growing would bypass admission
+    assert buf.bytes_held == 10
+    r.shrink_to(-5)
+    assert (buf.bytes_held, r.size) == (0, 0)
+
+
+def test_reserve_refuses_past_the_bound_but_an_empty_buffer_admits_anything() -> None:
+    buf = ProduceBuffer(100)
+    big = buf.reserve(500)  # empty: admitted, so the request reaches its own validation error
+    with pytest.raises(BufferFull):
+        buf.reserve(1)
+    big.release()
+    a = buf.reserve(60)
+    with pytest.raises(BufferFull):
+        buf.reserve(41)
+    b = buf.reserve(40)
+    assert buf.bytes_held == 100
+    a.release()
+    b.release()
+    assert buf.bytes_held == 0
+
+
+def test_add_consumes_the_reservation() -> None:
+    buf = ProduceBuffer(100)
+    r = buf.reserve(50)
+    buf.add(request(20), r, now=1.0)
+    assert (buf.bytes_held, buf.open_bytes, buf.reserved_bytes, r.size) == (20, 20, 0, 0)
+    r.release()  # after add: a no-op, the bytes now belong to the queued request
+    assert buf.bytes_held == 20
+    assert buf.first_append_at == 1.0
+
+
+def test_add_admits_only_growth_beyond_the_reservation() -> None:
+    buf = ProduceBuffer(100)
+    other = buf.reserve(70)
+    r = buf.reserve(20)
+    with pytest.raises(BufferFull):
+        buf.add(request(40), r, now=0.0)  # needs 20 more than reserved; only 10 are free
+    assert (buf.bytes_held, r.size, len(buf)) == (90, 20, 0)  # refused: nothing changed
+    buf.add(request(30), r, now=0.0)  # 10 more fits exactly
+    assert (buf.bytes_held, len(buf)) == (100, 1)
+    other.release()
+
+
+def test_drain_hands_over_in_cut_order_and_release_frees() -> None:
+    buf = ProduceBuffer(100)
+    buf.add(request(10), buf.reserve(10), now=0.0)
+    first = buf.drain()
+    buf.add(request(5), buf.reserve(0), now=0.0)
+    second = buf.drain()
+    assert (first.seq, second.seq) == (0, 1)
+    assert (first.size, second.size, buf.bytes_held, buf.open_bytes) == (10, 5, 15, 0)
+    assert buf.first_append_at is None
+    assert len(buf) == 0
+    buf.release(first)
+    buf.release(second)
+    assert buf.bytes_held == 0

@@ -1,0 +1,51 @@
+"""build_file: one multi-partition file from the drained requests, without touching them."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+from agents.buffer import PartitionBatch, PendingRequest, ProduceRequest
+from agents.flusher import build_file
+from storage import fileformat, records
+
+
+def batch(topic: str, partition: int, values: list[bytes], ts: int = 1000) -> PartitionBatch:
+    recs = [records.Record(i, ts + i, None, v) for i, v in enumerate(values)]
+    return PartitionBatch(topic, partition, records.encode_batch(recs), len(recs), ts, ts + len(recs) - 1)
+
+
+def pending(batches: list[PartitionBatch], order: list[tuple[int, int]]) -> PendingRequest:
+    loop = asyncio.new_event_loop()
+    try:
+        future: asyncio.Future[list[tuple[int, int]]] = loop.create_future()
+    finally:
+        loop.close()
+    return PendingRequest(ProduceRequest(batches[0].topic, batches, order), None, future)
+
+
+def test_chunks_sorted_relative_offsets_and_placements() -> None:
+    # Request 0 writes b/0 then a/1; request 1 writes a/1 again. Chunks must come out sorted (a/1, b/0),
+    # with request 1's batch placed after request 0's inside chunk a/1.
+    r0 = pending([batch("b", 0, [b"x", b"y"]), batch("a", 1, [b"p"])], [(0, 0), (1, 0), (0, 1)])
+    r1 = pending([batch("a", 1, [b"q", b"r", b"s"])], [(0, 0), (0, 1), (0, 2)])
+    before = copy.deepcopy([r.request for r in (r0, r1)])
+
+    built = build_file([r0, r1])
+
+    assert [r.request for r in (r0, r1)] == before  # pure: the inputs are unchanged
+    assert built.tps == [("a", 1), ("b", 0)]
+    assert [(c.topic, c.partition, c.record_count) for c in built.chunks] == [("a", 1, 4), ("b", 0, 2)]
+    assert built.placements(0, r0) == [(1, 0), (0, 0), (1, 1)]
+    assert built.placements(1, r1) == [(0, 1), (0, 2), (0, 3)]
+
+    index = fileformat.read_index(built.data)
+    assert [(m.topic, m.partition, m.position, m.length) for m in index] == [
+        (c.topic, c.partition, c.position, c.length) for c in built.chunks
+    ]
+    chunk_a = built.data[index[0].position : index[0].end]
+    fileformat.verify_chunk(chunk_a, built.chunks[0].crc)
+    decoded = list(records.decode_records(chunk_a, offset_base=100))
+    # Relative base offsets patched to 0, 1: absolute offsets follow once the base is known.
+    assert [(r.offset, r.value) for r in decoded] == [(100, b"p"), (101, b"q"), (102, b"r"), (103, b"s")]
+    assert (built.chunks[0].min_timestamp, built.chunks[0].max_timestamp) == (1000, 1002)
