@@ -58,8 +58,9 @@ class RoundResult:
     orphans_deleted: int = 0
 
 
-class JobsRunner(Protocol):
-    """Runs the jobs of a round (the planned ones and any left pending), calling ``on_done`` after each."""
+class JobDispatcher(Protocol):
+    """Runs the jobs of a round (the planned ones and any left pending) here or elsewhere (one Spark task
+    per job), calling ``on_done`` after each. Not to be confused with ``JobRunner``, which runs one job."""
 
     def __call__(self, on_done: JobDone) -> list[tuple[Job, JobStats]]: ...
 
@@ -102,7 +103,7 @@ class CompactionRound:
         topic: str | None = None,
         force: bool = False,
         *,
-        run_jobs: JobsRunner | None = None,
+        run_jobs: JobDispatcher | None = None,
         progress: RoundProgress | None = None,
     ) -> RoundResult:
         """One round in its fixed order. ``run_jobs``: how jobs run (default: here, one at a time)."""
