@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import httpx
 import orjson
@@ -23,6 +23,11 @@ from rich.table import Table
 
 from api.settings import SETTINGS, Settings, load_settings
 from storage.errors import SettingsError
+
+if TYPE_CHECKING:  # the client commands should not pay for importing the planner
+    from planner.round import RoundResult
+    from planner.stats import JobStats
+    from storage.metadata.base import Job
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 # The server settings that `strata compact` takes too: where the data is, and how compaction runs.
@@ -59,6 +64,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 # --- compact ------------------------------------------------------------------------------------------
+class _ProgressBar:
+    """Draws a compaction round (``planner.round.RoundProgress``) as a bar of jobs."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.task = progress.add_task("planning", total=None)
+
+    def planned(self, jobs: list[Job]) -> None:
+        self.progress.update(self.task, description=f"{len(jobs)} planned job(s)", total=len(jobs))
+
+    def job_done(self, job: Job, stats: JobStats) -> None:
+        self.progress.advance(self.task)
+
+
 def cmd_compact(args: argparse.Namespace) -> int:
     settings = load_settings({s.name: getattr(args, s.name, None) for s in SETTINGS})
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -67,32 +86,14 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if args.spark:
         return _compact_on_spark(args, settings)
     runtime = build_runtime(settings)
-    compactor = runtime.compactor()
+    compaction_round = runtime.compaction_round()
     console = Console()
     try:
         while True:
-            with Progress(
-                TextColumn("[bold]compacting[/bold] {task.description}"),
-                BarColumn(),
-                TextColumn("{task.completed}/{task.total} jobs"),
-                console=err,
-                disable=args.quiet,
-            ) as progress:
-                task = progress.add_task("planning", total=None)
-                retention = compactor.retention.run_once()
-                planned = compactor.planner.plan(args.topic, args.force)
-                progress.update(task, description=f"{len(planned)} planned job(s)", total=len(planned))
-
-                def advance(job: Any, stats: Any, bar: Progress = progress, task_id: Any = task) -> None:
-                    runtime.metrics.observe_job(job, stats)
-                    bar.advance(task_id)
-
-                compactor.on_job = advance
-                ran = compactor.run_jobs()
-                obsolete = compactor.obsolete.run_once()
-                orphans = compactor.orphans.run_once().orphans_deleted
+            with _progress(args) as progress:
+                result = compaction_round.run_once(args.topic, args.force, progress=_ProgressBar(progress))
             if not args.quiet:
-                _print_round(console, ran, retention.chunks_dropped, obsolete, orphans)
+                _print_round(console, result)
             if not args.loop:
                 return 0
             time.sleep(settings.worker_interval_ms / 1000)
@@ -101,51 +102,59 @@ def cmd_compact(args: argparse.Namespace) -> int:
         runtime.metadata.close()
 
 
+def _progress(args: argparse.Namespace) -> Progress:
+    return Progress(
+        TextColumn("[bold]compacting[/bold] {task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} jobs"),
+        console=err,
+        disable=args.quiet,
+    )
+
+
 def _compact_on_spark(args: argparse.Namespace, settings: Settings) -> int:
+    from api.runtime import spark_compaction_config
     from pipeline.compaction import compact_on_spark
     from pipeline.session import spark_session
 
     spark = spark_session(
         master=args.spark_master, app_name="strata-compact", s3_endpoint=settings.s3_endpoint
     )
+    config = spark_compaction_config(settings)
+    console = Console()
     while True:
-        results = compact_on_spark(spark, settings, topic=args.topic, force=args.force)
+        with _progress(args) as progress:
+            result = compact_on_spark(
+                spark, config, topic=args.topic, force=args.force, progress=_ProgressBar(progress)
+            )
         if not args.quiet:
-            table = Table("job", "kind", "outcome", "records in", "records out", "GETs", "PUTs", box=None)
-            for r in results:
-                table.add_row(
-                    *(
-                        str(r[k])
-                        for k in ("job_id", "kind", "outcome", "records_in", "records_out", "gets", "puts")
-                    )
-                )
-            Console().print(table)
-            Console().print(f"{len(results)} job(s) ran on Spark ({spark.sparkContext.master})")
+            _print_round(console, result)
+            console.print(f"{len(result.jobs)} job(s) ran on Spark ({spark.sparkContext.master})")
         if not args.loop:
             return 0
         time.sleep(settings.worker_interval_ms / 1000)
 
 
-def _print_round(console: Console, ran: list[Any], dropped: int, obsolete: int, orphans: int) -> None:
+def _print_round(console: Console, result: RoundResult) -> None:
     table = Table(
         "job", "kind", "outcome", "MiB in", "MiB out", "records in", "records out", "removed", box=None
     )
-    for job, stats in ran:
+    for job, stats in result.jobs:
         table.add_row(
             str(job.job_id),
             job.kind,
-            stats.outcome,
+            stats.outcome + (f" ({stats.reason})" if stats.reason else ""),
             f"{stats.bytes_read / 2**20:.2f}",
             f"{stats.bytes_written / 2**20:.2f}",
             str(stats.records_in),
             str(stats.records_out),
             f"{stats.dedup_ratio:.1%}",
         )
-    if ran:
+    if result.jobs:
         console.print(table)
     console.print(
-        f"{len(ran)} job(s); retention dropped {dropped} chunk(s); GC deleted {obsolete} obsolete "
-        f"file(s) and {orphans} orphan(s)"
+        f"{len(result.jobs)} job(s); retention dropped {result.retention.chunks_dropped} chunk(s); "
+        f"GC deleted {result.obsolete_deleted} obsolete file(s) and {result.orphans_deleted} orphan(s)"
     )
 
 
