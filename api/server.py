@@ -9,9 +9,9 @@ import logging
 import uvicorn
 
 from api.app import create_app
+from api.loop import run_background_loop
 from api.runtime import build_runtime
 from api.settings import Settings, redact_password
-from api.worker import run_worker
 
 log = logging.getLogger("strata.server")
 
@@ -38,7 +38,7 @@ def serve(settings: Settings) -> int:
             redact_password(settings.metadata_url),
         )
         try:
-            asyncio.run(run_worker(runtime))
+            asyncio.run(run_background_loop(runtime))
         except KeyboardInterrupt:
             pass
         return 0

@@ -95,7 +95,7 @@ async def compact_topic(runtime: RuntimeDep, topic: TopicPath) -> models.Compact
     """
     name = topic_name(topic)
     await asyncio.to_thread(runtime.metadata.get_topic, name)
-    jobs = await asyncio.to_thread(runtime.compactor().planner.plan, name, True)
+    jobs = await asyncio.to_thread(runtime.planner().plan, name, True)
     runtime.worker_wakeup.set()
     return models.CompactOut(
         topic=name,

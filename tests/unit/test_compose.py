@@ -41,8 +41,8 @@ EXPECTED_ROLE = {"agent-1": "agent", "agent-2": "agent", "worker": "worker"}
 
 # STRATA_* variables that are not server settings, and the file that reads each (so this list cannot rot).
 NOT_SETTINGS = {
-    "STRATA_URL": "api/cli.py",  # the CLI client's server
-    "STRATA_TOKEN": "api/cli.py",  # the CLI client's bearer token
+    "STRATA_URL": "api/cli_client.py",  # the CLI client's server
+    "STRATA_TOKEN": "api/cli_client.py",  # the CLI client's bearer token
     "STRATA_TEST_POSTGRES_URL": "tests/fixtures/metadata.py",  # the test suite's PostgreSQL
     "STRATA_SPARK_JARS_DIR": "pipeline/jars.py",  # where Spark finds the hadoop-aws jars
     "STRATA_SPARK_MASTER": "api/cli.py",  # the Spark master of `strata compact --spark`
