@@ -21,7 +21,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from api.cli_client import ClientError, add_client_commands
-from api.settings import SETTINGS, Settings, load_settings
+from api.settings import SETTINGS, Settings, load_settings, parse_bool
 from storage.errors import SettingsError
 
 if TYPE_CHECKING:  # the client commands should not pay for importing the planner
@@ -183,7 +183,7 @@ def _add_serve(sub: Any) -> None:
             kwargs["choices"] = setting.choices
         if setting.type is int:
             kwargs["type"] = int
-        if setting.name == "access_log":
+        if setting.type is parse_bool:
             kwargs["action"] = argparse.BooleanOptionalAction
             kwargs.pop("default")
             kwargs["default"] = None

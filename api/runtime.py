@@ -14,6 +14,9 @@ from prometheus_client import CollectorRegistry
 from agents.agent import Agent, AgentConfig
 from agents.metrics import Metrics
 from api.settings import Settings
+from broker.config import BrokerConfig
+from broker.context import BrokerContext
+from broker.server import KafkaServer
 from pipeline.compaction import SparkCompactionConfig
 from planner.metrics import CompactionMetrics
 from planner.planner import Planner, PlannerConfig
@@ -42,6 +45,8 @@ class Runtime:
     worker_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     _planner: Planner | None = None
     _round: CompactionRound | None = None
+    # The Kafka listener, on the same agent core as HTTP; None when disabled (--kafka-port -1, role worker).
+    kafka: KafkaServer | None = None
 
     def planner(self) -> Planner:
         """A planner (cheap: no offset map), for planning from any role, such as the admin endpoint."""
@@ -66,12 +71,30 @@ class Runtime:
 
     async def start(self) -> None:
         await self.agent.start()
+        if self.kafka is not None:
+            await self.kafka.start()
 
     async def close(self) -> None:
+        if self.kafka is not None:
+            await self.kafka.close()  # no new Kafka requests; then the agent flushes what it holds
         await self.agent.close()
         await self.astore.close()
         self.store.close()
         self.metadata.close()
+
+
+def broker_config(settings: Settings) -> BrokerConfig:
+    return BrokerConfig(
+        host=settings.host,
+        port=settings.kafka_port,
+        advertised_host=settings.kafka_advertised_host,
+        advertised_port=settings.kafka_advertised_port,
+        node_id=settings.kafka_node_id,
+        auto_create_topics=settings.auto_create_topics,
+        num_partitions=settings.num_partitions,
+        max_request_bytes=settings.kafka_max_request_bytes,
+        max_connections=settings.kafka_max_connections,
+    )
 
 
 def agent_config(settings: Settings) -> AgentConfig:
@@ -150,6 +173,19 @@ def build_runtime(
     metrics = Metrics(counters, registry)
     compaction_metrics = CompactionMetrics(registry)
     agent = Agent(agent_config(settings), astore, metadata, metrics, clock, rng)
+    kafka = None
+    if settings.kafka_port >= 0 and settings.role != "worker":
+        kafka = KafkaServer(BrokerContext(agent, metadata, broker_config(settings), clock))
     return Runtime(
-        settings, clock, counters, store, astore, metadata, metrics, compaction_metrics, agent, rng
+        settings,
+        clock,
+        counters,
+        store,
+        astore,
+        metadata,
+        metrics,
+        compaction_metrics,
+        agent,
+        rng,
+        kafka=kafka,
     )

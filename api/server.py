@@ -43,11 +43,13 @@ def serve(settings: Settings) -> int:
             pass
         return 0
     app = create_app(runtime, with_worker=settings.role == "all")
+    kafka = f", Kafka on {settings.host}:{settings.kafka_port}" if runtime.kafka is not None else ""
     log.info(
-        "strata %s on http://%s:%d: bucket %s, metadata %s",
+        "strata %s on http://%s:%d%s: bucket %s, metadata %s",
         settings.role,
         settings.host,
         settings.port,
+        kafka,
         settings.bucket_url,
         redact_password(settings.metadata_url),
     )

@@ -825,7 +825,16 @@ def scenario_lag(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             env.pop(name)  # embedded defaults only
     with server_log.open("wb") as logf:
         server = subprocess.Popen(
-            [str(STRATA), "serve", "--data-dir", str(data_dir / "data"), "--port", str(port)],
+            [
+                str(STRATA),
+                "serve",
+                "--data-dir",
+                str(data_dir / "data"),
+                "--port",
+                str(port),
+                "--kafka-port",
+                "-1",
+            ],
             stdout=logf,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
