@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import struct
+import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
@@ -122,8 +125,6 @@ def test_acks_zero_gets_no_response_but_is_written(broker: RunningBroker) -> Non
     for _ in range(100):
         if broker_state("fire", 0).high_watermark == 1:
             break
-        import time
-
         time.sleep(0.05)
     assert broker_state("fire", 0).high_watermark == 1
 
@@ -213,3 +214,24 @@ def test_fetch_serves_batches_with_absolute_offsets_and_long_polls(broker: Runni
         assert (empty.error_code, empty.records) == (0, b"")
         out_of_range = fetch(7).responses[0].partitions[0]
         assert out_of_range.error_code == errors.OFFSET_OUT_OF_RANGE
+
+
+def test_connections_past_the_limit_are_refused_and_others_keep_working(
+    kafka_factory: Callable[..., Any],
+) -> None:
+    with kafka_factory(kafka_max_connections=2) as limited:
+        with Wire(limited.port) as first, Wire(limited.port) as second:
+            assert first.call(ApiVersionsRequest[2](), ApiVersionsResponse).error_code == 0
+            assert second.call(ApiVersionsRequest[2](), ApiVersionsResponse).error_code == 0
+            with Wire(limited.port) as third:
+                assert third.closed_by_server()
+            assert first.call(ApiVersionsRequest[2](), ApiVersionsResponse, 2).error_code == 0
+        for _ in range(50):  # the slots free up once the first two are closed
+            with Wire(limited.port) as again:
+                try:
+                    if again.call(ApiVersionsRequest[2](), ApiVersionsResponse).error_code == 0:
+                        break
+                except ConnectionError:
+                    time.sleep(0.05)
+        else:
+            pytest.fail("no connection slot came free")
