@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
-from planner.service import Compactor
+from planner.round import CompactionRound
 from storage import compression
 from tests.fixtures.kafka import RunningBroker, run_broker
 from tests.fixtures.server import RunningServer, local_settings, run_server
@@ -238,7 +238,7 @@ def test_compaction_keeps_the_codec_of_retained_batches(
     assert [h.records_count for h, _ in before] == [40, 20]
 
     rt = broker.runtime
-    compactor = Compactor(rt.store, rt.metadata, rt.clock, random.Random(7), owner="test-worker")
+    compactor = CompactionRound(rt.store, rt.metadata, rt.clock, random.Random(7), owner="test-worker")
     for _ in range(10):
         if not compactor.run_once(topic, True).jobs:
             break

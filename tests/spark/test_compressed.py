@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pipeline.reader import latest_per_key, read_topic
-from planner.service import Compactor
+from planner.round import CompactionRound
 from storage import compression
 from tests.fixtures.server import local_settings, run_server
 from tests.kafka.compressed import stored_codecs
@@ -47,7 +47,9 @@ def test_spark_reads_every_codec_and_latest_per_key(spark: Any, tmp_path: Path) 
             reference.update({b["key"]: b["value"] for b in batch})
             assert srv.produce("users", batch).status_code == 200
         rt = srv.runtime
-        Compactor(rt.store, rt.metadata, rt.clock, random.Random(1), "test").run_once("users", force=True)
+        CompactionRound(rt.store, rt.metadata, rt.clock, random.Random(1), "test").run_once(
+            "users", force=True
+        )
         assert set(stored_codecs(rt, "users", 2)) == {compression.ZSTD}
         df = latest_per_key(read_topic(spark, settings.metadata_url, settings.bucket_url, subscribe="users"))
         got = {r.key.decode(): r.value.decode() for r in df.collect()}
