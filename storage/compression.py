@@ -92,8 +92,11 @@ _GZIP_WBITS = 16 + zlib.MAX_WBITS  # gzip header and trailer, not zlib's
 _GZIP_STEP = 4 << 20
 _GZIP_LEVEL = 6  # zlib's and Java Deflater's default, Kafka's compression.gzip.level default
 _ZSTD_LEVEL = 3  # Kafka's compression.zstd.level default
-# lz4: cramjam's default (fast) level, not Kafka's HC level 9: Strata compresses on the produce path and in
-# the compaction worker, where 9 costs ~10x the CPU for a few percent of size.
+# lz4's fast mode (librdkafka's default, and Java's before Kafka 3.8 made HC level 9 the default): Strata
+# compresses on the produce path and in the compaction worker. Measured here on 1 MiB of JSON-like text:
+# 1.2 ms, against 10 ms at cramjam's default level (4, HC) and 91 ms at 9, for output 1.8x and 2.3x
+# larger than theirs.
+_LZ4_LEVEL = 0
 
 _Buffer = bytes | bytearray | memoryview
 
@@ -131,7 +134,7 @@ def compress(codec: int, data: _Buffer) -> bytes:
             parts.append(block)
         return b"".join(parts)
     if codec == LZ4:
-        compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        compressor = cramjam.lz4.Compressor(level=_LZ4_LEVEL, content_checksum=False, block_linked=False)
         compressor.compress(data)
         return bytes(compressor.finish())
     if codec == ZSTD:
