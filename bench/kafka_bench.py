@@ -271,6 +271,8 @@ def merge_produce(
             first_error.setdefault(k, v)
     window_bytes = sum(p["window_bytes"] for p in parts)
     acked = sum(p["acked"] for p in parts)
+    requests = sum(p["requests_sent"] for p in parts)
+    request_bytes = sum(p["requests_sent"] * (p["request_bytes_mean"] or 0) for p in parts)
     result: dict[str, Any] = {
         "compression": compression,
         "record_bytes": parts[0]["record_bytes"] if parts else None,
@@ -283,6 +285,11 @@ def merge_produce(
         "produced": sum(p["produced"] for p in parts),
         "acked": acked,
         "unfinished": sum(p["unfinished"] for p in parts),
+        "sent_in_window": sum(p["sent_in_window"] for p in parts),
+        "sent_in_window_acked": sum(p["sent_in_window_acked"] for p in parts),
+        "requests_sent": requests,
+        "request_bytes_mean": request_bytes / requests if requests else None,
+        "max_requests_waiting_response": max((p["max_requests_waiting_response"] for p in parts), default=0),
         "latency_ms": {
             "sampled": parts[0]["latency_sampled"] if parts else None,
             "n": len(latencies),
@@ -656,31 +663,40 @@ def cpu_ms_per_mib(cores: float | None, mib_s: float | None) -> float | None:
     return round(1000 * cores / mib_s, 1)
 
 
-def evaluate(r: dict[str, Any], ceiling: dict[str, Any], http: dict[str, Any] | None) -> list[dict[str, Any]]:
+def wire(p: dict[str, Any]) -> str:
+    """librdkafka's view of the wire: requests sent; their mean KiB; the most awaiting an answer at once."""
+    mean = p.get("request_bytes_mean")
+    kib = f"{mean / 1024:.1f}" if mean else "-"
+    return f"{p.get('requests_sent', 0)}; {kib}; {p.get('max_requests_waiting_response', 0)}"
+
+
+def evaluate(
+    r: dict[str, Any],
+    ceiling: dict[str, Any],
+    sink_totals: dict[str, int] | None,
+    http: dict[str, Any] | None,
+) -> list[dict[str, Any]]:
     """Every figure with its target and pass/miss (None: no target here, shown for the analysis)."""
     rows: list[dict[str, Any]] = []
     local = r["backend"] == "local"
 
-    def row(name: str, value: Any, target: str, ok: bool | None, unit: str = "") -> None:
+    def row(name: str, value: Any, target: str = "-", ok: bool | None = None, unit: str = "") -> None:
         rows.append({"metric": name, "value": value, "unit": unit, "target": target, "pass": ok})
 
     for codec, c in ceiling.items():
-        if codec == "sink_totals":
-            continue
         if "error" in c:
-            row(f"sink ceiling, {codec}", c["error"], "-", None)
-        else:
-            row(f"sink ceiling, {codec}", round(c["mib_s"], 1), "-", None, "MiB/s")
-            row(
-                f"sink CPU per MiB, {codec}",
-                cpu_ms_per_mib(c["cpu_cores"].get("server"), c["mib_s"]),
-                "-",
-                None,
-                "ms",
-            )
+            row(f"sink ceiling, {codec}", c["error"])
+            continue
+        row(f"sink ceiling, {codec}", round(c["mib_s"], 1), unit="MiB/s")
+        row(f"sink CPU per MiB, {codec}", cpu_ms_per_mib(c["cpu_cores"].get("server"), c["mib_s"]), unit="ms")
+        row(f"sink requests: sent; mean KiB; most awaiting an answer, {codec}", wire(c))
+        prefix = topic_name(codec) + " codec "
+        by_codec = {k.removeprefix(prefix): v for k, v in (sink_totals or {}).items() if k.startswith(prefix)}
+        if codec != "none" and by_codec and set(by_codec) == {"0"}:
+            row(f"sink got {codec} batches", "no: every batch was uncompressed", ok=False)
     for codec, p in r.get("produce", {}).items():
         if "error" in p:
-            row(f"produce, {codec}", p["error"], "-", False)
+            row(f"produce, {codec}", p["error"], ok=False)
             continue
         target = local and codec == "none"
         ok = p["mib_s"] >= TARGET_PRODUCE_MIB_S if target else None
@@ -695,46 +711,57 @@ def evaluate(r: dict[str, Any], ceiling: dict[str, Any], http: dict[str, Any] | 
                 ratio >= TARGET_CEILING_RATIO,
                 "%",
             )
-        row(
-            f"agent CPU per MiB produced, {codec}",
-            cpu_ms_per_mib(p["cpu_cores"].get("agent"), p["mib_s"]),
-            "-",
-            None,
-            "ms",
-        )
+        agent_ms = cpu_ms_per_mib(p["cpu_cores"].get("agent"), p["mib_s"])
+        row(f"agent CPU per MiB produced, {codec}", agent_ms, unit="ms")
         row(
             f"agent / producers CPU, {codec}",
             f"{p['cpu_cores'].get('agent')} / {p['loadgen_cpu_cores']}",
-            "-",
-            None,
-            "cores",
+            unit="cores",
         )
-        row(f"other load during produce, {codec}", other_cores(p), "-", None, "cores")
+        row(f"other load during produce, {codec}", other_cores(p), unit="cores")
+        row(f"requests: sent; mean KiB; most awaiting an answer, {codec}", wire(p))
+        lat = p["latency_ms"]
+        if lat["p50"] is not None:
+            row(
+                f"ack latency p50 / p99 under closed loop, {codec}",
+                f"{lat['p50']:.0f} / {lat['p99']:.0f}",
+                unit="ms",
+            )
         if p["errors"]:
             row(f"failed deliveries, {codec}", p["errors"], "0", False)
         if p.get("stored_mib") and p["acked"]:
-            ratio = p["stored_mib"] * MiB / (p["acked"] * p["record_bytes"])
-            row(f"bytes stored / key+value bytes acked, {codec}", round(ratio, 2), "-", None)
+            stored = p["stored_mib"] * MiB / (p["acked"] * p["record_bytes"])
+            row(f"bytes stored / key+value bytes acked, {codec}", round(stored, 2))
+            if codec != "none" and stored > 0.9:
+                # librdkafka enables lz4 only with brokers that advertise FindCoordinator ("LZ4" feature).
+                row(
+                    f"{codec} really used",
+                    f"no: the client sent uncompressed batches ({stored:.2f})",
+                    ok=False,
+                )
     if http is not None:
-        row(
-            "HTTP path agent CPU per MiB (same run, local)",
-            http.get("agent_cpu_ms_per_mib", http.get("error")),
-            "-",
-            None,
-            "ms",
-        )
+        value = http.get("agent_cpu_ms_per_mib", http.get("error"))
+        row("HTTP path agent CPU per MiB (same run, local)", value, unit="ms")
     else:
-        row("HTTP path agent CPU per MiB", HTTP_CPU_MS_PER_MIB_DOCS, "-", None, "ms")
+        row("HTTP path agent CPU per MiB", HTTP_CPU_MS_PER_MIB_DOCS, unit="ms")
     lat = r.get("latency")
     if lat is not None:
+        rate = f"{lat.get('rate_mib_offered', 0):g} MiB/s"
         if lat.get("error") or lat["latency_ms"]["p50"] is None:
-            row("ack latency", lat.get("error", "no acknowledgement in the window"), "-", False)
+            row(f"ack latency at {rate}", lat.get("error", "no acknowledgement"), ok=False)
         else:
             p50, p99 = lat["latency_ms"]["p50"], lat["latency_ms"]["p99"]
-            rate = f"{lat['rate_mib_offered']:g} MiB/s"
             row(f"ack latency p50 at {rate}", round(p50, 1), "<= 200", p50 <= TARGET_P50_MS, "ms")
             row(f"ack latency p99 at {rate}", round(p99, 1), "<= 350", p99 <= TARGET_P99_MS, "ms")
-            row("latency phase acknowledged", round(lat["mib_s"], 1), "-", None, "MiB/s")
+            row("latency phase acknowledged", round(lat["mib_s"], 1), unit="MiB/s")
+            sent, acked = lat["sent_in_window"], lat["sent_in_window_acked"]
+            row(
+                "latency phase: records sent in the window / acknowledged",
+                f"{sent} / {acked}",
+                "equal",
+                sent == acked,
+            )
+            row("latency phase requests: sent; mean KiB; most awaiting an answer", wire(lat))
     pf = r.get("puts")
     if pf is not None:
         ppf = pf["puts_per_flush"]
@@ -744,19 +771,21 @@ def evaluate(r: dict[str, Any], ceiling: dict[str, Any], http: dict[str, Any] | 
             "= 1",
             ppf == 1.0,
         )
-        row("flushes; MiB per flush", f"{pf['flushes']:g}; {round(pf['mib_per_flush'] or 0, 2)}", "-", None)
+        row("flushes; MiB per flush", f"{pf['flushes']:g}; {round(pf['mib_per_flush'] or 0, 2)}")
         row(f"PUTs while idle ({pf['idle_s']:g} s)", pf["idle_puts"], "= 0", pf["idle_puts"] == 0)
     for topic, f in r.get("fetch", {}).items():
         complete = f["records"] == f["expected_records"] and not f["unfinished_partitions"]
-        target = local and topic == topic_name("none")
-        ok = (f["mib_s"] or 0) >= TARGET_FETCH_MIB_S and complete if target else (complete or False)
-        row(
-            f"fetch catch-up, cold, {topic}",
-            round(f["mib_s"] or 0, 1),
-            ">= 200" if target else "complete",
-            ok,
-            "MiB/s",
-        )
+        mib_s = f["mib_s"] or 0.0
+        if local and topic == topic_name("none"):
+            row(
+                f"fetch catch-up, cold, {topic}",
+                round(mib_s, 1),
+                ">= 200",
+                mib_s >= TARGET_FETCH_MIB_S,
+                "MiB/s",
+            )
+        else:
+            row(f"fetch catch-up, cold, {topic}", round(mib_s, 1), unit="MiB/s")
         row(
             f"fetch records read / expected, {topic}",
             f"{f['records']} / {f['expected_records']}",
@@ -764,21 +793,23 @@ def evaluate(r: dict[str, Any], ceiling: dict[str, Any], http: dict[str, Any] | 
             complete,
         )
         gpm = f["gets_per_mib"]
+        ok = gpm is not None and gpm <= TARGET_GETS_PER_MIB
+        row(f"fetch GETs per MiB read, {topic}", round(gpm, 3) if gpm is not None else None, "<= 0.25", ok)
         row(
-            f"fetch GETs per MiB read, {topic}",
-            round(gpm, 3) if gpm is not None else None,
-            "<= 0.25",
-            gpm is not None and gpm <= TARGET_GETS_PER_MIB,
+            f"agent CPU per MiB fetched, {topic}",
+            cpu_ms_per_mib(f["cpu_cores"].get("agent"), mib_s),
+            unit="ms",
         )
-        agent_ms = cpu_ms_per_mib(f["cpu_cores"].get("agent"), f["mib_s"])
-        row(f"agent CPU per MiB fetched, {topic}", agent_ms, "-", None, "ms")
+        if f["errors"]:
+            row(f"consumer errors, {topic}", f["errors"], "none", False)
     o = r.get("overload")
     if o is not None:
         peak = max(o["peak_rss_sampled_mib"], o["vmhwm_mib"])
         limit = o["rss_limit_mib"]
         row("agent peak RSS under overload", round(peak, 1), f"<= {limit:g}", peak <= limit, "MiB")
-        row("max strata_buffer_bytes seen", round(o["max_buffer_bytes_mib"], 1), "-", None, "MiB")
-        row("overload acknowledged", round(o["mib_s"], 1), "-", None, "MiB/s")
+        row("max strata_buffer_bytes seen", round(o["max_buffer_bytes_mib"], 1), unit="MiB")
+        row("overload acknowledged", round(o["mib_s"], 1), unit="MiB/s")
+        row("overload requests: sent; mean KiB; most awaiting an answer", wire(o))
     return rows
 
 
@@ -890,7 +921,7 @@ def main(argv: list[str] | None = None) -> int:
     ceiling = {k: v for k, v in report["ceiling"].items() if isinstance(v, dict) and k != "sink_totals"}
     for r in report["backends"].values():
         if "error" not in r:
-            r["targets"] = evaluate(r, ceiling, report["http"])
+            r["targets"] = evaluate(r, ceiling, report["ceiling"].get("sink_totals"), report["http"])
     report["elapsed_s"] = round(time.monotonic() - started, 1)
     out = Path(args.out) if args.out else RESULTS_DIR / f"kafka-{args.run_id}.json"
     out.write_text(json.dumps(report, indent=2))

@@ -19,10 +19,12 @@ acknowledged before T is warm-up.
   poll for delivery reports; the queue bound (``--queue-mib`` per instance) is what keeps it "closed".
 - With ``--rate-mib R`` it offers R MiB/s of key+value bytes (this process's share), paced every ms.
 Throughput counts the key+value bytes whose delivery report (success) arrives inside [T, T+duration].
-Latency is ``Message.latency()``: from produce() to the broker's acknowledgement, for messages acknowledged
-inside the window and produced after T (every one with --rate-mib, 1 in 16 otherwise). After the window no
-message is produced and the queue is flushed for at most ``--drain-timeout`` seconds. Failed deliveries are
-counted by error name, with the first message of each.
+Latency is ``Message.latency()``: from produce() to the broker's acknowledgement, for messages produced
+inside the window and acknowledged before the drain ends (every one with --rate-mib, 1 in 16 otherwise).
+After the window no message is produced and the queue is flushed for at most ``--drain-timeout`` seconds;
+``sent_in_window`` vs ``sent_in_window_acked`` says how many latencies are missing. Failed deliveries are
+counted by error name, with the first message of each. librdkafka's statistics (every 500 ms) give the
+ProduceRequests sent, their mean size, and the most requests waiting for a response at once.
 
 consume: one Consumer (no group: partitions are assigned, from offset 0) reads the given partitions up to
 their high watermark (ListOffsets before the clock starts). Counts key+value bytes and records; the time
@@ -122,12 +124,31 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
         counts["acked"] += 1
         if window["start"] <= now <= window["end"]:
             counts["window_acked"] += 1
-            if sample_all or not counts["window_acked"] & LATENCY_SAMPLE_MASK:
-                latency = msg.latency()
-                if latency is not None and now - latency >= window["start"]:
-                    latencies.append(latency * 1000)
+        latency = msg.latency()  # produce() -> acknowledgement received, librdkafka's clock
+        if latency is not None and window["start"] <= now - latency <= window["end"]:
+            counts["sent_in_window_acked"] += 1
+            if sample_all or not counts["sent_in_window_acked"] & LATENCY_SAMPLE_MASK:
+                latencies.append(latency * 1000)
 
-    config = {**producer_config(args), "on_delivery": on_delivery}
+    def on_stats(text: str) -> None:
+        # What librdkafka did on the wire: requests sent, their mean size, the most waiting for a response.
+        stats = json.loads(text)
+        for broker in stats.get("brokers", {}).values():
+            if broker.get("nodeid", -1) < 0:
+                continue  # the bootstrap connection
+            key = stats.get("name", "") + "/" + broker["name"]  # several instances in one process
+            wire[key] = {"tx": broker.get("tx", 0), "txbytes": broker.get("txbytes", 0)}
+            wire_max["waitresp"] = max(wire_max["waitresp"], broker.get("waitresp_cnt", 0))
+            wire_max["outbuf"] = max(wire_max["outbuf"], broker.get("outbuf_cnt", 0))
+
+    wire: dict[str, dict[str, int]] = {}
+    wire_max = {"waitresp": 0, "outbuf": 0}
+    config = {
+        **producer_config(args),
+        "on_delivery": on_delivery,
+        "stats_cb": on_stats,
+        "statistics.interval.ms": 500,
+    }
     producers = [Producer(config) for _ in range(args.instances)]
     # Connect and fetch metadata before the clock starts (the first produce() would otherwise pay for it).
     for p in producers:
@@ -146,6 +167,7 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
         now = time.perf_counter()
         if "start" not in cpu and now >= window["start"]:
             cpu["start"] = time.process_time()
+            counts["produced_before_window"] = produced
         if now >= window["end"]:
             break
         due = int((now - t0) * rate) - produced if rate else 1024
@@ -170,7 +192,11 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
     deadline = time.monotonic() + args.drain_timeout
     for p in producers:
         p.flush(max(0.0, deadline - time.monotonic()))
+    for p in producers:
+        p.poll(0)  # the last statistics
     unfinished = sum(len(p) for p in producers)
+    tx = sum(w["tx"] for w in wire.values())
+    txbytes = sum(w["txbytes"] for w in wire.values())
     return {
         "compression": args.compression,
         "rate_mib": args.rate_mib,
@@ -178,6 +204,12 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
         "acked": counts["acked"],
         "window_acked": counts["window_acked"],
         "window_bytes": counts["window_acked"] * record_bytes,
+        "sent_in_window": produced - counts.get("produced_before_window", produced),
+        "sent_in_window_acked": counts["sent_in_window_acked"],
+        "requests_sent": tx,
+        "request_bytes_mean": txbytes / tx if tx else None,
+        "max_requests_waiting_response": wire_max["waitresp"],
+        "max_requests_in_send_buffer": wire_max["outbuf"],
         "record_bytes": record_bytes,
         "errors": dict(errors),
         "first_error": first_error,

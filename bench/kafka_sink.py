@@ -18,7 +18,8 @@ Any other request closes the connection. acks=0 gets no response, as in Strata.
 
 Binds the given host only (127.0.0.1 by default), serves on one uvloop event loop (as ``strata serve``
 does) until SIGTERM, SIGINT or ``--max-seconds``, then prints one JSON line of totals on stdout (requests,
-batches, records, record bytes, refused partitions), which the benchmark reads from its log.
+batches, records, record bytes, refused partitions, and per topic the codecs of the batches it got: whether
+the client compressed at all), which the benchmark reads from its log.
 """
 
 from __future__ import annotations
@@ -171,6 +172,11 @@ class Sink:
             self.totals["refused"] += 1
             return errors.UNKNOWN_TOPIC_OR_PARTITION, -1
         data = data if isinstance(data, bytes) else b""
+        if len(data) > _ATTRIBUTES_AT + 1:
+            # The first batch's codec: says whether the client compressed at all (librdkafka sends lz4
+            # uncompressed to a broker that does not advertise FindCoordinator).
+            codec = f"{topic} codec {data[_ATTRIBUTES_AT + 1] & _COMPRESSION}"
+            self.totals[codec] = self.totals.get(codec, 0) + 1
         count = nbytes = nbatches = 0
         try:
             for header, view in records.iter_batches(data, verify_crc=True):
