@@ -643,7 +643,14 @@ def http_compare(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     cmd += ["--duration", str(args.duration), "--warmup", str(args.warmup), "--idle", str(args.idle)]
     cmd += ["--out", str(out_path)]
     limit = 4 * (args.duration + args.warmup) + 300
-    subprocess.run(cmd, cwd=ROOT, env={**os.environ, **env_here()}, timeout=limit, check=True)
+    log_path = workdir / "http.log"
+    with log_path.open("wb") as log_file:
+        done = subprocess.run(
+            cmd, cwd=ROOT, env={**os.environ, **env_here()}, timeout=limit, stdout=log_file, stderr=log_file
+        )
+    if done.returncode != 0:
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-1:]
+        return {"error": f"produce_fetch.py exited with {done.returncode}: {' '.join(tail)}"}
     r = json.loads(out_path.read_text())["backends"]["local"]
     if "produce" not in r:
         return {"error": r.get("error", "no produce figures")}
@@ -740,8 +747,10 @@ def evaluate(
                     ok=False,
                 )
     if http is not None:
-        value = http.get("agent_cpu_ms_per_mib", http.get("error"))
-        row("HTTP path agent CPU per MiB (same run, local)", value, unit="ms")
+        if "error" in http:
+            row("HTTP path agent CPU per MiB (same run, local)", http["error"])
+        else:
+            row("HTTP path agent CPU per MiB (same run, local)", http["agent_cpu_ms_per_mib"], unit="ms")
     else:
         row("HTTP path agent CPU per MiB", HTTP_CPU_MS_PER_MIB_DOCS, unit="ms")
     lat = r.get("latency")
