@@ -252,18 +252,19 @@ def consume(args: argparse.Namespace) -> dict[str, Any]:
         while pending and time.perf_counter() < deadline:
             for msg in consumer.consume(num_messages=10_000, timeout=0.5):
                 err = msg.error()
+                partition, offset = msg.partition() or 0, msg.offset() or 0
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= high.get(msg.partition(), 0):
-                            pending.discard(msg.partition())
+                        if offset >= high.get(partition, 0):
+                            pending.discard(partition)
                     else:
                         errors[err.name()] += 1
                     continue
                 records += 1
                 key, value = msg.key(), msg.value()
                 nbytes += (len(key) if key else 0) + (len(value) if value else 0)
-                if msg.offset() + 1 >= high[msg.partition()]:
-                    pending.discard(msg.partition())
+                if offset + 1 >= high[partition]:
+                    pending.discard(partition)
         elapsed = time.perf_counter() - t0
         cpu_s = time.process_time() - cpu0
     finally:

@@ -87,7 +87,7 @@ class Sink:
     def answer(self, frame: bytes) -> bytes | None:
         decoded = codec.decode(frame)
         if isinstance(decoded, codec.UnsupportedApiVersions):
-            body = apis.api_versions_response(0, errors.UNSUPPORTED_VERSION).encode()
+            body: bytes = apis.api_versions_response(0, errors.UNSUPPORTED_VERSION).encode()
             return frames.frame(decoded.correlation_id, False, body)
         key, version, request = decoded.api.key, decoded.peek.api_version, decoded.request
         response: Any
