@@ -761,7 +761,7 @@ def evaluate(
             row("HTTP path agent CPU per MiB (same run, local)", http["error"])
         else:
             row("HTTP path agent CPU per MiB (same run, local)", http["agent_cpu_ms_per_mib"], unit="ms")
-    else:
+    elif r.get("produce"):
         row("HTTP path agent CPU per MiB", HTTP_CPU_MS_PER_MIB_DOCS, unit="ms")
     lat = r.get("latency")
     if lat is not None:
