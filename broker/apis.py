@@ -19,12 +19,14 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest
 
 from broker import errors
 from broker.context import BrokerContext
 from broker.handlers.configs import handle_describe_configs, handle_incremental_alter_configs
+from broker.handlers.coordinator import handle_find_coordinator
 from broker.handlers.fetch import handle_fetch
 from broker.handlers.metadata import handle_describe_cluster, handle_metadata
 from broker.handlers.offsets import handle_list_offsets
@@ -63,6 +65,7 @@ TABLE: dict[int, Api] = {
         Api(1, 4, 12, FetchRequest, handle_fetch),
         Api(2, 1, 7, ListOffsetsRequest, handle_list_offsets),
         Api(3, 0, 12, MetadataRequest, handle_metadata),
+        Api(10, 0, 3, FindCoordinatorRequest, handle_find_coordinator),
         Api(18, 0, 4, ApiVersionsRequest, handle_api_versions),
         Api(19, 2, 5, CreateTopicsRequest, handle_create_topics),
         Api(20, 1, 4, DeleteTopicsRequest, handle_delete_topics),
