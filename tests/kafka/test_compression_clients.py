@@ -176,17 +176,9 @@ CLIENTS = {
 }
 
 
-# librdkafka enables lz4 only for a broker that advertises FindCoordinator (its "LZ4" feature means "broker
-# >= 0.8.2", detected by that key: src/rdkafka_feature.c); without it, it sends lz4 batches uncompressed.
-# Strict: once the Kafka door advertises FindCoordinator this passes, and the mark must go.
-_LIBRDKAFKA_LZ4 = pytest.mark.xfail(
-    strict=True, reason="librdkafka sends lz4 uncompressed until the broker advertises FindCoordinator"
-)
-CASES = [
-    pytest.param(client, codec, marks=_LIBRDKAFKA_LZ4 if (client, codec) == ("confluent", "lz4") else ())
-    for client in CLIENTS
-    for codec in CODECS
-]
+# Every client with every codec. librdkafka sends lz4 only to a broker that advertises FindCoordinator (its
+# "LZ4" feature means "broker >= 0.8.2", detected by that key: src/rdkafka_feature.c); the door does.
+CASES = [(client, codec) for client in CLIENTS for codec in CODECS]
 
 
 @pytest.mark.parametrize(("client", "codec"), CASES)
@@ -222,8 +214,7 @@ def test_compaction_keeps_the_codec_of_retained_batches(
     second: list[Row] = [
         (f"k{i}".encode(), None if i == 5 else f"second {i} ".encode() * 8, ()) for i in range(20)
     ]
-    # kafka-python: its lz4 does not depend on FindCoordinator (see _LIBRDKAFKA_LZ4), and its snappy is
-    # the xerial framing, which compaction must then write again.
+    # kafka-python: its snappy is the xerial framing (librdkafka's is raw), which compaction writes again.
     producer = KafkaProducer(
         bootstrap_servers=broker.bootstrap, compression_type=codec, linger_ms=100, enable_idempotence=False
     )
