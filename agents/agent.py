@@ -32,7 +32,7 @@ from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
 from storage.clock import Clock
 from storage.errors import StrataError, Unavailable
-from storage.metadata.base import LogStore, TopicInfo
+from storage.metadata.base import PRODUCER_ID_EXPIRATION_MS, LogStore, TopicInfo
 from storage.objectstore.base import AsyncObjectStore
 from storage.topic_config import TopicConfig
 
@@ -51,6 +51,8 @@ class AgentConfig:
     max_inflight_flushes: int = 4
     idempotency_window_ms: int = 3_600_000
     topic_cache_ttl_s: float = 1.0
+    # Kafka's producer.id.expiration.ms: how long idempotent producer state outlives its last append.
+    producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +83,17 @@ class Agent:
         self.watch = PartitionWatch()
         self.encoder = RequestEncoder(rng)
         self.sequencer = CommitSequencer()
-        self.flusher = Flusher(store, metadata, self.cache, self.watch, metrics, clock, rng, self.sequencer)
+        self.flusher = Flusher(
+            store,
+            metadata,
+            self.cache,
+            self.watch,
+            metrics,
+            clock,
+            rng,
+            self.sequencer,
+            config.producer_id_expiration_ms,
+        )
         self.fetcher = Fetcher(store, metadata, self.cache, self.watch, clock)
         self._topics: dict[str, CachedTopic] = {}
         self._inflight_keys: dict[str, asyncio.Future[list[tuple[int, int]]]] = {}
@@ -251,6 +263,14 @@ class Agent:
                 continue
             if removed:
                 log.info("expired %d idempotency keys", removed)
+            before = self.clock.now_ms() - self.config.producer_id_expiration_ms
+            try:
+                removed = await asyncio.to_thread(self.metadata.expire_producers, before)
+            except Unavailable as exc:
+                log.warning("producer state expiry skipped: %s", exc.message)
+                continue
+            if removed:
+                log.info("expired %d producer state rows", removed)
 
     # --- fetch -------------------------------------------------------------------------------------------
     async def fetch(

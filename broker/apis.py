@@ -20,12 +20,14 @@ from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest
+from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from broker import errors
 from broker.context import BrokerContext
 from broker.handlers.fetch import handle_fetch
 from broker.handlers.metadata import handle_describe_cluster, handle_metadata
 from broker.handlers.offsets import handle_list_offsets
+from broker.handlers.producer_id import handle_init_producer_id
 from broker.handlers.topics import handle_create_topics, handle_delete_topics
 
 Handler = Callable[[BrokerContext, Any], Awaitable[ApiMessage | None]]
@@ -64,6 +66,7 @@ TABLE: dict[int, Api] = {
         Api(18, 0, 4, ApiVersionsRequest, handle_api_versions),
         Api(19, 2, 5, CreateTopicsRequest, handle_create_topics),
         Api(20, 1, 4, DeleteTopicsRequest, handle_delete_topics),
+        Api(22, 0, 4, InitProducerIdRequest, handle_init_producer_id),
         Api(60, 0, 1, DescribeClusterRequest, handle_describe_cluster),
     )
 }

@@ -8,7 +8,9 @@ only if every check Kafka's broker makes on it (LogValidator) holds here too:
 - relative offsets 0..n-1, so the commit can give the batch n consecutive offsets (INVALID_RECORD);
 - at most ``max.message.bytes`` per batch (MESSAGE_TOO_LARGE), as Kafka counts it;
 - timestamps inside the topic's window (INVALID_TIMESTAMP), checked on the batch's first and max timestamp;
-- on a compacted topic, a key on every record (INVALID_RECORD): only then are the records decoded.
+- on a compacted topic, a key on every record (INVALID_RECORD): only then are the records decoded;
+- a batch with a producer id (>= 0) has a sequence and an epoch >= 0 (INVALID_RECORD, as Kafka's
+  LogValidator for the sequence); its producer fields go with it to the commit's sequence check.
 Nothing else is decoded: the bytes go to the buffer as they came (the flusher patches only baseOffset,
 which the CRC does not cover).
 """
@@ -68,6 +70,12 @@ def check_batches(
                 )
             for ts in {header.base_timestamp, header.max_timestamp}:
                 check_timestamp(0, ts, now_ms, config)
+            if header.producer_id >= 0 and (header.base_sequence < 0 or header.producer_epoch < 0):
+                raise _reject(
+                    errors.INVALID_RECORD,
+                    f"a batch of producer {header.producer_id} has sequence {header.base_sequence} and"
+                    f" epoch {header.producer_epoch}; both must be >= 0",
+                )
             batch = bytes(view)
             if config.compacted:
                 for record in records.decode_records(batch, verify_crc=False):
@@ -75,7 +83,16 @@ def check_batches(
                         raise InvalidPayload(f"a record has no key; topic {topic!r} is compacted")
             out.append(
                 PartitionBatch(
-                    topic, partition, batch, header.records_count, header.base_timestamp, header.max_timestamp
+                    topic,
+                    partition,
+                    batch,
+                    header.records_count,
+                    header.base_timestamp,
+                    header.max_timestamp,
+                    # Kafka's "no producer" is -1; anything below it means the same.
+                    max(header.producer_id, -1),
+                    header.producer_epoch,
+                    header.base_sequence,
                 )
             )
     except CodecError as exc:

@@ -12,12 +12,13 @@ one method here and one SQL transaction in the implementation:
 Roles. Callers and fakes depend on the narrowest of these Protocols; one class (``SqlMetadataStore``)
 implements them all, and ``MetadataStore`` is their union, for the composition root:
 - ``TopicReader``: topics and partition states, read only. Every other role but ``FileCatalog`` includes it.
-- ``LogStore``, the agents' log: ``commit_flush``, idempotency lookups and expiry, ``find_chunks``.
+- ``LogStore``, the agents' log: ``commit_flush``, idempotency lookups and expiry, producer state expiry,
+  ``find_chunks``.
 - ``CompactionCatalog``, the planner's and worker's: partition stats, live files and their chunks, jobs
   (create, lease, heartbeat, finish), ``commit_compaction``, ``apply_retention``.
 - ``FileCatalog``, garbage collection's: which object keys have a files row, obsolete files, forgetting them.
 - ``AdminStore``: topics created, reconfigured and deleted; consumer group offsets.
-- ``ProducerStore``: idempotent producers' ids and epochs (InitProducerId) and the expiry of their state.
+- ``ProducerStore``: idempotent producers' ids and epochs (InitProducerId).
 
 Lost races. A method that can lose a race to another process raises a ``storage.errors.Conflict``
 subclass and writes nothing; no method answers a lost race with None or False:
@@ -347,6 +348,11 @@ class LogStore(TopicReader, Protocol):
         """Delete idempotency rows older than before_ms; returns how many."""
         ...
 
+    def expire_producers(self, before_ms: int) -> int:
+        """Forget producer state (per partition) last appended to before ``before_ms``, and producer ids
+        last initialised before it that no partition remembers; returns how many rows went."""
+        ...
+
     def find_chunks(self, topic: str, partition: int, offset: int, limit: int) -> list[ChunkRow]:
         """Live chunks of the partition whose last_offset >= offset, by base_offset, at most ``limit``."""
         ...
@@ -510,10 +516,8 @@ class AdminStore(TopicReader, Protocol):
 
 
 class ProducerStore(Protocol):
-    """Idempotent producers: ids and epochs handed out, and the expiry of what is remembered of them.
-
-    The sequence checks themselves run inside ``LogStore.commit_flush``.
-    """
+    """Idempotent producers' ids and epochs. The sequence checks run inside ``LogStore.commit_flush``, and
+    ``LogStore.expire_producers`` forgets both."""
 
     def init_producer_id(self, current: ProducerIdAndEpoch | None, now_ms: int) -> ProducerIdAndEpoch:
         """A new producer id at epoch 0, or, for ``current`` (KIP-360), the same id at the next epoch.
@@ -523,11 +527,6 @@ class ProducerStore(Protocol):
         latest, it is a retry of the bump that produced the latest, which is returned unchanged. Older
         epochs raise ProducerFenced. An id the store does not know gets a new id.
         """
-        ...
-
-    def expire_producers(self, before_ms: int) -> int:
-        """Forget producer state (per partition) last appended to before ``before_ms``, and producer ids
-        last initialised before it that no partition remembers; returns how many rows went."""
         ...
 
 
