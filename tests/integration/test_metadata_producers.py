@@ -61,7 +61,8 @@ def test_init_producer_id_hands_out_new_ids_and_bumps_epochs(store: MetadataStor
     first = store.init_producer_id(None, NOW)
     second = store.init_producer_id(None, NOW)
     assert first.epoch == second.epoch == 0
-    assert first.producer_id != second.producer_id and min(first.producer_id, second.producer_id) >= 0
+    assert first.producer_id != second.producer_id
+    assert min(first.producer_id, second.producer_id) >= 0
     bumped = store.init_producer_id(first, NOW)
     assert bumped == ProducerIdAndEpoch(first.producer_id, 1)
     # The reply to the bump was lost and the client asks again with its old epoch: the same answer.
@@ -71,14 +72,16 @@ def test_init_producer_id_hands_out_new_ids_and_bumps_epochs(store: MetadataStor
         store.init_producer_id(first, NOW)  # epoch 0, two bumps behind
     # An id this store never handed out (or forgot) gets a fresh one.
     fresh = store.init_producer_id(ProducerIdAndEpoch(10**12, 3), NOW)
-    assert fresh.epoch == 0 and fresh.producer_id not in (10**12, first.producer_id, second.producer_id)
+    assert fresh.epoch == 0
+    assert fresh.producer_id not in (10**12, first.producer_id, second.producer_id)
 
 
 def test_an_exhausted_epoch_gets_a_new_producer_id(store: MetadataStore) -> None:
     first = store.init_producer_id(None, NOW)
     # Java clients bump an idempotent epoch locally; the store accepts the newer epoch as current.
     renewed = store.init_producer_id(ProducerIdAndEpoch(first.producer_id, EPOCH_EXHAUSTED), NOW)
-    assert renewed.epoch == 0 and renewed.producer_id != first.producer_id
+    assert renewed.epoch == 0
+    assert renewed.producer_id != first.producer_id
 
 
 def test_in_sequence_batches_commit_and_a_resent_batch_gets_its_original_offset(store: MetadataStore) -> None:
@@ -87,7 +90,8 @@ def test_in_sequence_batches_commit_and_a_resent_batch_gets_its_original_offset(
     assert produce(store, pid, 0, 3, 2).base_offsets == [3]
     with pytest.raises(ProducerConflict) as caught:
         produce(store, pid, 0, 0, 3)
-    assert caught.value.duplicates == {0: 0} and caught.value.rejected == {}
+    assert caught.value.duplicates == {0: 0}
+    assert caught.value.rejected == {}
     with pytest.raises(ProducerConflict) as caught:
         produce(store, pid, 0, 3, 2)
     assert caught.value.duplicates == {0: 3}
@@ -203,8 +207,10 @@ def test_a_resend_inside_the_same_flush_is_retriable(store: MetadataStore) -> No
     batches = [pb(pid, 0, 0, 1, append=0), pb(pid, 0, 0, 1, append=1, relative=1)]
     with pytest.raises(ProducerConflict) as caught:
         store.commit_flush(new_file(), [chunk("t", 0, 2)], [], NOW, batches, DAY)
-    assert isinstance(caught.value.rejected[1], Unavailable) and caught.value.rejected[1].retriable
-    assert set(caught.value.rejected) == {1} and caught.value.duplicates == {}
+    assert isinstance(caught.value.rejected[1], Unavailable)
+    assert caught.value.rejected[1].retriable
+    assert set(caught.value.rejected) == {1}
+    assert caught.value.duplicates == {}
 
 
 def test_a_replayed_commit_is_not_its_own_duplicate(store: MetadataStore) -> None:
@@ -247,8 +253,11 @@ def test_deleting_a_topic_forgets_its_producer_state(store: MetadataStore) -> No
 def test_sequences_wrap_as_kafka_int32() -> None:
     assert last_sequence(MAX_SEQUENCE, 1) == MAX_SEQUENCE
     assert last_sequence(MAX_SEQUENCE, 3) == 1
-    assert in_sequence(MAX_SEQUENCE, 0) and in_sequence(4, 5)
-    assert not in_sequence(4, 4) and not in_sequence(4, 6) and not in_sequence(MAX_SEQUENCE - 1, 0)
+    assert in_sequence(MAX_SEQUENCE, 0)
+    assert in_sequence(4, 5)
+    assert not in_sequence(4, 4)
+    assert not in_sequence(4, 6)
+    assert not in_sequence(MAX_SEQUENCE - 1, 0)
 
 
 def test_batches_outside_their_chunk_are_caller_bugs(store: MetadataStore) -> None:

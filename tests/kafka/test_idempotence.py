@@ -144,7 +144,8 @@ def test_confluent_kafka_idempotent_producer_writes_every_record_once(broker: Ru
     for i in range(N):
         producer.produce("lri", key=f"k{i}".encode(), value=f"v{i}".encode(), on_delivery=on_delivery)
     assert producer.flush(30) == 0
-    assert failed == [] and len(set(delivered)) == N
+    assert failed == []
+    assert len(set(delivered)) == N
     values = consume_all(broker.bootstrap, "lri", 3, N)
     assert sorted(values) == sorted(f"v{i}".encode() for i in range(N))
 
@@ -153,7 +154,9 @@ def test_a_resent_batch_gets_its_original_offset_and_is_not_written_twice(broker
     broker.runtime.metadata.create_topic("dup", 2, {}, 0)
     with Wire(broker.port) as wire:
         given = init_producer_id(wire)
-        assert given.error_code == errors.NONE and given.producer_id >= 0 and given.producer_epoch == 0
+        assert given.error_code == errors.NONE
+        assert given.producer_id >= 0
+        assert given.producer_epoch == 0
         pid = given.producer_id
         first = producer_batch(pid, 0, 0, [b"a", b"b"])
         second = producer_batch(pid, 0, 2, [b"c"])
@@ -162,7 +165,8 @@ def test_a_resent_batch_gets_its_original_offset_and_is_not_written_twice(broker
         # The same batches again: their original offsets, and nothing new in the log.
         assert send(wire, "dup", {0: first}) == {0: (0, 0)}
         assert send(wire, "dup", {0: second, 1: producer_batch(pid, 0, 1, [b"y"])}) == {0: (0, 2), 1: (0, 1)}
-        assert high_watermark(broker, "dup", 0) == 3 and high_watermark(broker, "dup", 1) == 2
+        assert high_watermark(broker, "dup", 0) == 3
+        assert high_watermark(broker, "dup", 1) == 2
         # A gap: OUT_OF_ORDER_SEQUENCE_NUMBER for that partition only.
         results = send(
             wire, "dup", {0: producer_batch(pid, 0, 9, [b"gap"]), 1: producer_batch(pid, 0, 2, [b"z"])}
@@ -191,9 +195,8 @@ def test_init_producer_id_fencing_codes_and_transactions(broker: RunningBroker) 
         assert init_producer_id(wire, version=3, pid=pid, epoch=0).error_code == errors.INVALID_PRODUCER_EPOCH
         assert init_producer_id(wire, pid=pid, epoch=-1).error_code == errors.INVALID_REQUEST
         refused = init_producer_id(wire, txn="my-txn")
-        assert (
-            refused.error_code == errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and refused.producer_id == -1
-        )
+        assert refused.error_code == errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert refused.producer_id == -1
 
 
 def test_producer_state_holds_across_restarts_and_agents(tmp_path: Path) -> None:
