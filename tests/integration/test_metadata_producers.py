@@ -14,9 +14,20 @@ from storage.errors import (
     ProducerFenced,
     Unavailable,
 )
-from storage.metadata import LEVEL_INGEST, MetadataStore, NewChunk, NewFile, open_metadata_store
+from storage.metadata import (
+    LEVEL_INGEST,
+    MetadataStore,
+    NewChunk,
+    NewFile,
+    open_metadata_store,
+    schema,
+    sqlite_path,
+)
 from storage.metadata.base import FlushResult, ProducerBatch, ProducerIdAndEpoch
+from storage.metadata.postgres import PostgresBackend
+from storage.metadata.sql import SqlMetadataStore, Tx
 from storage.metadata.sql.producers import EPOCH_EXHAUSTED, MAX_SEQUENCE, in_sequence, last_sequence
+from storage.metadata.sqlite import SqliteBackend
 
 pytestmark = pytest.mark.integration
 
@@ -266,3 +277,38 @@ def test_batches_outside_their_chunk_are_caller_bugs(store: MetadataStore) -> No
     with pytest.raises(ValueError):
         store.commit_flush(new_file(), [chunk("t", 0, 2)], [], NOW, [pb(1, 0, 0, 1, chunk=1)], DAY)
     assert high_watermark(store) == 0
+
+
+def test_migration_3_applies_to_a_version_2_database(metadata_url: str) -> None:
+    backend = (
+        SqliteBackend(sqlite_path(metadata_url))
+        if metadata_url.startswith("sqlite:")
+        else PostgresBackend(metadata_url)
+    )
+    dialect = backend.dialect.name
+
+    def version_2(tx: Tx) -> list[int]:
+        applied = schema.migrate_to(tx, dialect, NOW, 2)
+        tx.execute(
+            "INSERT INTO topics (name, partitions, configs, created_ms) VALUES ('t', 1, '{}', ?)", (NOW,)
+        )
+        tx.execute(
+            "INSERT INTO partitions (topic, partition_id, next_offset, log_start_offset)"
+            " VALUES ('t', 0, 5, 0)"
+        )
+        return applied
+
+    try:
+        assert backend.run(version_2, write=True, what="test setup") == [1, 2]
+    finally:
+        backend.close()
+    store = open_metadata_store(metadata_url)
+    try:
+        assert isinstance(store, SqlMetadataStore)
+        assert store.applied_migrations == (3,)
+        pid = store.init_producer_id(None, NOW).producer_id
+        assert produce(store, pid, 0, 0, 2).base_offsets == [5]
+        with pytest.raises(ProducerConflict):
+            produce(store, pid, 0, 0, 2)
+    finally:
+        store.close()
