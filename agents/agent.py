@@ -27,6 +27,7 @@ from agents.cache import ObjectCache
 from agents.encode import ProduceRecord, RequestEncoder
 from agents.fetch import Fetcher, FetchResult
 from agents.flusher import Flusher
+from agents.inflight import InflightAppends, append_key
 from agents.metrics import Metrics
 from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
@@ -97,6 +98,7 @@ class Agent:
         self.fetcher = Fetcher(store, metadata, self.cache, self.watch, clock)
         self._topics: dict[str, CachedTopic] = {}
         self._inflight_keys: dict[str, asyncio.Future[list[tuple[int, int]]]] = {}
+        self._inflight_appends = InflightAppends()
         self._wakeup = asyncio.Event()
         self._slots = asyncio.Semaphore(config.max_inflight_flushes)
         self._flush_tasks: set[asyncio.Task[None]] = set()
@@ -208,9 +210,17 @@ class Agent:
 
         Synchronous, so a front door that admits a connection's requests one after another keeps their
         order (invariant 8). BufferFull if it does not fit; the reservation is then kept.
+
+        A resend of an idempotent producer's append that is still in flight here follows the original's
+        outcome and takes no buffer space (agents/inflight.py).
         """
+        key = append_key(request)
+        if key is not None and (follower := self._inflight_appends.follow(key)) is not None:
+            return follower
         future: asyncio.Future[list[tuple[int, int]]] = asyncio.get_running_loop().create_future()
         self._enqueue(PendingRequest(request, None, future), reservation)
+        if key is not None:
+            self._inflight_appends.track(key, future)
         return future
 
     def _enqueue(self, pending: PendingRequest, reservation: Reservation) -> None:

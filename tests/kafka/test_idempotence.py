@@ -233,3 +233,26 @@ def test_batches_with_a_producer_id_need_a_sequence(broker: RunningBroker) -> No
     with Wire(broker.port) as wire:
         assert send(wire, "noseq", {0: producer_batch(7, 0, -1, [b"x"])}) == {0: (errors.INVALID_RECORD, -1)}
     assert high_watermark(broker, "noseq") == 0
+
+
+def test_a_resend_while_the_original_is_in_flight_follows_it(kafka_factory: Callable[..., Any]) -> None:
+    # A long flush interval puts the original and its resend (from another connection, as after a
+    # reconnect) in the same flush: the resend waits for the original and gets the same offset.
+    with kafka_factory(flush_interval_ms=600) as broker:
+        broker.runtime.metadata.create_topic("inflight", 1, {}, 0)
+        with Wire(broker.port) as setup:
+            assert send(setup, "inflight", {0: producer_batch(0, 0, 0, [b"before"])}) == {0: (0, 0)}
+            pid = init_producer_id(setup).producer_id
+        batch = producer_batch(pid, 0, 0, [b"a", b"b"])
+        with Wire(broker.port) as first, Wire(broker.port) as second:
+            first.send(Wire.frame(produce("inflight", {0: batch}), 1))
+            time.sleep(0.1)
+            second.send(Wire.frame(produce("inflight", {0: batch}), 2))
+            answers = [
+                Wire.decode(w.recv_frame(), ProduceResponse, 9, c) for w, c in ((first, 1), (second, 2))
+            ]
+        offsets = [
+            (p.error_code, p.base_offset) for a in answers for t in a.responses for p in t.partition_responses
+        ]
+        assert offsets == [(0, 1), (0, 1)]
+        assert high_watermark(broker, "inflight") == 3
