@@ -27,12 +27,13 @@ from agents.cache import ObjectCache
 from agents.encode import ProduceRecord, RequestEncoder
 from agents.fetch import Fetcher, FetchResult
 from agents.flusher import Flusher
+from agents.inflight import InflightAppends, append_key
 from agents.metrics import Metrics
 from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
 from storage.clock import Clock
 from storage.errors import StrataError, Unavailable
-from storage.metadata.base import LogStore, TopicInfo
+from storage.metadata.base import PRODUCER_ID_EXPIRATION_MS, LogStore, TopicInfo
 from storage.objectstore.base import AsyncObjectStore
 from storage.topic_config import TopicConfig
 
@@ -51,6 +52,8 @@ class AgentConfig:
     max_inflight_flushes: int = 4
     idempotency_window_ms: int = 3_600_000
     topic_cache_ttl_s: float = 1.0
+    # Kafka's producer.id.expiration.ms: how long idempotent producer state outlives its last append.
+    producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +84,21 @@ class Agent:
         self.watch = PartitionWatch()
         self.encoder = RequestEncoder(rng)
         self.sequencer = CommitSequencer()
-        self.flusher = Flusher(store, metadata, self.cache, self.watch, metrics, clock, rng, self.sequencer)
+        self.flusher = Flusher(
+            store,
+            metadata,
+            self.cache,
+            self.watch,
+            metrics,
+            clock,
+            rng,
+            self.sequencer,
+            config.producer_id_expiration_ms,
+        )
         self.fetcher = Fetcher(store, metadata, self.cache, self.watch, clock)
         self._topics: dict[str, CachedTopic] = {}
         self._inflight_keys: dict[str, asyncio.Future[list[tuple[int, int]]]] = {}
+        self._inflight_appends = InflightAppends()
         self._wakeup = asyncio.Event()
         self._slots = asyncio.Semaphore(config.max_inflight_flushes)
         self._flush_tasks: set[asyncio.Task[None]] = set()
@@ -196,9 +210,17 @@ class Agent:
 
         Synchronous, so a front door that admits a connection's requests one after another keeps their
         order (invariant 8). BufferFull if it does not fit; the reservation is then kept.
+
+        A resend of an idempotent producer's append that is still in flight here follows the original's
+        outcome and takes no buffer space (agents/inflight.py).
         """
+        key = append_key(request)
+        if key is not None and (follower := self._inflight_appends.follow(key)) is not None:
+            return follower
         future: asyncio.Future[list[tuple[int, int]]] = asyncio.get_running_loop().create_future()
         self._enqueue(PendingRequest(request, None, future), reservation)
+        if key is not None:
+            self._inflight_appends.track(key, future)
         return future
 
     def _enqueue(self, pending: PendingRequest, reservation: Reservation) -> None:
@@ -251,6 +273,14 @@ class Agent:
                 continue
             if removed:
                 log.info("expired %d idempotency keys", removed)
+            before = self.clock.now_ms() - self.config.producer_id_expiration_ms
+            try:
+                removed = await asyncio.to_thread(self.metadata.expire_producers, before)
+            except Unavailable as exc:
+                log.warning("producer state expiry skipped: %s", exc.message)
+                continue
+            if removed:
+                log.info("expired %d producer state rows", removed)
 
     # --- fetch -------------------------------------------------------------------------------------------
     async def fetch(

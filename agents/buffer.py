@@ -31,7 +31,12 @@ TopicPartition = tuple[str, int]
 
 @dataclass(slots=True)
 class PartitionBatch:
-    """One request's records for one partition, encoded as a single RecordBatch (relative base 0)."""
+    """One request's records for one partition, encoded as a single RecordBatch (relative base 0).
+
+    An idempotent Kafka producer's batch carries its header's producer id, epoch and base sequence, which
+    the flush commit checks (storage/metadata/sql/producers.py); every other batch (HTTP's included) has
+    producer id -1 and skips those checks.
+    """
 
     topic: str
     partition: int
@@ -39,6 +44,9 @@ class PartitionBatch:
     record_count: int
     min_timestamp: int
     max_timestamp: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
 
 
 @dataclass(frozen=True, slots=True)

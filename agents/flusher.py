@@ -14,6 +14,12 @@ between 2 and 3 leaves an uploaded file that no chunk row references: an orphan,
 Idempotency races: two agents may flush requests with the same key at the same time. The loser's commit
 raises ``IdempotencyConflict`` and writes nothing; the flush answers the duplicate requests with the
 winner's offsets, rebuilds the file without them and uploads again (the first upload becomes an orphan).
+
+Idempotent producers take the same path: each request's producer batches are one append, and when the
+commit finds appends that repeat a committed batch or break their producer's sequence or epoch, it raises
+``ProducerConflict`` and writes nothing; the flush answers those requests (the original offset, or the
+error), rebuilds the file without them and uploads again. One request's producer batches therefore stand
+or fall together, as one partition's append does in Kafka (the Kafka door makes one request per partition).
 """
 
 from __future__ import annotations
@@ -30,9 +36,25 @@ from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
 from storage import fileformat, records
 from storage.clock import Clock
-from storage.errors import CommitConflict, IdempotencyConflict, StrataError, Unavailable, UnknownTopic
+from storage.errors import (
+    CommitConflict,
+    IdempotencyConflict,
+    ProducerConflict,
+    StrataError,
+    Unavailable,
+    UnknownTopic,
+)
 from storage.keys import new_object_key
-from storage.metadata.base import LEVEL_INGEST, FlushResult, IdempotencyEntry, LogStore, NewChunk, NewFile
+from storage.metadata.base import (
+    LEVEL_INGEST,
+    PRODUCER_ID_EXPIRATION_MS,
+    FlushResult,
+    IdempotencyEntry,
+    LogStore,
+    NewChunk,
+    NewFile,
+    ProducerBatch,
+)
 from storage.objectstore.base import AsyncObjectStore
 
 log = logging.getLogger("strata.flush")
@@ -60,6 +82,24 @@ class BuiltFile:
             batch = req.batches[batch_index]
             out.append((index_of[(batch.topic, batch.partition)], starts[batch_index] + record_index))
         return out
+
+    def producer_batches(self, requests: list[PendingRequest]) -> list[ProducerBatch]:
+        """The idempotent producers' batches of ``requests`` (the file's), each request one append."""
+        index_of = {tp: i for i, tp in enumerate(self.tps)}
+        return [
+            ProducerBatch(
+                append=r,
+                chunk=index_of[(batch.topic, batch.partition)],
+                relative=self.starts[r][b],
+                record_count=batch.record_count,
+                producer_id=batch.producer_id,
+                epoch=batch.producer_epoch,
+                first_seq=batch.base_sequence,
+            )
+            for r, req in enumerate(requests)
+            for b, batch in enumerate(req.batches)
+            if batch.producer_id >= 0
+        ]
 
 
 def build_file(requests: list[PendingRequest]) -> BuiltFile:
@@ -122,8 +162,10 @@ class Flusher:
         clock: Clock,
         rng: random.Random,
         sequencer: CommitSequencer,
+        producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.sequencer = sequencer
+        self.producer_expiration_ms = producer_expiration_ms
         self.store = store
         self.metadata = metadata
         self.cache = cache
@@ -144,6 +186,8 @@ class Flusher:
                     return
                 except IdempotencyConflict as conflict:
                     requests = self._answer_duplicates(requests, conflict)
+                except ProducerConflict as conflict:
+                    requests = self._answer_producer_conflict(requests, conflict)
             raise Unavailable("flush gave up after repeated idempotency conflicts")
         except StrataError as exc:
             log.warning("flush failed, %d request(s) not acknowledged: %s", len(requests), exc.message)
@@ -175,8 +219,37 @@ class Flusher:
                 remaining.append(req)
         return remaining
 
+    @staticmethod
+    def _answer_producer_conflict(
+        requests: list[PendingRequest], conflict: ProducerConflict
+    ) -> list[PendingRequest]:
+        """Answer the appends the commit refused; return the requests to commit again without them.
+
+        A duplicate append is answered from its original base offset: one request's records for a
+        partition are contiguous, so record i of the request's first batch sits at base + i.
+        """
+        remaining = []
+        for index, req in enumerate(requests):
+            error = conflict.rejected.get(index)
+            base = conflict.duplicates.get(index)
+            if error is not None:
+                if not req.future.done():
+                    req.future.set_exception(error)
+            elif base is not None:
+                if not req.future.done():
+                    req.future.set_result(
+                        [(req.batches[b].partition, base + record) for b, record in req.request.order]
+                    )
+            else:
+                remaining.append(req)
+        return remaining
+
     async def _commit(
-        self, new_file: NewFile, chunks: list[NewChunk], entries: list[IdempotencyEntry]
+        self,
+        new_file: NewFile,
+        chunks: list[NewChunk],
+        entries: list[IdempotencyEntry],
+        producers: list[ProducerBatch],
     ) -> FlushResult:
         """Commit, retrying transient failures.
 
@@ -187,7 +260,13 @@ class Flusher:
         for attempt in range(COMMIT_ATTEMPTS):
             try:
                 return await asyncio.to_thread(
-                    self.metadata.commit_flush, new_file, chunks, entries, self.clock.now_ms()
+                    self.metadata.commit_flush,
+                    new_file,
+                    chunks,
+                    entries,
+                    self.clock.now_ms(),
+                    producers,
+                    self.producer_expiration_ms,
                 )
             # CommitConflict here means an idempotency key expired mid-commit: a retry does not conflict.
             # (IdempotencyConflict, the other conflict commit_flush raises, is an answer: see flush.)
@@ -209,9 +288,10 @@ class Flusher:
             for i, req in enumerate(requests)
             if req.idempotency_key is not None
         ]
+        producers = built.producer_batches(requests)
         new_file = NewFile(key, len(built.data), LEVEL_INGEST, self.clock.now_ms())
         await self.sequencer.wait_turn(seq)
-        result = await self._commit(new_file, built.chunks, entries)
+        result = await self._commit(new_file, built.chunks, entries, producers)
         await self.sequencer.done(seq)
         # Committed: from here on the records are durable and visible, so waiters may be acknowledged.
         self.cache.put_file(key, built.data)

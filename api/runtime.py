@@ -104,6 +104,7 @@ def agent_config(settings: Settings) -> AgentConfig:
         buffer_bytes=settings.buffer_bytes,
         cache_bytes=settings.cache_bytes,
         idempotency_window_ms=settings.idempotency_window_ms,
+        producer_id_expiration_ms=settings.producer_id_expiration_ms,
     )
 
 

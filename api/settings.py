@@ -91,6 +91,13 @@ SETTINGS: tuple[Setting, ...] = (
         3_600_000,
         "How long an Idempotency-Key is remembered",
     ),
+    Setting(
+        "producer_id_expiration_ms",
+        "STRATA_PRODUCER_ID_EXPIRATION_MS",
+        int,
+        86_400_000,
+        "Kafka's producer.id.expiration.ms: how long an idempotent producer's state outlives its last write",
+    ),
     Setting("role", "STRATA_ROLE", str, "all", "agent (HTTP), worker (background jobs) or all", ROLES),
     Setting("api_tokens", "STRATA_API_TOKENS", str, None, "Comma-separated bearer tokens; unset = no auth"),
     Setting(
@@ -217,6 +224,7 @@ class Settings:
     max_request_bytes: int = 16 * MiB
     max_records_per_request: int = 10_000
     idempotency_window_ms: int = 3_600_000
+    producer_id_expiration_ms: int = 86_400_000
     role: str = "all"
     api_tokens: str | None = None
     orphan_grace_ms: int = 3_600_000

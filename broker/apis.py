@@ -22,6 +22,7 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersions
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest
+from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from broker import errors
 from broker.context import BrokerContext
@@ -30,6 +31,7 @@ from broker.handlers.coordinator import handle_find_coordinator
 from broker.handlers.fetch import handle_fetch
 from broker.handlers.metadata import handle_describe_cluster, handle_metadata
 from broker.handlers.offsets import handle_list_offsets
+from broker.handlers.producer_id import handle_init_producer_id
 from broker.handlers.topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 
 Handler = Callable[[BrokerContext, Any], Awaitable[ApiMessage | None]]
@@ -72,6 +74,7 @@ TABLE: dict[int, Api] = {
         Api(32, 1, 4, DescribeConfigsRequest, handle_describe_configs),
         Api(37, 0, 3, CreatePartitionsRequest, handle_create_partitions),
         Api(44, 0, 1, IncrementalAlterConfigsRequest, handle_incremental_alter_configs),
+        Api(22, 0, 4, InitProducerIdRequest, handle_init_producer_id),
         Api(60, 0, 1, DescribeClusterRequest, handle_describe_cluster),
     )
 }

@@ -8,7 +8,9 @@ accepted only if every check Kafka's broker makes on it (LogValidator) holds her
 - relative offsets 0..n-1, so the commit can give the batch n consecutive offsets (INVALID_RECORD);
 - at most ``max.message.bytes`` per batch (MESSAGE_TOO_LARGE), as Kafka counts it (the bytes as sent);
 - timestamps inside the topic's window (INVALID_TIMESTAMP), checked on the batch's first and max timestamp;
-- on a compacted topic, a key on every record (INVALID_RECORD).
+- on a compacted topic, a key on every record (INVALID_RECORD);
+- a batch with a producer id (>= 0) has a sequence and an epoch >= 0 (INVALID_RECORD, as Kafka's
+  LogValidator for the sequence); its producer fields go with it to the commit's sequence check.
 
 What is read of the records: on a compacted topic every record is decoded (its key). Elsewhere a
 compressed batch is decompressed, within ``compression.output_limit``, and its records' length varints
@@ -84,6 +86,12 @@ def check_batches(
                 )
             for ts in {header.base_timestamp, header.max_timestamp}:
                 check_timestamp(0, ts, now_ms, config)
+            if header.producer_id >= 0 and (header.base_sequence < 0 or header.producer_epoch < 0):
+                raise _reject(
+                    errors.INVALID_RECORD,
+                    f"a batch of producer {header.producer_id} has sequence {header.base_sequence} and"
+                    f" epoch {header.producer_epoch}; both must be >= 0",
+                )
             batch = bytes(view)
             codec = header.attributes & _COMPRESSION
             if config.compacted:
@@ -101,7 +109,16 @@ def check_batches(
                     )
             out.append(
                 PartitionBatch(
-                    topic, partition, batch, header.records_count, header.base_timestamp, header.max_timestamp
+                    topic,
+                    partition,
+                    batch,
+                    header.records_count,
+                    header.base_timestamp,
+                    header.max_timestamp,
+                    # Kafka's "no producer" is -1; anything below it means the same.
+                    max(header.producer_id, -1),
+                    header.producer_epoch,
+                    header.base_sequence,
                 )
             )
     except CodecError as exc:

@@ -14,9 +14,12 @@ from storage.errors import (
     InvalidConfig,
     InvalidPartitionCount,
     InvalidPayload,
+    InvalidProducerEpoch,
     InvalidTimestamp,
     InvalidTopicName,
     OffsetOutOfRange,
+    OutOfOrderSequence,
+    ProducerFenced,
     RecordTooLarge,
     StrataError,
     TopicExists,
@@ -42,10 +45,13 @@ INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 INVALID_CONFIG = 40
 INVALID_REQUEST = 42
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 KAFKA_STORAGE_ERROR = 56
 UNSUPPORTED_COMPRESSION_TYPE = 76
 INVALID_RECORD = 87
+PRODUCER_FENCED = 90
 
 # Most specific class first; the first match by isinstance wins.
 _BY_TYPE: tuple[tuple[type[StrataError], int], ...] = (
@@ -61,6 +67,11 @@ _BY_TYPE: tuple[tuple[type[StrataError], int], ...] = (
     (OffsetOutOfRange, OFFSET_OUT_OF_RANGE),
     (BufferFull, REQUEST_TIMED_OUT),
     (BadRequest, INVALID_REQUEST),
+    (OutOfOrderSequence, OUT_OF_ORDER_SEQUENCE_NUMBER),
+    # Produce answers a stale epoch with INVALID_PRODUCER_EPOCH (Kafka >= 2.7, KIP-588: retriable by
+    # aborting, where PRODUCER_FENCED is fatal); InitProducerId v4 answers PRODUCER_FENCED.
+    (InvalidProducerEpoch, INVALID_PRODUCER_EPOCH),
+    (ProducerFenced, PRODUCER_FENCED),
     # KAFKA_STORAGE_ERROR is retriable in every client: "the store is down, nothing was acknowledged".
     (Unavailable, KAFKA_STORAGE_ERROR),
     # Corrupt stored data is not the client's fault and retrying does not fix it.

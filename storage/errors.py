@@ -16,7 +16,8 @@ tells errors apart by their message text.
 "Lost a race" is always a ``Conflict`` subclass raised by the store method that lost it, and nothing was
 written: ``CommitConflict`` (a compare-and-set commit), ``LeaseLost`` (a job lease taken over),
 ``ClaimRefused`` (a job's input files are claimed or gone), ``IdempotencyConflict`` (a request key committed
-first by another flush) and ``TopicExists``.
+first by another flush), ``ProducerConflict`` (producer batches that are duplicates or out of sequence)
+and ``TopicExists``.
 """
 
 from __future__ import annotations
@@ -189,6 +190,49 @@ class IdempotencyConflict(Conflict):
     def __init__(self, existing: dict[str, list[tuple[int, int]]]) -> None:
         super().__init__(f"{len(existing)} idempotency key(s) already committed")
         self.existing = existing
+
+
+class ProducerConflict(Conflict):
+    """Raised by ``commit_flush`` when some idempotent producer batches are not new, in-sequence appends.
+
+    Nothing was written. ``duplicates`` maps the index of an append (``ProducerBatch.append``) that
+    repeats one of the producer's last 5 committed batches to that batch's original base offset;
+    ``rejected`` maps an append that must not be written to its error (``OutOfOrderSequence``,
+    ``InvalidProducerEpoch`` or a retriable ``Unavailable``). The caller answers those appends and commits
+    the rest without them: the rest were checked as if those appends were absent.
+    """
+
+    code = 40905
+    retriable = False  # the conflict is the answer
+
+    def __init__(self, duplicates: dict[int, int], rejected: dict[int, StrataError]) -> None:
+        super().__init__(f"{len(duplicates)} duplicate and {len(rejected)} rejected producer append(s)")
+        self.duplicates = duplicates
+        self.rejected = rejected
+
+
+class OutOfOrderSequence(StrataError):
+    """An idempotent producer's batch does not continue its sequence (Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER).
+
+    Not retriable as sent: the producer must resend its earlier batches first (Kafka clients do).
+    """
+
+    kind = ErrorKind.INVALID
+    code = 42210
+
+
+class InvalidProducerEpoch(StrataError):
+    """A batch's producer epoch is older than the one the partition has seen (INVALID_PRODUCER_EPOCH)."""
+
+    kind = ErrorKind.INVALID
+    code = 42211
+
+
+class ProducerFenced(StrataError):
+    """InitProducerId with an epoch that a newer InitProducerId replaced (PRODUCER_FENCED)."""
+
+    kind = ErrorKind.INVALID
+    code = 42212
 
 
 class ClaimRefused(Conflict):

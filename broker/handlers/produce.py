@@ -6,6 +6,11 @@ get increasing offsets (invariant 8). Waiting for the flush runs concurrently wi
 
 acks=0 gets no response (the records are still admitted). Each partition is answered with the offset of
 its first record, or its own error code; one partition's bad batch does not fail the others.
+
+Each partition's batches go to the agent as a request of their own: that is Kafka's unit of append for an
+idempotent producer, which the flush commit accepts, answers as a duplicate (with the original offset) or
+rejects (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH) as a whole, without touching the other
+partitions of the same produce request.
 """
 
 from __future__ import annotations
@@ -33,15 +38,14 @@ class _PartitionResult:
     error_code: int = errors.NONE
     error_message: str | None = None
     base_offset: int = -1
+    # The agent request of this partition's batches, once admitted: its one offset is the partition's.
+    future: asyncio.Future[list[tuple[int, int]]] | None = None
 
 
 @dataclass(slots=True)
 class _TopicPlan:
     name: str
     results: list[_PartitionResult] = field(default_factory=list)
-    future: asyncio.Future[list[tuple[int, int]]] | None = None
-    # Indices into ``results`` of the partitions in the agent request, in ``order``.
-    admitted: list[int] = field(default_factory=list)
 
 
 async def admit_produce(
@@ -52,8 +56,9 @@ async def admit_produce(
     reservation.release()  # whatever the admitted topics did not consume
     if req.acks == 0:
         for plan in plans:
-            if plan.future is not None:
-                plan.future.add_done_callback(_ignore)
+            for result in plan.results:
+                if result.future is not None:
+                    result.future.add_done_callback(_ignore)
 
         async def nothing() -> None:
             return None
@@ -86,32 +91,24 @@ async def _admit_topic(
             result.error_code, result.error_message = errors.kafka_error(exc), exc.message
         return plan
     now = ctx.clock.now_ms()
-    batches: list[PartitionBatch] = []
-    order: list[tuple[int, int]] = []
-    for i, pdata in enumerate(topic_data.partition_data):
-        result = plan.results[i]
+    checked: list[tuple[_PartitionResult, list[PartitionBatch]]] = []
+    for result, pdata in zip(plan.results, topic_data.partition_data, strict=True):
         if not 0 <= pdata.index < cached.info.partitions:
             result.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
             result.error_message = f"topic {topic_data.name!r} has no partition {pdata.index}"
             continue
         data = pdata.records if isinstance(pdata.records, bytes) else b""
         try:
-            checked = check_batches(topic_data.name, pdata.index, data, cached.config, now)
+            checked.append((result, check_batches(topic_data.name, pdata.index, data, cached.config, now)))
         except BatchRejected as exc:
             result.error_code, result.error_message = exc.code, exc.message
-            continue
-        order.append((len(batches), 0))  # the first record of the partition's first batch
-        plan.admitted.append(i)
-        batches.extend(checked)
-    if batches:
-        request = AgentRequest(topic_data.name, batches, order)
+    # No await from here on: the partitions enter the buffer back to back, in request order.
+    for result, batches in checked:
         try:
-            plan.future = ctx.agent.enqueue(request, reservation)
+            # The first record of the partition's first batch.
+            result.future = ctx.agent.enqueue(AgentRequest(topic_data.name, batches, [(0, 0)]), reservation)
         except StrataError as exc:
-            for i in plan.admitted:
-                plan.results[i].error_code = errors.kafka_error(exc)
-                plan.results[i].error_message = exc.message
-            plan.admitted = []
+            result.error_code, result.error_message = errors.kafka_error(exc), exc.message
     return plan
 
 
@@ -124,29 +121,24 @@ def _refusal(req: ProduceRequest) -> tuple[int, str] | None:
 
 
 async def _settle(plans: list[_TopicPlan], timeout_s: float) -> None:
-    futures = [p.future for p in plans if p.future is not None]
-    if futures:
+    results = [r for p in plans for r in p.results if r.future is not None]
+    if results:
         # Shielded: the flush owns the futures; timing out here only stops waiting for them.
-        await asyncio.wait([asyncio.shield(f) for f in futures], timeout=max(timeout_s, 0.001))
-    for plan in plans:
-        future = plan.future
-        if future is None:
-            continue
+        await asyncio.wait(
+            [asyncio.shield(r.future) for r in results if r.future is not None], timeout=max(timeout_s, 0.001)
+        )
+    for result in results:
+        future = result.future
+        assert future is not None
         if not future.done():
             future.add_done_callback(_ignore)
-            _fail(plan, errors.REQUEST_TIMED_OUT, "the flush did not commit within the request timeout")
-        elif future.exception() is not None:
-            exc = future.exception()
+            result.error_code = errors.REQUEST_TIMED_OUT
+            result.error_message = "the flush did not commit within the request timeout"
+        elif (exc := future.exception()) is not None:
             assert isinstance(exc, StrataError)
-            _fail(plan, errors.kafka_error(exc), exc.message)
+            result.error_code, result.error_message = errors.kafka_error(exc), exc.message
         else:
-            for i, (_, offset) in zip(plan.admitted, future.result(), strict=True):
-                plan.results[i].base_offset = offset
-
-
-def _fail(plan: _TopicPlan, code: int, message: str) -> None:
-    for i in plan.admitted:
-        plan.results[i].error_code, plan.results[i].error_message = code, message
+            [(_, result.base_offset)] = future.result()
 
 
 def _ignore(future: asyncio.Future[list[tuple[int, int]]]) -> None:

@@ -12,15 +12,18 @@ one method here and one SQL transaction in the implementation:
 Roles. Callers and fakes depend on the narrowest of these Protocols; one class (``SqlMetadataStore``)
 implements them all, and ``MetadataStore`` is their union, for the composition root:
 - ``TopicReader``: topics and partition states, read only. Every other role but ``FileCatalog`` includes it.
-- ``LogStore``, the agents' log: ``commit_flush``, idempotency lookups and expiry, ``find_chunks``.
+- ``LogStore``, the agents' log: ``commit_flush``, idempotency lookups and expiry, producer state expiry,
+  ``find_chunks``.
 - ``CompactionCatalog``, the planner's and worker's: partition stats, live files and their chunks, jobs
   (create, lease, heartbeat, finish), ``commit_compaction``, ``apply_retention``.
 - ``FileCatalog``, garbage collection's: which object keys have a files row, obsolete files, forgetting them.
 - ``AdminStore``: topics created, reconfigured and deleted; consumer group offsets.
+- ``ProducerStore``: idempotent producers' ids and epochs (InitProducerId).
 
 Lost races. A method that can lose a race to another process raises a ``storage.errors.Conflict``
 subclass and writes nothing; no method answers a lost race with None or False:
 - ``commit_flush``: ``IdempotencyConflict`` (a key was committed first; it carries the winner's offsets),
+  ``ProducerConflict`` (producer batches that repeat or break their producer's sequence: the answers),
   or ``CommitConflict`` (a key expired while this commit ran: retry it);
 - ``create_topic``: ``TopicExists``;
 - ``create_job``: ``ClaimRefused`` (an input file is claimed by another active job, or no longer live);
@@ -54,6 +57,7 @@ from typing import Protocol
 
 # Re-exported: callers import these from here too.
 from storage.errors import IdempotencyConflict as IdempotencyConflict
+from storage.errors import ProducerConflict as ProducerConflict
 from storage.errors import UnknownJob as UnknownJob
 
 # File levels: L0 files come from agent flushes; compaction merges them into L1, L1 into L2.
@@ -69,6 +73,17 @@ JOB_DONE = "done"
 JOB_FAILED = "failed"
 JOB_ACTIVE_STATES = (JOB_PENDING, JOB_LEASED)  # a job in these states holds its file claims
 JOB_FINAL_STATES = (JOB_DONE, JOB_FAILED)
+
+# Kafka's "no producer" values in a RecordBatch header: such a batch skips every producer check.
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+# Kafka's producer.id.expiration.ms default (1 day): a producer's state for a partition is forgotten
+# this long after its last append there, and its id this long after its last InitProducerId once no
+# partition remembers it.
+PRODUCER_ID_EXPIRATION_MS = 86_400_000
+# Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN: how many of a producer's last batches per partition
+# are remembered, so that a retry of any of them is answered with its original offset.
+PRODUCER_BATCHES_RETAINED = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +154,32 @@ class IdempotencyEntry:
     key: str
     topic: str
     placements: Sequence[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerBatch:
+    """An idempotent producer's RecordBatch in a flush: its header fields and where it sits.
+
+    ``chunk`` indexes the commit's chunk list and ``relative`` is the relative offset of the batch's
+    first record in that chunk; its records are ``relative .. relative + record_count - 1``. ``append``
+    groups the batches that stand or fall together (one produce request's batches for one partition,
+    Kafka's unit of append): if one of them is a duplicate or rejected, the whole append is.
+    Within one chunk, batches are listed in chunk order.
+    """
+
+    append: int
+    chunk: int
+    relative: int
+    record_count: int
+    producer_id: int
+    epoch: int
+    first_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdAndEpoch:
+    producer_id: int
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,12 +319,24 @@ class LogStore(TopicReader, Protocol):
         chunks: Sequence[NewChunk],
         idempotency: Sequence[IdempotencyEntry],
         now_ms: int,
+        producers: Sequence[ProducerBatch] = (),
+        producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
     ) -> FlushResult:
-        """One transaction: insert the file, give every chunk its base offset, record idempotency keys.
+        """One transaction: insert the file, give every chunk its base offset, record idempotency keys,
+        check and record the idempotent producers' sequences.
 
         Chunks of topics deleted meanwhile get base offset -1 and no row. Raises IdempotencyConflict
         (nothing written) when a key was committed first by another request, and CommitConflict (nothing
         written; retry) when such a key expired while this commit ran.
+
+        Producer batches follow Kafka's rules per (producer id, topic, partition), against the state
+        committed before and the earlier batches of this flush: a repeat of one of the last
+        ``PRODUCER_BATCHES_RETAINED`` batches (same epoch and sequence range) is a duplicate; an epoch
+        older than the partition's is rejected (InvalidProducerEpoch); in the current epoch the first
+        sequence must follow the last one, and a newer epoch must start at sequence 0, else
+        OutOfOrderSequence; a producer the partition does not know (never seen, or its state older than
+        ``producer_expiration_ms``) is accepted at any sequence. Any duplicate or rejection raises
+        ProducerConflict, writing nothing.
         """
         ...
 
@@ -293,6 +346,11 @@ class LogStore(TopicReader, Protocol):
 
     def expire_idempotency(self, before_ms: int) -> int:
         """Delete idempotency rows older than before_ms; returns how many."""
+        ...
+
+    def expire_producers(self, before_ms: int) -> int:
+        """Forget producer state (per partition) last appended to before ``before_ms``, and producer ids
+        last initialised before it that no partition remembers; returns how many rows went."""
         ...
 
     def find_chunks(self, topic: str, partition: int, offset: int, limit: int) -> list[ChunkRow]:
@@ -462,7 +520,22 @@ class AdminStore(TopicReader, Protocol):
     def group_offsets(self, group: str) -> list[GroupOffset]: ...
 
 
-class MetadataStore(LogStore, CompactionCatalog, FileCatalog, AdminStore, Protocol):
+class ProducerStore(Protocol):
+    """Idempotent producers' ids and epochs. The sequence checks run inside ``LogStore.commit_flush``, and
+    ``LogStore.expire_producers`` forgets both."""
+
+    def init_producer_id(self, current: ProducerIdAndEpoch | None, now_ms: int) -> ProducerIdAndEpoch:
+        """A new producer id at epoch 0, or, for ``current`` (KIP-360), the same id at the next epoch.
+
+        ``current`` is an id this store handed out and not yet forgot: at its latest epoch or newer,
+        the epoch is bumped (a new id at epoch 0 once the epoch is exhausted); at the epoch before the
+        latest, it is a retry of the bump that produced the latest, which is returned unchanged. Older
+        epochs raise ProducerFenced. An id the store does not know gets a new id.
+        """
+        ...
+
+
+class MetadataStore(LogStore, CompactionCatalog, FileCatalog, AdminStore, ProducerStore, Protocol):
     """Every role at once: what the composition root opens and hands out by role."""
 
     url: str

@@ -173,13 +173,48 @@ def _v2(t: _Types) -> tuple[str, ...]:
     )
 
 
+def _v3(t: _Types) -> tuple[str, ...]:
+    return (
+        # Idempotent producers' ids, handed out by InitProducerId. The id column never reuses a value (see
+        # _Types.id_pk), so a forgotten producer's id cannot come back for another producer whose batches
+        # would then look like its duplicates. epoch is the latest epoch handed out for the id and
+        # last_epoch the one before it (-1 if none): a retried epoch bump is recognised by it (Kafka's
+        # TransactionMetadata.lastProducerEpoch).
+        f"""CREATE TABLE producer_ids (
+            producer_id {t.id_pk},
+            epoch {t.small} NOT NULL CHECK (epoch >= 0),
+            last_epoch {t.small} NOT NULL,
+            created_ms {t.big} NOT NULL,
+            updated_ms {t.big} NOT NULL
+        ){t.table_options}""",
+        "CREATE INDEX producer_ids_by_updated ON producer_ids (updated_ms)",
+        # What a partition remembers of a producer (Kafka's ProducerStateEntry): the epoch of its last
+        # append and its last batches (at most 5), as JSON [[first_seq, last_seq, base_offset], ...],
+        # oldest first. Written only by flush commits holding the partition's row lock. No foreign key:
+        # a batch may carry a producer id this store did not hand out (Kafka accepts it too).
+        f"""CREATE TABLE producer_state (
+            topic TEXT NOT NULL,
+            partition_id {t.small} NOT NULL,
+            producer_id {t.big} NOT NULL,
+            epoch {t.small} NOT NULL,
+            batches TEXT NOT NULL,
+            last_ms {t.big} NOT NULL,
+            PRIMARY KEY (topic, partition_id, producer_id)
+        ){t.table_options}""",
+        "CREATE INDEX producer_state_by_last ON producer_state (last_ms)",
+        "CREATE INDEX producer_state_by_producer ON producer_state (producer_id)",
+    )
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_SQLITE)),
     Migration(2, "compaction: cleaner checkpoint, job file claims", _v2(_SQLITE)),
+    Migration(3, "idempotent producers: producer ids, per-partition producer state", _v3(_SQLITE)),
 )
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_POSTGRES)),
     Migration(2, "compaction: cleaner checkpoint, job file claims", _v2(_POSTGRES)),
+    Migration(3, "idempotent producers: producer ids, per-partition producer state", _v3(_POSTGRES)),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {

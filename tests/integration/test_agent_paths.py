@@ -29,9 +29,14 @@ class LostCommitReplies:
         return getattr(self.inner, name)
 
     def commit_flush(
-        self, file: NewFile, chunks: Sequence[NewChunk], idem: Sequence[IdempotencyEntry], now_ms: int
+        self,
+        file: NewFile,
+        chunks: Sequence[NewChunk],
+        idem: Sequence[IdempotencyEntry],
+        now_ms: int,
+        *producer_args: Any,
     ) -> FlushResult:
-        result = self.inner.commit_flush(file, chunks, idem, now_ms)
+        result = self.inner.commit_flush(file, chunks, idem, now_ms, *producer_args)
         if self.remaining > 0:
             self.remaining -= 1
             raise Unavailable("connection lost after COMMIT was sent")

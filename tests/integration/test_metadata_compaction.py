@@ -838,8 +838,8 @@ def _backend(url: str) -> Backend:
 
 
 def test_migration_2_applies_to_a_version_1_database(metadata_url: str) -> None:
-    assert [m.version for m in schema.SQLITE_MIGRATIONS] == [1, 2]
-    assert [m.version for m in schema.POSTGRES_MIGRATIONS] == [1, 2]
+    assert [m.version for m in schema.SQLITE_MIGRATIONS][:2] == [1, 2]
+    assert [m.version for m in schema.POSTGRES_MIGRATIONS][:2] == [1, 2]
 
     # A database as Strata with only migration 1 left it, with a topic, a file and a chunk in it.
     backend = _backend(metadata_url)
@@ -874,7 +874,7 @@ def test_migration_2_applies_to_a_version_1_database(metadata_url: str) -> None:
 
     store = sql_store(open_metadata_store(metadata_url))
     try:
-        assert store.applied_migrations == (2,)
+        assert store.applied_migrations == tuple(range(2, schema.latest_version(dialect) + 1))
         assert store.partition_stats() == [PartitionStats("t", 0, 1, 5, 0, None, 250, 250, 1, NOW)]
         (old,) = store.live_files()
         assert store.file_chunks([old.file_id])[0].chunk.base_offset == 0

@@ -93,6 +93,8 @@ def test_http_mapping_is_total_and_keeps_the_numbering() -> None:
 def make(cls: type[StrataError]) -> StrataError:
     if cls is errors.IdempotencyConflict:
         return errors.IdempotencyConflict({"k": [(0, 1)]})
+    if cls is errors.ProducerConflict:
+        return errors.ProducerConflict({0: 5}, {1: errors.OutOfOrderSequence("gap")})
     if cls is errors.OffsetMapFull:
         return errors.OffsetMapFull(3, 3)
     return cls("message")

@@ -5,8 +5,8 @@ Two layers:
   error into a Strata error (``Unavailable`` when retrying may help). ``sqlite.py`` and ``postgres.py``
   implement it. Every query is written once, with ``?`` placeholders; the backend adapts them.
 - the queries: one module per role of ``storage.metadata.base`` (``topics``, ``groups``, ``flush``,
-  ``reads``, ``jobs``, ``compaction``, ``files``), combined into ``SqlMetadataStore`` (``store``). They
-  never see a driver exception.
+  ``reads``, ``jobs``, ``compaction``, ``files``, ``producers``), combined into ``SqlMetadataStore``
+  (``store``). They never see a driver exception.
 
 Locking protocol. SQLite serialises writers with ``BEGIN IMMEDIATE``, so row locks are empty strings
 there. PostgreSQL runs at READ COMMITTED and takes row locks; every write transaction takes them in this
@@ -16,8 +16,12 @@ global order, so no two transactions can wait on each other in a cycle:
   2. ``topics`` rows (only ``update_topic_configs`` and ``delete_topic``, one row);
   3. ``files`` rows, sorted by file_id, taken before deciding that a file has no live chunk left;
   4. ``job_files`` claims, inserted in sorted file_id order (``create_job``) or deleted by job;
-  5. ``idempotency`` keys, inserted in sorted key order;
-  6. ``group_offsets`` rows, upserted in sorted (topic, partition_id) order.
+  5. ``producer_state`` rows, sorted by (topic, partition_id, producer_id), locked and upserted only by
+     ``commit_flush`` under the partitions' locks (``delete_topic`` deletes a topic's rows under them);
+     ``expire_producers`` deletes rows with SKIP LOCKED and never waits;
+  6. ``idempotency`` keys, inserted in sorted key order;
+  7. ``group_offsets`` rows, upserted in sorted (topic, partition_id) order.
+One ``producer_ids`` row is locked alone, by ``init_producer_id``, in a transaction of its own.
 Every transaction that deletes chunk rows (``delete_topic``, ``apply_retention``, ``commit_compaction``)
 first locks the rows' partitions, so once ``commit_compaction`` holds its partitions, its inputs can no
 longer disappear underneath it, and a re-read tells it whether they are all still there.

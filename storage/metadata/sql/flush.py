@@ -1,11 +1,23 @@
-"""The flush commit and idempotency keys: the write half of ``LogStore``."""
+"""The flush commit and idempotency keys: the write half of ``LogStore``.
+
+The idempotent producers' sequence check runs inside the commit (``producers.check_producers``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from storage.errors import CommitConflict, IdempotencyConflict
-from storage.metadata.base import FILE_LIVE, FILE_OBSOLETE, FlushResult, IdempotencyEntry, NewChunk, NewFile
+from storage.metadata.base import (
+    FILE_LIVE,
+    FILE_OBSOLETE,
+    PRODUCER_ID_EXPIRATION_MS,
+    FlushResult,
+    IdempotencyEntry,
+    NewChunk,
+    NewFile,
+    ProducerBatch,
+)
 from storage.metadata.sql.core import (
     ChunkValues,
     SqlBase,
@@ -18,6 +30,7 @@ from storage.metadata.sql.core import (
     offsets_to_json,
     values,
 )
+from storage.metadata.sql.producers import check_producers
 
 
 class FlushQueries(SqlBase):
@@ -27,8 +40,11 @@ class FlushQueries(SqlBase):
         chunks: Sequence[NewChunk],
         idempotency: Sequence[IdempotencyEntry],
         now_ms: int,
+        producers: Sequence[ProducerBatch] = (),
+        producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
     ) -> FlushResult:
-        """One transaction: the file row, every chunk's base offset and row, the idempotency rows.
+        """One transaction: the file row, every chunk's base offset and row, the idempotency rows, the
+        producer state.
 
         Beyond the interface's contract:
         - A partition number the topic does not have is treated like a deleted topic: base offset -1.
@@ -39,12 +55,18 @@ class FlushQueries(SqlBase):
           that hid a successful commit) writes nothing and returns the recorded result. Object keys are
           generated per upload, so an existing key means this very flush. A chunk whose row is gone by
           then (its topic deleted, or compaction moved it into another file) is reported as -1.
+          A replay does not check producer sequences again: the first commit recorded them.
         """
         chunks = tuple(chunks)
         entries = tuple(idempotency)
-        _validate_flush(chunks, entries)
+        batches_ = tuple(producers)
+        _validate_flush(chunks, entries, batches_)
         return self._backend.run(
-            lambda tx: self._commit_flush(tx, file, chunks, entries, now_ms), write=True, what="commit_flush"
+            lambda tx: self._commit_flush(
+                tx, file, chunks, entries, batches_, now_ms, producer_expiration_ms
+            ),
+            write=True,
+            what="commit_flush",
         )
 
     def _commit_flush(
@@ -53,7 +75,9 @@ class FlushQueries(SqlBase):
         file: NewFile,
         chunks: tuple[NewChunk, ...],
         entries: tuple[IdempotencyEntry, ...],
+        producers: tuple[ProducerBatch, ...],
         now_ms: int,
+        producer_expiration_ms: int,
     ) -> FlushResult:
         order = sorted(range(len(chunks)), key=lambda i: (chunks[i].topic, chunks[i].partition))
         next_offsets = lock_partitions(
@@ -83,6 +107,8 @@ class FlushQueries(SqlBase):
         if row is None:
             return self._replay_flush(tx, file, chunks, entries)
         file_id = int(row[0])
+        # Before anything else is written; raising here rolls the file row back with the rest.
+        check_producers(tx, self._d, chunks, bases, producers, now_ms, producer_expiration_ms)
 
         tx.executemany(
             "UPDATE partitions SET next_offset = ? WHERE topic = ? AND partition_id = ?",
@@ -188,8 +214,22 @@ def _chunk_values(
     ]
 
 
-def _validate_flush(chunks: Sequence[NewChunk], idempotency: Sequence[IdempotencyEntry]) -> None:
+def _validate_flush(
+    chunks: Sequence[NewChunk], idempotency: Sequence[IdempotencyEntry], producers: Sequence[ProducerBatch]
+) -> None:
     """Caller bugs are ValueErrors raised before any SQL runs."""
+    for batch in producers:
+        if not 0 <= batch.chunk < len(chunks):
+            raise ValueError(f"producer batch points at chunk {batch.chunk} of {len(chunks)}")
+        if (
+            batch.record_count < 1
+            or not 0 <= batch.relative <= chunks[batch.chunk].record_count - batch.record_count
+        ):
+            raise ValueError(
+                f"producer batch of {batch.record_count} records at {batch.relative} is outside its chunk"
+            )
+        if batch.producer_id < 0 or batch.epoch < 0 or batch.first_seq < 0:
+            raise ValueError(f"producer batch without a producer: {batch}")
     seen: set[tuple[str, int]] = set()
     for chunk in chunks:
         if chunk.record_count <= 0:

@@ -8,6 +8,7 @@ from storage.metadata.sql.files import FileQueries
 from storage.metadata.sql.flush import FlushQueries
 from storage.metadata.sql.groups import GroupQueries
 from storage.metadata.sql.jobs import JobQueries
+from storage.metadata.sql.producers import ProducerQueries
 from storage.metadata.sql.reads import ReadQueries
 from storage.metadata.sql.topics import TopicQueries
 
@@ -20,6 +21,7 @@ class SqlMetadataStore(
     JobQueries,  # CompactionCatalog (jobs)
     CompactionQueries,  # CompactionCatalog (commit_compaction, apply_retention)
     FileQueries,  # FileCatalog
+    ProducerQueries,  # ProducerStore
     MetadataStore,
 ):
     """``MetadataStore`` over any ``Backend``. Thread-safe: every call is one backend transaction.

@@ -121,6 +121,8 @@ class TopicQueries(SqlBase):
             ]
             tx.execute("DELETE FROM chunks WHERE topic = ?", (name,))
             mark_obsolete_if_empty(tx, file_ids, now_ms)
+            # A topic created again under this name starts with no producer state, as a new Kafka log does.
+            tx.execute("DELETE FROM producer_state WHERE topic = ?", (name,))
             tx.execute("DELETE FROM group_offsets WHERE topic = ?", (name,))
             tx.execute("DELETE FROM partitions WHERE topic = ?", (name,))
             tx.execute("DELETE FROM topics WHERE name = ?", (name,))

@@ -1,0 +1,55 @@
+"""InitProducerId (key 22): producer ids and epochs for idempotent producers, from the metadata store.
+
+- ``transactional_id`` null: a new producer id at epoch 0 (v0-2, or v3+ with producer id -1); v3+ with
+  the producer's current id and epoch bumps the epoch (KIP-360), which kafka-python and librdkafka ask for
+  after an error that leaves their sequences unknown. The rules are ``ProducerStore.init_producer_id``'s.
+  A stale epoch gets PRODUCER_FENCED at v4 and INVALID_PRODUCER_EPOCH before (older clients do not know
+  code 90; Kafka's KafkaApis.handleInitProducerIdRequest converts it the same way).
+- a transactional id is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Produce refuses one):
+  Strata has no transactions yet.
+The ids are stored, so any agent continues any producer, and they hold across agent restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+
+from broker import errors
+from broker.context import BrokerContext
+from storage.errors import ProducerFenced, StrataError
+from storage.metadata.base import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdAndEpoch
+
+# The first version whose clients understand PRODUCER_FENCED (KIP-588).
+_FENCED_FROM_VERSION = 4
+
+
+async def handle_init_producer_id(ctx: BrokerContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
+    version = req.API_VERSION
+    if req.transactional_id is not None:
+        return _response(version, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    # v0-2 have no such fields: the defaults are -1.
+    producer_id = req.producer_id if version >= 3 else NO_PRODUCER_ID
+    epoch = req.producer_epoch if version >= 3 else NO_PRODUCER_EPOCH
+    if (producer_id == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH) or producer_id < -1 or epoch < -1:
+        # Kafka's InitProducerIdRequest: the id and the epoch are given together or not at all.
+        return _response(version, errors.INVALID_REQUEST)
+    current = None if producer_id == NO_PRODUCER_ID else ProducerIdAndEpoch(producer_id, epoch)
+    try:
+        given = await asyncio.to_thread(ctx.metadata.init_producer_id, current, ctx.clock.now_ms())
+    except ProducerFenced:
+        code = errors.PRODUCER_FENCED if version >= _FENCED_FROM_VERSION else errors.INVALID_PRODUCER_EPOCH
+        return _response(version, code)
+    except StrataError as exc:
+        return _response(version, errors.kafka_error(exc))
+    return _response(version, errors.NONE, given)
+
+
+def _response(version: int, code: int, given: ProducerIdAndEpoch | None = None) -> InitProducerIdResponse:
+    return InitProducerIdResponse[version](
+        throttle_time_ms=0,
+        error_code=code,
+        producer_id=NO_PRODUCER_ID if given is None else given.producer_id,
+        producer_epoch=NO_PRODUCER_EPOCH if given is None else given.epoch,
+    )
