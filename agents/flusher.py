@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agents.buffer import PendingFlush, PendingRequest, TopicPartition
 from agents.cache import ObjectCache
@@ -72,10 +72,15 @@ class BuiltFile:
     tps: list[TopicPartition]
     # starts[r][b]: the relative offset, within its chunk, of request r's batch b's first record.
     starts: list[list[int]]
+    # The chunk index of each topic-partition (positions in ``tps``), built once per file.
+    index_of: dict[TopicPartition, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.index_of = {tp: i for i, tp in enumerate(self.tps)}
 
     def placements(self, index: int, req: PendingRequest) -> list[tuple[int, int]]:
         """(chunk index, relative offset in the chunk) of each record of ``req`` (request ``index``)."""
-        index_of = {tp: i for i, tp in enumerate(self.tps)}
+        index_of = self.index_of
         starts = self.starts[index]
         out = []
         for batch_index, record_index in req.request.order:
@@ -85,7 +90,7 @@ class BuiltFile:
 
     def producer_batches(self, requests: list[PendingRequest]) -> list[ProducerBatch]:
         """The idempotent producers' batches of ``requests`` (the file's), each request one append."""
-        index_of = {tp: i for i, tp in enumerate(self.tps)}
+        index_of = self.index_of
         return [
             ProducerBatch(
                 append=r,

@@ -22,7 +22,9 @@ ERRORS: dict[int | str, dict[str, object]] = {
 }
 
 
-def get_runtime(request: Request) -> Runtime:
+# Dependencies are ``async def``: FastAPI runs a plain ``def`` dependency in a worker thread, which cost
+# measurable CPU per produce request (a thread hop for a dictionary lookup).
+async def get_runtime(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
 

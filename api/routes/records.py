@@ -26,7 +26,7 @@ _IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
 router = APIRouter()
 
 
-def reservation(request: Request, runtime: RuntimeDep) -> Reservation:
+async def reservation(request: Request, runtime: RuntimeDep) -> Reservation:
     """The memory the middleware reserved for this body (an empty one if admission did not apply)."""
     held: Reservation | None = request.scope.get(RESERVATION)
     return held if held is not None else runtime.agent.buffer.reserve(0)
