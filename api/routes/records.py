@@ -11,7 +11,7 @@ import asyncio
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response
 
 from agents.buffer import Reservation
@@ -19,6 +19,7 @@ from api import models
 from api.middleware import RESERVATION
 from api.responses import JSONBytes
 from api.routes.common import ERRORS, MiB, PartitionPath, RuntimeDep, TopicPath, topic_name
+from api.runtime import Runtime
 from storage.errors import BadRequest, RecordTooLarge, StrataError
 
 _IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
@@ -26,7 +27,7 @@ _IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
 router = APIRouter()
 
 
-async def reservation(request: Request, runtime: RuntimeDep) -> Reservation:
+def _reservation(request: Request, runtime: Runtime) -> Reservation:
     """The memory the middleware reserved for this body (an empty one if admission did not apply)."""
     held: Reservation | None = request.scope.get(RESERVATION)
     return held if held is not None else runtime.agent.buffer.reserve(0)
@@ -34,12 +35,15 @@ async def reservation(request: Request, runtime: RuntimeDep) -> Reservation:
 
 @router.post("/v1/topics/{topic}/records", response_model=models.ProduceOut, responses=ERRORS)
 async def produce(
-    runtime: RuntimeDep,
+    http: Request,
     topic: TopicPath,
     body: models.ProduceIn,
-    held: Annotated[Reservation, Depends(reservation)],
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response:
+    # The hot path takes the runtime and the reservation from the request itself rather than through
+    # FastAPI dependencies: dependency resolution was a measurable share of the CPU per produce request.
+    runtime: Runtime = http.app.state.runtime
+    held = _reservation(http, runtime)
     settings, agent = runtime.settings, runtime.agent
     try:
         name = topic_name(topic)
