@@ -30,12 +30,11 @@ from storage.record_codec import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     Record,
-    _assemble_batch,
     _decode_batch,
     _expand_batch,
     _varint_tail,
-    encode_batch,
 )
+from storage.record_encode import _assemble_batch, encode_batch
 
 __all__ = ["RecordSpan", "filter_batch", "recompress_batch", "scan_batch"]
 

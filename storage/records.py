@@ -1,7 +1,7 @@
 """Kafka RecordBatch v2 records, sans-IO: the one import for the codec and its compaction helpers.
 
-- ``storage/record_codec.py``: the byte layout (documented at its top), encoding, decoding, batch headers,
-  base-offset patching.
+- ``storage/record_codec.py``: the byte layout (documented at its top), decoding, batch headers.
+- ``storage/record_encode.py``: encoding, and base-offset patching.
 - ``storage/record_scan.py``: rewriting stored batches: ``scan_batch`` (keys and record spans, values
   skipped) and ``filter_batch`` (survivors copied byte for byte, delete horizon set) for compaction, and
   ``recompress_batch`` (a batch's records in another codec) for the ``compression.type`` topic config.
@@ -23,10 +23,9 @@ from storage.record_codec import (
     check_framing,
     count_records,
     decode_records,
-    encode_batch,
     iter_batches,
-    set_base_offset,
 )
+from storage.record_encode import encode_batch, set_base_offset
 from storage.record_scan import RecordSpan, filter_batch, recompress_batch, scan_batch
 
 __all__ = [

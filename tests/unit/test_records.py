@@ -9,7 +9,7 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage import record_codec, record_scan
+from storage import record_codec, record_encode, record_scan
 from storage import records as records_facade
 from storage.errors import CodecError
 from storage.records import (
@@ -499,6 +499,7 @@ def test_records_facade_is_the_codec_and_the_scan_helpers() -> None:
     # Callers import only storage.records: every public name of both modules must be there, as itself.
     parts = {
         **{n: record_codec for n in record_codec.__all__},
+        **{n: record_encode for n in record_encode.__all__},
         **{n: record_scan for n in record_scan.__all__},
     }
     assert sorted(records_facade.__all__) == sorted(parts)

@@ -1,0 +1,203 @@
+"""Encoding Kafka RecordBatch v2, and patching a stored batch's base offset. Sans-IO.
+
+The byte layout, what the CRC covers and what is relative are documented once, at the top of
+``storage/record_codec.py``; this module writes exactly that layout with the codec's own structs. Callers
+import it through the facade, ``storage/records.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from crc32c import crc32c
+
+from storage import compression
+from storage.errors import CodecError
+
+# The codec's structs and limits, shared on purpose: one definition of the layout.
+from storage.record_codec import (
+    _BASE_OFFSET,
+    _COMPRESSION_MASK,
+    _CRC_FIELD,
+    _CRC_HEADER,
+    _INT32_MAX,
+    _INT64_MAX,
+    _INT64_MIN,
+    _PREFIX,
+    DELETE_HORIZON_FLAG,
+    MAGIC,
+    RECORD_BATCH_OVERHEAD,
+    Header,
+    Record,
+)
+
+__all__ = ["encode_batch", "set_base_offset"]
+
+# Zigzag varints of -64..63 are one byte; precomputing them skips the loop for the common small fields
+# (attributes-free record prefixes, small deltas, null markers, header counts).
+_SMALL_VARINTS: dict[int, bytes] = {n: bytes([((n << 1) ^ (n >> 63)) & 0xFF]) for n in range(-64, 64)}
+
+
+def _varint(n: int) -> bytes:
+    small = _SMALL_VARINTS.get(n)
+    if small is not None:
+        return small
+    z = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+_NULL = _SMALL_VARINTS[-1]
+_ZERO = _SMALL_VARINTS[0]
+_RECORD_ATTRIBUTES = b"\x00"
+
+
+def _encode_headers(headers: tuple[Header, ...]) -> bytes:
+    parts = [_varint(len(headers))]
+    for header in headers:
+        key = header.key.encode("utf-8")
+        parts.append(_varint(len(key)))
+        parts.append(key)
+        if header.value is None:
+            parts.append(_NULL)
+        else:
+            parts.append(_varint(len(header.value)))
+            parts.append(header.value)
+    return b"".join(parts)
+
+
+def encode_batch(
+    records: Sequence[Record],
+    base_offset: int = 0,
+    *,
+    delete_horizon_ms: int | None = None,
+    last_offset_delta: int | None = None,
+    codec: int = compression.NONE,
+) -> bytes:
+    """Encode ``records`` as one RecordBatch v2, uncompressed unless ``codec`` names one (1-4).
+
+    Offsets must be >= ``base_offset`` and strictly increasing; gaps are allowed, because compaction output
+    keeps the offsets its input had. Timestamps may go backwards (a negative ``timestampDelta``).
+    ``delete_horizon_ms`` sets the delete-horizon flag and stores the horizon as baseTimestamp (KIP-534).
+    ``last_offset_delta`` keeps a filtered batch's original span (it must cover the last record).
+    Raises ``ValueError`` for input that cannot be encoded; ``CodecError`` is reserved for bytes read back.
+    """
+    if codec not in compression.CODEC_NAMES:
+        raise ValueError(f"unknown compression codec {codec}")
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    if not 0 <= base_offset <= _INT64_MAX:
+        raise ValueError(f"base offset {base_offset} is outside 0..2^63-1")
+    base_timestamp = records[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
+    max_timestamp = records[0].timestamp
+    previous = base_offset - 1
+    parts: list[bytes] = []
+    append = parts.append
+    varint = _varint
+    small = _SMALL_VARINTS
+    for record in records:
+        offset = record.offset
+        if offset <= previous:
+            raise ValueError(
+                f"offset {offset} is not above {previous}: "
+                "offsets must be >= the base offset and strictly increasing"
+            )
+        previous = offset
+        offset_delta = offset - base_offset
+        if offset_delta > _INT32_MAX:
+            raise ValueError(f"offset {offset} is more than 2^31-1 past base offset {base_offset}")
+        timestamp = record.timestamp
+        if not _INT64_MIN <= timestamp <= _INT64_MAX:
+            raise ValueError(f"timestamp {timestamp} does not fit in int64")
+        if timestamp > max_timestamp:
+            max_timestamp = timestamp
+        timestamp_delta = timestamp - base_timestamp
+        if not _INT64_MIN <= timestamp_delta <= _INT64_MAX:
+            raise ValueError(f"timestamp {timestamp} is too far from the batch's first timestamp")
+        key = record.key
+        value = record.value
+        # The small fields and the key are joined once; the value, usually the bulk of the record, is
+        # copied only by the final join of the whole batch.
+        head = b"".join(
+            (
+                _RECORD_ATTRIBUTES,
+                small.get(timestamp_delta) or varint(timestamp_delta),
+                small.get(offset_delta) or varint(offset_delta),
+                _NULL if key is None else varint(len(key)),
+                b"" if key is None else key,
+                _NULL if value is None else varint(len(value)),
+            )
+        )
+        trailer = _encode_headers(record.headers) if record.headers else _ZERO
+        size = len(head) + len(trailer)
+        if value is not None:
+            size += len(value)
+        if size > _INT32_MAX:
+            raise ValueError(f"record at offset {offset} is larger than 2^31-1 bytes")
+        append(small.get(size) or varint(size))
+        append(head)
+        if value is not None:
+            append(value)
+        append(trailer)
+
+    span = previous - base_offset
+    if last_offset_delta is not None:
+        if not span <= last_offset_delta <= _INT32_MAX:
+            raise ValueError(f"lastOffsetDelta {last_offset_delta} does not cover the last record")
+        span = last_offset_delta
+    covered_header = _CRC_HEADER.pack(
+        # CreateTime, not transactional, not control; maybe compressed, maybe a delete horizon.
+        codec | (0 if delete_horizon_ms is None else DELETE_HORIZON_FLAG),
+        span,  # lastOffsetDelta
+        base_timestamp,
+        max_timestamp,
+        -1,  # producerId
+        -1,  # producerEpoch
+        -1,  # baseSequence
+        len(records),
+    )
+    return _assemble_batch(base_offset, covered_header, b"".join(parts))
+
+
+def _assemble_batch(base_offset: int, covered_header: bytes, records_bytes: bytes) -> bytes:
+    """A whole batch from its CRC-covered header (``_CRC_HEADER``) and its *uncompressed* records.
+
+    The records are compressed with the codec the header's attributes name; the CRC is computed over the
+    bytes as stored. The partitionLeaderEpoch is -1, as in every batch Strata writes.
+    """
+    codec = covered_header[1] & _COMPRESSION_MASK  # attributes is a big-endian int16: bits 0-2 are byte 1
+    stored = records_bytes if not codec else compression.compress(codec, records_bytes)
+    # batchLength counts partitionLeaderEpoch (4) + magic (1) + crc (4) + the CRC-covered bytes.
+    batch_length = 9 + len(covered_header) + len(stored)
+    if batch_length > _INT32_MAX:
+        raise ValueError("record batch is larger than 2^31-1 bytes")
+    crc = crc32c(stored, crc32c(covered_header))
+    return b"".join(
+        (
+            _PREFIX.pack(base_offset, batch_length, -1, MAGIC),
+            _CRC_FIELD.pack(crc),
+            covered_header,
+            stored,
+        )
+    )
+
+
+def set_base_offset(buf: bytearray, position: int, base_offset: int) -> None:
+    """Patch in place the baseOffset of the batch that starts at ``position`` in ``buf``.
+
+    Valid without touching the CRC, because the CRC does not cover baseOffset. Raises ``CodecError`` if no
+    batch header starts there, ``ValueError`` for a negative position or an offset outside int64.
+    """
+    if position < 0:
+        raise ValueError(f"position {position} is negative")
+    if not 0 <= base_offset <= _INT64_MAX:
+        raise ValueError(f"base offset {base_offset} is outside 0..2^63-1")
+    if position + RECORD_BATCH_OVERHEAD > len(buf):
+        raise CodecError(f"no record batch header at position {position}: the buffer ends first")
+    if buf[position + 16] != MAGIC:
+        raise CodecError(f"no record batch at position {position}: magic is {buf[position + 16]}, not 2")
+    _BASE_OFFSET.pack_into(buf, position, base_offset)
