@@ -109,9 +109,11 @@ build() {
 }
 
 # Starts scripts/kafka_agent.py (a Strata agent with its Kafka listener) and sets AGENT_PID and BOOTSTRAP.
+# Auto-created topics get 4 partitions: the suite's "default" scenario (tests/scenarios/default.json)
+# configures its brokers so, and tests such as 0012 produce to partitions 1..3 of auto-created topics.
 start_agent() {
 	local out=$1/agent.out port=""
-	PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" scripts/kafka_agent.py --data-dir "$1/data" >"$out" 2>"$1/agent.log" &
+	PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" scripts/kafka_agent.py --data-dir "$1/data" --num-partitions 4 >"$out" 2>"$1/agent.log" &
 	AGENT_PID=$!
 	for _ in $(seq 1 300); do
 		port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$out")
@@ -160,9 +162,13 @@ run() {
 		secs=$(($(date +%s) - start))
 		# The runner's summary table (colour codes stripped): one "| <name> | <STATE> | <secs> |" row per test
 		# it ran under this id. No row, or only SKIPPED rows: not in 2.0.2, or filtered out (-E: sockem).
-		local names
+		# A failing runner lists every other test as DNS (did not start): keep this id's rows only.
+		local names reason
 		names=$(sed -e 's/\x1b\[[0-9;]*m//g' -e 's/\x1b(B//g' "$work/$id.log" |
-			grep -aoE '^\| [0-9]{4}_[A-Za-z0-9_]+ +\| +[A-Z]+ ' | awk '{print $2":"$4}' | sort -u | tr '\n' ' ' || true)
+			grep -aoE "^\| ${id}_[A-Za-z0-9_]+ +\| +[A-Z]+ " | awk '{print $2":"$4}' | sort -u | tr '\n' ' ' || true)
+		# The first failure's message: the line after "### Test ... failed at ...: ###".
+		reason=$(sed -e 's/\x1b\[[0-9;]*m//g' "$work/$id.log" | grep -a -m1 -A1 '^### Test' | tail -n1 | cut -c1-160 || true)
+		[ "$rc" = 124 ] && reason="timeout after ${TIMEOUT}s; $reason"
 		if [ "$rc" = 0 ] && ! grep -q ':PASSED' <<<"$names"; then
 			result=SKIP
 			skip=$((skip + 1))
@@ -173,7 +179,7 @@ run() {
 			result=FAIL
 			fail=$((fail + 1))
 		fi
-		printf '%-6s %-6s %6s  %s\n' "$id" "$result" "$secs" "$names"
+		printf '%-6s %-6s %6s  %s\n' "$id" "$result" "$secs" "$names${reason:+| $reason}"
 		if [ -n "$AGENT_PID" ] && ! kill -0 "$AGENT_PID" 2>/dev/null; then
 			echo "the agent exited during $id; see $work/agent.log" >&2
 			exit 1
