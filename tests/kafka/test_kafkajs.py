@@ -50,7 +50,9 @@ def run_roundtrip(broker: RunningBroker, topic: str, codec: str) -> dict[str, An
 
 def expected_records(codec: str) -> list[tuple[str | None, str, dict[str, str]]]:
     keyed = [(f"k{i}", f"v{i}", {"idx": str(i), "origin": "kafkajs"}) for i in range(KEYED)]
-    coded = [(f"{codec}{i}", f"{codec}-{i}", {}) for i in (1, 2, 3)]
+    coded: list[tuple[str | None, str, dict[str, str]]] = [
+        (f"{codec}{i}", f"{codec}-{i}", {}) for i in (1, 2, 3)
+    ]
     return [*keyed, (None, "null-key", {"kind": "null-key"}), *coded]
 
 
@@ -107,7 +109,9 @@ def read_back_with_librdkafka(
             key, value = msg.key(), msg.value()
             assert isinstance(value, bytes)
             headers: dict[str, str] = {}
-            for name, raw in msg.headers() or []:
+            pairs = msg.headers() or []
+            assert isinstance(pairs, list)  # the consumer returns a list of (name, value) pairs
+            for name, raw in pairs:
                 assert isinstance(raw, bytes)
                 headers[name] = raw.decode()
             got.append((key.decode() if isinstance(key, bytes) else None, value.decode(), headers))
