@@ -32,8 +32,9 @@ def kcat(broker: RunningBroker, *args: str, stdin: str | None = None) -> str:
         timeout=60,
         check=False,
     )
-    # The first lines name the cause; a failed batch repeats one line per record.
-    assert done.returncode == 0, f"kcat {' '.join(args)} exited {done.returncode}:\n{done.stderr[:1500]}"
+    # A failed batch repeats one line per record: show each distinct line once.
+    errors = "\n".join(dict.fromkeys(done.stderr.splitlines()))
+    assert done.returncode == 0, f"kcat {' '.join(args)} exited {done.returncode}:\n{errors}"
     return done.stdout
 
 
