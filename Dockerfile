@@ -15,6 +15,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY agents ./agents
 COPY api ./api
+COPY broker ./broker
 COPY pipeline ./pipeline
 COPY planner ./planner
 COPY storage ./storage
@@ -28,11 +29,12 @@ RUN pip install . \
 # (a volume: the local bucket and the SQLite file). Settings given with S3/PostgreSQL make /data unused.
 ENV STRATA_HOST=0.0.0.0 \
     STRATA_PORT=8080 \
+    STRATA_KAFKA_PORT=9092 \
     STRATA_DATA_DIR=/data
 VOLUME ["/data"]
 WORKDIR /data
 USER strata
-EXPOSE 8080
+EXPOSE 8080 9092
 
 # No HEALTHCHECK here: the worker role serves no HTTP. docker-compose.yml probes the agents' /readyz.
 CMD ["strata", "serve"]

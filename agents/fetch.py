@@ -20,7 +20,7 @@ from agents.cache import ObjectCache
 from agents.watch import PartitionWatch
 from storage import fileformat, records
 from storage.clock import Clock
-from storage.errors import CodecError, CorruptObject, ObjectNotFound, OffsetOutOfRange
+from storage.errors import CodecError, CorruptObject, ObjectNotFound, OffsetOutOfRange, StrataError
 from storage.metadata.base import ChunkRow, LogStore, PartitionState
 from storage.objectstore.base import AsyncObjectStore
 
@@ -31,6 +31,16 @@ COALESCE_GAP = 1024 * 1024
 # How often a long-polling fetch re-reads the high watermark to see other agents' commits.
 POLL_INTERVAL_S = 0.1
 MAX_CHUNKS_PER_FETCH = 256
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRead:
+    """One partition of a Kafka Fetch: from ``offset``, about ``max_bytes`` at most."""
+
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,40 +118,71 @@ class Fetcher:
         return await asyncio.to_thread(self.metadata.partition_state, topic, partition)
 
     async def read_batches(self, topic: str, partition: int, offset: int, max_bytes: int) -> BatchesResult:
-        """Stored batches from ``offset`` without decoding records; never waits (the caller long-polls).
+        """Stored batches of one partition from ``offset``; see ``read_batches_many``."""
+        (result,) = await self.read_batches_many([BatchRead(topic, partition, offset, max_bytes)], max_bytes)
+        if isinstance(result, StrataError):
+            raise result
+        return result
 
-        At least one batch is returned if any exists at or past ``offset``, even if it exceeds ``max_bytes``
-        (Kafka's KIP-74 rule, so a large batch cannot stall a consumer).
+    async def read_batches_many(
+        self, reads: list[BatchRead], max_total: int
+    ) -> list[BatchesResult | StrataError]:
+        """Stored batches of several partitions at once (a Kafka Fetch), without decoding records.
+
+        Never waits (the caller long-polls). Each partition gets at least one batch if one exists at or
+        past its offset, even past its ``max_bytes`` (Kafka's KIP-74 rule: a large batch never stalls a
+        consumer); later partitions get nothing once ``max_total`` is reached. The chunks of all partitions
+        are read together, so chunks of one file, which a flush wrote side by side for many partitions,
+        are fetched with one ranged GET instead of one per partition. Errors are per partition.
         """
-        state = await self.state(topic, partition)
-        _check_range(state, offset)
-        if offset >= state.high_watermark:
-            return BatchesResult(b"", state.high_watermark, state.log_start_offset)
         try:
-            data = await self._read_batches(state, offset, max_bytes)
+            return await self._read_batches_many(reads, max_total)
         except ObjectNotFound:
-            log.info("a file vanished under a fetch of %s/%d; looking up again", topic, partition)
-            data = await self._read_batches(state, offset, max_bytes)
-        return BatchesResult(data, state.high_watermark, state.log_start_offset)
+            # Compaction replaced chunks and GC deleted their file between lookup and GET (only past the
+            # GC grace period): the new chunk rows point at live files.
+            log.info("a file vanished under a fetch of %d partitions; looking up again", len(reads))
+            return await self._read_batches_many(reads, max_total)
 
-    async def _read_batches(self, state: PartitionState, offset: int, max_bytes: int) -> bytes:
-        chunks = await asyncio.to_thread(
-            self.metadata.find_chunks, state.topic, state.partition, offset, MAX_CHUNKS_PER_FETCH
-        )
-        selected = _select(chunks, state.high_watermark, max_bytes)
-        out = bytearray()
-        for chunk, data in await self._load(selected):
-            _verify(chunk, data)
-            for header, batch in records.iter_batches(data, verify_crc=False):  # the chunk CRC covered it
-                base = chunk.base_offset + header.base_offset
-                if base + header.last_offset_delta < offset:
-                    continue
-                if out and len(out) + header.size > max_bytes:
-                    return bytes(out)
-                position = len(out)
-                out += batch
-                records.set_base_offset(out, position, base)
-        return bytes(out)
+    async def _read_batches_many(
+        self, reads: list[BatchRead], max_total: int
+    ) -> list[BatchesResult | StrataError]:
+        looked_up = await asyncio.gather(*(self._lookup(r) for r in reads))
+        results: list[BatchesResult | StrataError] = []
+        plans: list[tuple[int, BatchRead, list[ChunkRow]]] = []
+        total = 0
+        for i, (read, found) in enumerate(zip(reads, looked_up, strict=True)):
+            if isinstance(found, StrataError):
+                results.append(found)
+                continue
+            state, chunks = found
+            results.append(BatchesResult(b"", state.high_watermark, state.log_start_offset))
+            budget = min(read.max_bytes, max_total - total)
+            if not chunks or (budget <= 0 and total > 0):
+                continue
+            selected = _select(chunks, state.high_watermark, max(budget, 1))
+            total += sum(c.length for c in selected)
+            plans.append((i, BatchRead(read.topic, read.partition, read.offset, max(budget, 1)), selected))
+        loaded = await self._load([c for _, _, selected in plans for c in selected])
+        data_of = {chunk.chunk_id: data for chunk, data in loaded}
+        for i, read, selected in plans:
+            previous = results[i]
+            assert isinstance(previous, BatchesResult)
+            data = _patched_batches([(c, data_of[c.chunk_id]) for c in selected], read.offset, read.max_bytes)
+            results[i] = BatchesResult(data, previous.high_watermark, previous.log_start_offset)
+        return results
+
+    async def _lookup(self, read: BatchRead) -> tuple[PartitionState, list[ChunkRow]] | StrataError:
+        try:
+            state = await self.state(read.topic, read.partition)
+            _check_range(state, read.offset)
+            if read.offset >= state.high_watermark:
+                return state, []
+            chunks = await asyncio.to_thread(
+                self.metadata.find_chunks, read.topic, read.partition, read.offset, MAX_CHUNKS_PER_FETCH
+            )
+            return state, chunks
+        except StrataError as exc:
+            return exc
 
     async def offset_for_timestamp(
         self, topic: str, partition: int, timestamp: int
@@ -250,6 +291,24 @@ class Fetcher:
             )
         self.cache.put_range(key, start, data)
         return data
+
+
+def _patched_batches(loaded: list[tuple[ChunkRow, bytes]], offset: int, max_bytes: int) -> bytes:
+    """The chunks' batches from the one holding ``offset`` on, with absolute base offsets, up to max_bytes
+    (at least one batch)."""
+    out = bytearray()
+    for chunk, data in loaded:
+        _verify(chunk, data)
+        for header, batch in records.iter_batches(data, verify_crc=False):  # the chunk CRC covered it
+            base = chunk.base_offset + header.base_offset
+            if base + header.last_offset_delta < offset:
+                continue
+            if out and len(out) + header.size > max_bytes:
+                return bytes(out)
+            position = len(out)
+            out += batch
+            records.set_base_offset(out, position, base)
+    return bytes(out)
 
 
 def _select(chunks: list[ChunkRow], high_watermark: int, max_bytes: int) -> list[ChunkRow]:

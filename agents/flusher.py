@@ -25,13 +25,13 @@ from dataclasses import dataclass
 
 from agents.buffer import PendingFlush, PendingRequest, TopicPartition
 from agents.cache import ObjectCache
-from agents.keys import new_object_key
 from agents.metrics import Metrics
 from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
 from storage import fileformat, records
 from storage.clock import Clock
 from storage.errors import CommitConflict, IdempotencyConflict, StrataError, Unavailable, UnknownTopic
+from storage.keys import new_object_key
 from storage.metadata.base import LEVEL_INGEST, FlushResult, IdempotencyEntry, LogStore, NewChunk, NewFile
 from storage.objectstore.base import AsyncObjectStore
 

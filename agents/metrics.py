@@ -1,4 +1,4 @@
-"""Prometheus metrics of one Strata process, on a private registry (one per app, so tests don't collide).
+"""Prometheus metrics of an agent, on the process's registry (one per app, so tests don't collide).
 
 Object-store request counts are read from the stores' ``RequestCounters`` at scrape time rather than
 incremented twice.
@@ -12,8 +12,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from planner.stats import JobStats
-from storage.metadata.base import Job
 from storage.objectstore.base import REQUEST_KINDS, RequestCounters
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.5, 0.75, 1, 2.5, 5, 10, 30)
@@ -42,8 +40,11 @@ class _RequestCollector(Collector):
 
 
 class Metrics:
-    def __init__(self, counters: RequestCounters) -> None:
-        self.registry = CollectorRegistry()
+    """The agent's metric families. ``registry``: the process's one registry (the composition root shares it
+    with the planner's ``CompactionMetrics``); a private one by default."""
+
+    def __init__(self, counters: RequestCounters, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self.produce_requests = Counter(
             "strata_produce_requests", "Produce requests by outcome", ["outcome"], registry=r
@@ -80,67 +81,11 @@ class Metrics:
         )
         self.buffer_bytes = Gauge("strata_buffer_bytes", "Bytes held by the produce buffer", registry=r)
         self.cache_bytes = Gauge("strata_cache_bytes", "Bytes held by the fetch cache", registry=r)
-        self.jobs = Counter(
-            "strata_compaction_jobs",
-            "Compaction jobs run, by kind and outcome",
-            ["kind", "outcome"],
-            registry=r,
-        )
-        self.job_read_bytes = Counter("strata_compaction_read_bytes", "Bytes read by compaction", registry=r)
-        self.job_written_bytes = Counter(
-            "strata_compaction_written_bytes", "Bytes written by compaction", registry=r
-        )
-        self.job_records_in = Counter(
-            "strata_compaction_records_in", "Records read by compaction", registry=r
-        )
-        self.job_records_out = Counter(
-            "strata_compaction_records_out", "Records written by compaction", registry=r
-        )
-        self.job_pass_seconds = Histogram(
-            "strata_compaction_pass_seconds",
-            "Time per compaction pass",
-            ["pass"],
-            buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
-            registry=r,
-        )
-        self.job_pass_bytes = Counter(
-            "strata_compaction_pass_bytes",
-            "Bytes read per compaction pass (MiB/s = rate / pass seconds)",
-            ["pass"],
-            registry=r,
-        )
-        self.job_requests = Counter(
-            "strata_compaction_requests",
-            "Object-store requests made by compaction jobs",
-            ["kind"],
-            registry=r,
-        )
-        self.job_map_utilization = Gauge(
-            "strata_compaction_map_utilization", "Offset-map utilization of the last job", registry=r
-        )
-        self.job_dedup_ratio = Gauge(
-            "strata_compaction_dedup_ratio", "Fraction of records the last job removed", registry=r
-        )
         r.register(_RequestCollector(counters))
 
     def bind_gauges(self, buffer_bytes: Callable[[], float], cache_bytes: Callable[[], float]) -> None:
         self.buffer_bytes.set_function(buffer_bytes)
         self.cache_bytes.set_function(cache_bytes)
-
-    def observe_job(self, job: Job, stats: JobStats) -> None:
-        self.jobs.labels(job.kind, stats.outcome.split(" ")[0]).inc()
-        self.job_read_bytes.inc(stats.bytes_read)
-        self.job_written_bytes.inc(stats.bytes_written)
-        self.job_records_in.inc(stats.records_in)
-        self.job_records_out.inc(stats.records_out)
-        self.job_pass_seconds.labels("1").observe(stats.pass1_seconds)
-        self.job_pass_seconds.labels("2").observe(stats.pass2_seconds)
-        self.job_pass_bytes.labels("1").inc(stats.pass1_bytes)
-        self.job_pass_bytes.labels("2").inc(stats.pass2_bytes)
-        self.job_requests.labels("GET").inc(stats.gets)
-        self.job_requests.labels("PUT").inc(stats.puts)
-        self.job_map_utilization.set(stats.map_utilization)
-        self.job_dedup_ratio.set(stats.dedup_ratio)
 
     def observe_flush(self, *, nbytes: int, nrecords: int, npartitions: int, seconds: float) -> None:
         self.flushes.inc()

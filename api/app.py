@@ -16,17 +16,17 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.errors import error_response, install_error_handlers
+from api.loop import run_background_loop
 from api.middleware import Admission, LimitsAndAuth
 from api.routes import groups, ops, records, topics
 from api.runtime import Runtime
-from api.worker import run_worker
 
 
 def create_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await runtime.start()
-        worker = asyncio.create_task(run_worker(runtime)) if with_worker else None
+        worker = asyncio.create_task(run_background_loop(runtime)) if with_worker else None
         try:
             yield
         finally:

@@ -62,7 +62,7 @@ def run_demo(data_dir: Path | None, keys: int = 20, updates: int = 5) -> int:
             before = sum(
                 s.high_watermark - s.log_start_offset for s in runtime.metadata.partition_states(TOPIC)
             )
-            result = runtime.compactor().run_once(TOPIC, force=True)
+            result = runtime.compaction_round().run_once(TOPIC, force=True)
             live = sum(
                 fc.chunk.record_count for p in range(2) for fc in runtime.metadata.partition_chunks(TOPIC, p)
             )

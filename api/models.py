@@ -62,6 +62,10 @@ class TopicCreate(_Strict):
     configs: dict[str, ConfigValue] = Field(default_factory=dict)
 
 
+class PartitionsIncrease(_Strict):
+    partitions: Annotated[StrictInt, Field(ge=1, le=MAX_PARTITIONS, description="the new, larger count")]
+
+
 class TopicConfigsPatch(_Strict):
     configs: dict[str, ConfigValue | None]
 

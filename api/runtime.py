@@ -1,4 +1,5 @@
-"""Assembling a Strata process from settings: stores, metadata, agent. Components can be injected."""
+"""The composition root: a Strata process assembled from settings (stores, metadata, metrics, agent, and
+the compaction round on first use). Components can be injected."""
 
 from __future__ import annotations
 
@@ -8,12 +9,19 @@ import random
 import socket
 from dataclasses import dataclass, field
 
+from prometheus_client import CollectorRegistry
+
 from agents.agent import Agent, AgentConfig
 from agents.metrics import Metrics
 from api.settings import Settings
-from planner.planner import PlannerConfig
-from planner.service import Compactor, CompactorConfig
-from planner.worker import WorkerConfig
+from broker.config import BrokerConfig
+from broker.context import BrokerContext
+from broker.server import KafkaServer
+from pipeline.compaction import SparkCompactionConfig
+from planner.metrics import CompactionMetrics
+from planner.planner import Planner, PlannerConfig
+from planner.round import CompactionRound, RoundConfig
+from planner.runner import RunnerConfig
 from storage.clock import Clock, SystemClock
 from storage.metadata import open_metadata_store
 from storage.metadata.base import MetadataStore
@@ -30,34 +38,63 @@ class Runtime:
     astore: AsyncObjectStore
     metadata: MetadataStore
     metrics: Metrics
+    compaction_metrics: CompactionMetrics
     agent: Agent
     rng: random.Random = field(default_factory=random.Random)
     # Set to run a background round now (the admin endpoint), instead of at the next interval.
     worker_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
-    _compactor: Compactor | None = None
+    _planner: Planner | None = None
+    _round: CompactionRound | None = None
+    # The Kafka listener, on the same agent core as HTTP; None when disabled (--kafka-port -1, role worker).
+    kafka: KafkaServer | None = None
 
-    def compactor(self) -> Compactor:
-        """The process's compaction worker, created on first use (it allocates the offset map)."""
-        if self._compactor is None:
-            self._compactor = Compactor(
+    def planner(self) -> Planner:
+        """A planner (cheap: no offset map), for planning from any role, such as the admin endpoint."""
+        if self._planner is None:
+            self._planner = Planner(self.metadata, self.clock, round_config(self.settings).planner)
+        return self._planner
+
+    def compaction_round(self) -> CompactionRound:
+        """The process's compaction round, created on first use (its job runner allocates the offset map)."""
+        if self._round is None:
+            self._round = CompactionRound(
                 self.store,
                 self.metadata,
                 self.clock,
-                self.rng,
+                # Key-hash secrets and output keys: never from a seedable generator (planner/offset_map.py).
+                random.SystemRandom(),
                 owner=f"{socket.gethostname()}:{os.getpid()}:{self.rng.getrandbits(32):08x}",
-                config=compactor_config(self.settings),
-                on_job=self.metrics.observe_job,
+                config=round_config(self.settings),
+                on_job=self.compaction_metrics.observe_job,
             )
-        return self._compactor
+        return self._round
 
     async def start(self) -> None:
         await self.agent.start()
+        if self.kafka is not None:
+            await self.kafka.start()
 
     async def close(self) -> None:
+        if self.kafka is not None:
+            await self.kafka.close()  # no new Kafka requests; then the agent flushes what it holds
         await self.agent.close()
         await self.astore.close()
         self.store.close()
         self.metadata.close()
+
+
+def broker_config(settings: Settings) -> BrokerConfig:
+    return BrokerConfig(
+        host=settings.host,
+        port=settings.kafka_port,
+        advertised_host=settings.kafka_advertised_host,
+        advertised_port=settings.kafka_advertised_port,
+        node_id=settings.kafka_node_id,
+        auto_create_topics=settings.auto_create_topics,
+        num_partitions=settings.num_partitions,
+        max_request_bytes=settings.kafka_max_request_bytes,
+        max_connections=settings.kafka_max_connections,
+    )
 
 
 def agent_config(settings: Settings) -> AgentConfig:
@@ -70,21 +107,31 @@ def agent_config(settings: Settings) -> AgentConfig:
     )
 
 
-def compactor_config(settings: Settings) -> CompactorConfig:
+def round_config(settings: Settings) -> RoundConfig:
     defaults = PlannerConfig()
-    return CompactorConfig(
+    return RoundConfig(
         planner=PlannerConfig(
             merge_files=(settings.l0_merge_files, defaults.merge_files[1]),
             merge_bytes=defaults.merge_bytes,
             merge_age_ms=(settings.l0_merge_age_ms, defaults.merge_age_ms[1]),
         ),
-        worker=WorkerConfig(
+        runner=RunnerConfig(
             map_bytes=settings.compaction_map_bytes,
             max_output_file_bytes=settings.compaction_file_bytes,
             lease_ms=settings.job_lease_ms,
         ),
         obsolete_grace_ms=settings.gc_grace_ms,
         orphan_grace_ms=settings.orphan_grace_ms,
+    )
+
+
+def spark_compaction_config(settings: Settings) -> SparkCompactionConfig:
+    return SparkCompactionConfig(
+        bucket_url=settings.bucket_url,
+        metadata_url=settings.metadata_url,
+        s3_endpoint=settings.s3_endpoint,
+        s3_region=settings.s3_region,
+        round=round_config(settings),
     )
 
 
@@ -122,6 +169,23 @@ def build_runtime(
         )
     if metadata is None:
         metadata = open_metadata_store(settings.metadata_url)
-    metrics = Metrics(counters)
+    registry = CollectorRegistry()  # the process's one registry, shared by the agent and compaction
+    metrics = Metrics(counters, registry)
+    compaction_metrics = CompactionMetrics(registry)
     agent = Agent(agent_config(settings), astore, metadata, metrics, clock, rng)
-    return Runtime(settings, clock, counters, store, astore, metadata, metrics, agent, rng)
+    kafka = None
+    if settings.kafka_port >= 0 and settings.role != "worker":
+        kafka = KafkaServer(BrokerContext(agent, metadata, broker_config(settings), clock))
+    return Runtime(
+        settings,
+        clock,
+        counters,
+        store,
+        astore,
+        metadata,
+        metrics,
+        compaction_metrics,
+        agent,
+        rng,
+        kafka=kafka,
+    )

@@ -9,9 +9,9 @@ import logging
 import uvicorn
 
 from api.app import create_app
+from api.loop import run_background_loop
 from api.runtime import build_runtime
 from api.settings import Settings, redact_password
-from api.worker import run_worker
 
 log = logging.getLogger("strata.server")
 
@@ -38,16 +38,18 @@ def serve(settings: Settings) -> int:
             redact_password(settings.metadata_url),
         )
         try:
-            asyncio.run(run_worker(runtime))
+            asyncio.run(run_background_loop(runtime))
         except KeyboardInterrupt:
             pass
         return 0
     app = create_app(runtime, with_worker=settings.role == "all")
+    kafka = f", Kafka on {settings.host}:{settings.kafka_port}" if runtime.kafka is not None else ""
     log.info(
-        "strata %s on http://%s:%d: bucket %s, metadata %s",
+        "strata %s on http://%s:%d%s: bucket %s, metadata %s",
         settings.role,
         settings.host,
         settings.port,
+        kafka,
         settings.bucket_url,
         redact_password(settings.metadata_url),
     )

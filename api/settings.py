@@ -32,7 +32,7 @@ class Setting:
         return "--" + self.name.replace("_", "-")
 
 
-def _bool(raw: str) -> bool:
+def parse_bool(raw: str) -> bool:
     if raw.lower() in ("1", "true", "yes", "on"):
         return True
     if raw.lower() in ("0", "false", "no", "off", ""):
@@ -139,8 +139,64 @@ SETTINGS: tuple[Setting, ...] = (
         20_000,
         "...or when the oldest L0 file is this old",
     ),
+    Setting(
+        "kafka_port",
+        "STRATA_KAFKA_PORT",
+        int,
+        9092,
+        "Port of the Kafka listener (roles agent and all); -1 disables it",
+    ),
+    Setting(
+        "kafka_advertised_host",
+        "STRATA_KAFKA_ADVERTISED_HOST",
+        str,
+        None,
+        "Host Kafka clients are told to connect to (default: --host)",
+    ),
+    Setting(
+        "kafka_advertised_port",
+        "STRATA_KAFKA_ADVERTISED_PORT",
+        int,
+        None,
+        "Port Kafka clients are told to connect to (default: --kafka-port), e.g. behind port mapping",
+    ),
+    Setting(
+        "kafka_node_id",
+        "STRATA_KAFKA_NODE_ID",
+        int,
+        0,
+        "Broker id shown to Kafka clients; agents behind one load-balanced address share it",
+    ),
+    Setting(
+        "auto_create_topics",
+        "STRATA_AUTO_CREATE_TOPICS",
+        parse_bool,
+        True,
+        "Kafka's auto.create.topics.enable: a Metadata request naming an unknown topic creates it",
+    ),
+    Setting(
+        "num_partitions",
+        "STRATA_NUM_PARTITIONS",
+        int,
+        1,
+        "Kafka's num.partitions: partitions of auto-created topics and of CreateTopics without a count",
+    ),
+    Setting(
+        "kafka_max_connections",
+        "STRATA_KAFKA_MAX_CONNECTIONS",
+        int,
+        1000,
+        "Kafka connections open at once; more are refused",
+    ),
+    Setting(
+        "kafka_max_request_bytes",
+        "STRATA_KAFKA_MAX_REQUEST_BYTES",
+        int,
+        100 * MiB,
+        "Kafka's socket.request.max.bytes: a larger request frame closes its connection",
+    ),
     Setting("log_level", "STRATA_LOG_LEVEL", str, "info", "Log level", ("debug", "info", "warning", "error")),
-    Setting("access_log", "STRATA_ACCESS_LOG", _bool, False, "Log every HTTP request"),
+    Setting("access_log", "STRATA_ACCESS_LOG", parse_bool, False, "Log every HTTP request"),
 )
 SETTINGS_BY_ENV = {s.env: s for s in SETTINGS}
 
@@ -171,6 +227,14 @@ class Settings:
     job_lease_ms: int = 60_000
     l0_merge_files: int = 8
     l0_merge_age_ms: int = 20_000
+    kafka_port: int = 9092
+    kafka_advertised_host: str | None = None
+    kafka_advertised_port: int | None = None
+    kafka_node_id: int = 0
+    auto_create_topics: bool = True
+    num_partitions: int = 1
+    kafka_max_connections: int = 1000
+    kafka_max_request_bytes: int = 100 * MiB
     log_level: str = "info"
     access_log: bool = False
 

@@ -15,9 +15,9 @@ throughput
       (``records.decode_records``, values included) and every key hashed (``KeyHasher.hash_many``);
     - key scan (for analysis only): the same, but ``iter_batches`` + ``scan_batch`` (values skipped), which
       is what each compaction pass does per record;
-    - compaction: the real ``Compactor`` (planner with ``force`` -> one clean job over every file, because
-      the first clean job claims every file that holds the topic) on a hard-linked clone of the dataset,
-      with ``JobStats`` and ``RequestCounters``.
+    - compaction: the real ``CompactionRound`` (planner with ``force`` -> one clean job over every file,
+      because the first clean job claims every file that holds the topic) on a hard-linked clone of the
+      dataset, with ``JobStats`` and ``RequestCounters``.
     Rates are of *input*: bytes of the input chunks and records read, over the job's wall time
     (``run_jobs``). The output of the last compaction is read back and checked: one record per key, holding
     its last version. GETs per input file and PUTs per output file come from the same jobs.
@@ -31,7 +31,7 @@ memory
     reads the output back and checks that every key's latest value survived, and nothing else did.
 
 lag
-    A real ``strata serve`` (role all, embedded defaults, default planner/worker settings) on a free
+    A real ``strata serve`` (role all, embedded defaults, default planner/runner settings) on a free
     127.0.0.1 port. ``--lag-keys`` keys, each updated every ``--lag-update-s`` seconds (requests of
     ``--lag-batch`` keys, evenly spaced, sent by ``--lag-producers`` concurrent lanes because each ack waits
     for a flush), optionally after ``--lag-preload-keys`` cold keys written once (a live, clean part of the
@@ -53,6 +53,7 @@ Results: tables on stdout, JSON in bench/results/compaction-<time>.json (ignored
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -80,10 +81,10 @@ if str(ROOT) not in sys.path:  # run as a script: make the project importable wi
 
 import numpy as np  # noqa: E402
 
-from agents.keys import new_object_key  # noqa: E402
 from planner.offset_map import KeyHasher  # noqa: E402
 from storage import fileformat, records  # noqa: E402
 from storage.clock import SystemClock  # noqa: E402
+from storage.keys import new_object_key  # noqa: E402
 from storage.metadata import LEVEL_INGEST, NewChunk, NewFile, open_metadata_store  # noqa: E402
 from storage.objectstore import GET, RequestCounters, open_object_store  # noqa: E402
 
@@ -439,38 +440,31 @@ def verify_output(spec: DatasetSpec, root: Path) -> dict[str, Any]:
 
 # --- child processes: one compaction job, or the raw scan -------------------------------------------------
 def child_compact(args: argparse.Namespace) -> dict[str, Any]:
-    from planner.service import Compactor, CompactorConfig
-    from planner.worker import JobRun, WorkerConfig
+    from planner.round import CompactionRound, RoundConfig
+    from planner.runner import RunnerConfig
 
     root = Path(args.root)
     sampler = RssSampler().start()
     phases: list[dict[str, Any]] = []
 
-    def timed(name: str, fn: Any) -> Any:
-        def wrapper(self: Any, *a: Any, **kw: Any) -> Any:
-            t0 = time.perf_counter() - sampler.t0
-            rss0 = status_kib("VmRSS")
-            try:
-                return fn(self, *a, **kw)
-            finally:
-                t1 = time.perf_counter() - sampler.t0
-                phases.append(
-                    {
-                        "phase": name,
-                        "start_s": round(t0, 3),
-                        "seconds": round(t1 - t0, 3),
-                        "rss_start_mib": round(rss0 / 1024, 1),
-                        "rss_end_mib": round(status_kib("VmRSS") / 1024, 1),
-                        "rss_peak_mib": round(max(sampler.peak_between(t0, t1), rss0) / 1024, 1),
-                    }
-                )
-
-        return wrapper
-
-    # Instrumentation only (timings and RSS around each pass and upload); the code under test is unchanged.
-    JobRun._pass1 = timed("pass1", JobRun._pass1)  # type: ignore[method-assign]
-    JobRun._pass2 = timed("pass2", JobRun._pass2)  # type: ignore[method-assign]
-    JobRun._seal = timed("seal", JobRun._seal)  # type: ignore[method-assign]
+    @contextlib.contextmanager
+    def timed(name: str) -> Iterator[None]:
+        t0 = time.perf_counter() - sampler.t0
+        rss0 = status_kib("VmRSS")
+        try:
+            yield
+        finally:
+            t1 = time.perf_counter() - sampler.t0
+            phases.append(
+                {
+                    "phase": name,
+                    "start_s": round(t0, 3),
+                    "seconds": round(t1 - t0, 3),
+                    "rss_start_mib": round(rss0 / 1024, 1),
+                    "rss_end_mib": round(status_kib("VmRSS") / 1024, 1),
+                    "rss_peak_mib": round(max(sampler.peak_between(t0, t1), rss0) / 1024, 1),
+                }
+            )
 
     rss_imports = status_kib("VmRSS")
     counters = RequestCounters()
@@ -478,9 +472,11 @@ def child_compact(args: argparse.Namespace) -> dict[str, Any]:
     meta = open_metadata_store(f"sqlite:///{root / 'metadata.db'}")
     inputs = meta.live_files()
     input_bytes = sum(f.size for f in inputs)
-    config = CompactorConfig(worker=WorkerConfig(map_bytes=args.map_mib * MiB))
-    compactor = Compactor(store, meta, SystemClock(), random.Random(args.seed), "bench-worker", config)
-    offset_map = compactor.worker.offset_map
+    config = RoundConfig(runner=RunnerConfig(map_bytes=args.map_mib * MiB))
+    compactor = CompactionRound(store, meta, SystemClock(), random.Random(args.seed), "bench-worker", config)
+    # Instrumentation only (timings and RSS around each pass and upload): JobRun's phase hook.
+    compactor.runner.on_phase = timed
+    offset_map = compactor.runner.offset_map
     map_sizes: list[int] = []
     original_clear = offset_map.clear
 
@@ -829,7 +825,16 @@ def scenario_lag(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             env.pop(name)  # embedded defaults only
     with server_log.open("wb") as logf:
         server = subprocess.Popen(
-            [str(STRATA), "serve", "--data-dir", str(data_dir / "data"), "--port", str(port)],
+            [
+                str(STRATA),
+                "serve",
+                "--data-dir",
+                str(data_dir / "data"),
+                "--port",
+                str(port),
+                "--kafka-port",
+                "-1",
+            ],
             stdout=logf,
             stderr=subprocess.STDOUT,
             cwd=ROOT,

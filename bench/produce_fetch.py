@@ -478,7 +478,17 @@ def start_agent(
         cmd = [PYTHON, str(BENCH_DIR / "agent_memtrace.py")]
     else:
         cmd = [str(STRATA)] if STRATA.exists() else [PYTHON, "-m", "api.cli"]
-    cmd += ["serve", "--data-dir", str(data_dir), "--host", "127.0.0.1", "--port", str(port)]
+    cmd += [
+        "serve",
+        "--data-dir",
+        str(data_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--kafka-port",
+        "-1",
+    ]
     cmd += ["--flush-interval-ms", str(args.flush_interval_ms), "--buffer-bytes", str(buffer_bytes)]
     cmd += ["--role", args.role, "--log-level", "warning", *store_args]
     env = {"STRATA_BENCH_GC_STATS": str(workdir / f"{name}.gc.json")} if args.gc_stats else {}

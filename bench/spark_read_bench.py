@@ -83,9 +83,9 @@ os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.ui.showConsoleProgres
 if "STRATA_SPARK_JARS_DIR" not in os.environ and (ROOT / ".cache" / "jars").is_dir():
     os.environ["STRATA_SPARK_JARS_DIR"] = str(ROOT / ".cache" / "jars")
 
-from agents.keys import new_object_key  # noqa: E402
 from storage import fileformat, records  # noqa: E402
 from storage.clock import SystemClock  # noqa: E402
+from storage.keys import new_object_key  # noqa: E402
 from storage.metadata import LEVEL_INGEST, NewChunk, NewFile, open_metadata_store  # noqa: E402
 from storage.objectstore import open_object_store  # noqa: E402
 

@@ -13,20 +13,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin.cluster import DescribeClusterRequest
-from kafka.protocol.admin.topics import CreateTopicsRequest, DeleteTopicsRequest
+from kafka.protocol.admin.configs import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.admin.topics import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest
 
 from broker import errors
 from broker.context import BrokerContext
+from broker.handlers.configs import handle_describe_configs, handle_incremental_alter_configs
+from broker.handlers.coordinator import handle_find_coordinator
 from broker.handlers.fetch import handle_fetch
 from broker.handlers.metadata import handle_describe_cluster, handle_metadata
 from broker.handlers.offsets import handle_list_offsets
-from broker.handlers.topics import handle_create_topics, handle_delete_topics
+from broker.handlers.topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 
 Handler = Callable[[BrokerContext, Any], Awaitable[ApiMessage | None]]
 
@@ -61,9 +65,13 @@ TABLE: dict[int, Api] = {
         Api(1, 4, 12, FetchRequest, handle_fetch),
         Api(2, 1, 7, ListOffsetsRequest, handle_list_offsets),
         Api(3, 0, 12, MetadataRequest, handle_metadata),
+        Api(10, 0, 3, FindCoordinatorRequest, handle_find_coordinator),
         Api(18, 0, 4, ApiVersionsRequest, handle_api_versions),
         Api(19, 2, 5, CreateTopicsRequest, handle_create_topics),
         Api(20, 1, 4, DeleteTopicsRequest, handle_delete_topics),
+        Api(32, 1, 4, DescribeConfigsRequest, handle_describe_configs),
+        Api(37, 0, 3, CreatePartitionsRequest, handle_create_partitions),
+        Api(44, 0, 1, IncrementalAlterConfigsRequest, handle_incremental_alter_configs),
         Api(60, 0, 1, DescribeClusterRequest, handle_describe_cluster),
     )
 }

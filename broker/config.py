@@ -22,9 +22,11 @@ class BrokerConfig:
     num_partitions: int = 1
     # Kafka's socket.request.max.bytes: a frame declaring more closes the connection.
     max_request_bytes: int = 100 * MiB
-    # Requests read from one connection but not yet answered; reading pauses at this many (Kafka's
-    # clients send at most 5 by default).
-    max_inflight_per_connection: int = 32
+    # Requests read from one connection but not yet answered; reading pauses at this many. librdkafka
+    # sends one Produce request per partition and keeps up to 1,000,000 in flight without idempotence, so
+    # a low cap here would hold a connection to (cap / flush interval) requests per second. Memory is
+    # bounded separately: every frame's bytes are reserved from the produce buffer before it is read.
+    max_inflight_per_connection: int = 1000
     max_connections: int = 1000
 
     @property

@@ -16,23 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from kafka.protocol.api_message import ApiMessage
 
 from agents.buffer import Reservation
-from broker import apis, errors, frames
+from broker import apis, codec, errors, frames
 from broker.context import BrokerContext
 from broker.handlers.produce import admit_produce
 from storage.errors import BadRequest, StrataError
 
 log = logging.getLogger("strata.kafka")
-
-# What kafka-python's protocol decoder raises on bytes that do not match the schema (measured on random
-# frames): nothing else escapes it.
-_DECODE_ERRORS = (struct.error, ValueError, IndexError, UnicodeDecodeError, TypeError, EOFError)
 
 Responder = Callable[[], Coroutine[Any, Any, bytes | None]]
 
@@ -96,26 +91,16 @@ class Connection:
             await self._pending.put(asyncio.create_task(respond()))
 
     async def _admit(self, frame: bytes, reservation: Reservation) -> Responder:
-        peek = frames.peek(frame)
-        api = apis.TABLE.get(peek.api_key)
-        if api is None:
-            raise BadRequest(f"unknown API key {peek.api_key}")
-        if not api.min_version <= peek.api_version <= api.max_version:
-            if peek.api_key == apis.API_VERSIONS:
-                return self._unsupported_api_versions(peek.correlation_id)
-            raise BadRequest(f"API {peek.api_key} version {peek.api_version} is not supported")
-        try:
-            request = api.request.decode(frame, version=peek.api_version, header=True)
-        except _DECODE_ERRORS as exc:
-            raise BadRequest(
-                f"API {peek.api_key} v{peek.api_version} request does not decode: {exc}"
-            ) from None
-        if api.handler is None:
+        decoded = codec.decode(frame)
+        if isinstance(decoded, codec.UnsupportedApiVersions):
+            return self._unsupported_api_versions(decoded.correlation_id)
+        correlation_id, request = decoded.peek.correlation_id, decoded.request
+        handler = decoded.api.handler
+        if handler is None:
             produce = await admit_produce(self.ctx, request, reservation)
-            return self._encoder(peek.correlation_id, produce)
-        handler = api.handler
+            return self._encoder(correlation_id, produce)
         ctx = self.ctx
-        return self._encoder(peek.correlation_id, lambda: handler(ctx, request))
+        return self._encoder(correlation_id, lambda: handler(ctx, request))
 
     def _encoder(self, correlation_id: int, produce: Callable[[], Awaitable[ApiMessage | None]]) -> Responder:
         async def respond() -> bytes | None:

@@ -12,6 +12,7 @@ from storage.errors import (
     BufferFull,
     CorruptObject,
     InvalidConfig,
+    InvalidPartitionCount,
     InvalidPayload,
     InvalidTimestamp,
     InvalidTopicName,
@@ -31,6 +32,7 @@ CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 REQUEST_TIMED_OUT = 7
 MESSAGE_TOO_LARGE = 10
+COORDINATOR_NOT_AVAILABLE = 15
 INVALID_TOPIC_EXCEPTION = 17
 INVALID_REQUIRED_ACKS = 21
 INVALID_TIMESTAMP = 32
@@ -52,6 +54,7 @@ _BY_TYPE: tuple[tuple[type[StrataError], int], ...] = (
     (InvalidTopicName, INVALID_TOPIC_EXCEPTION),
     (TopicExists, TOPIC_ALREADY_EXISTS),
     (InvalidConfig, INVALID_CONFIG),
+    (InvalidPartitionCount, INVALID_PARTITIONS),
     (InvalidTimestamp, INVALID_TIMESTAMP),
     (InvalidPayload, INVALID_RECORD),
     (RecordTooLarge, MESSAGE_TOO_LARGE),

@@ -41,10 +41,6 @@ class FramePeek:
     correlation_id: int
 
 
-class FrameTooLarge(BadRequest):
-    """A frame declares more bytes than ``socket.request.max.bytes`` allows; the connection is closed."""
-
-
 def peek(frame: bytes) -> FramePeek:
     if len(frame) < MIN_REQUEST_SIZE:
         raise BadRequest(f"a request frame of {len(frame)} bytes is shorter than a request header")
@@ -53,7 +49,7 @@ def peek(frame: bytes) -> FramePeek:
 
 
 async def read_size(reader: asyncio.StreamReader, max_bytes: int) -> int | None:
-    """The next frame's size; None at a clean end of stream. FrameTooLarge or BadRequest if impossible."""
+    """The next frame's size; None at a clean end of stream; BadRequest if impossible or too large."""
     try:
         head = await reader.readexactly(4)
     except asyncio.IncompleteReadError as exc:
@@ -64,7 +60,8 @@ async def read_size(reader: asyncio.StreamReader, max_bytes: int) -> int | None:
     if size < MIN_REQUEST_SIZE:
         raise BadRequest(f"a frame declares {size} bytes, fewer than a request header")
     if size > max_bytes:
-        raise FrameTooLarge(f"a frame declares {size} bytes, more than socket.request.max.bytes={max_bytes}")
+        # Refused before reading it: the connection is closed (as Kafka's broker does).
+        raise BadRequest(f"a frame declares {size} bytes, more than socket.request.max.bytes={max_bytes}")
     return size
 
 

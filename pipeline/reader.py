@@ -14,6 +14,7 @@ dropped on the executors, so a read is exactly [startingOffsets, endingOffsets) 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from pipeline.decode import decode_file
 from pipeline.options import parse_options
 from pipeline.snapshot import ChunkTask, Snapshot, take_snapshot
 from storage.errors import SettingsError
+from storage.keys import key_of
 from storage.metadata import open_metadata_store
 from storage.objectstore import parse_store_url
 
@@ -47,12 +49,14 @@ def object_url(bucket_url: str, key: str) -> str:
         return f"s3a://{location.bucket}/{prefix}{key}"
     if location.path is None:
         raise SettingsError(f"cannot read {bucket_url} from Spark")
-    return (location.path.resolve() / key).as_uri()
+    # Not Path.as_uri(): Hadoop's Path takes the path part verbatim and quotes it itself, so a
+    # percent-encoded address ("my%20checkout") names a directory that does not exist. Spark's loader
+    # then treats the path as a glob, so glob metacharacters in the bucket's directory are escaped.
+    path = (location.path.resolve() / key).as_posix()
+    return "file://" + _GLOB_SPECIAL.sub(r"\\\g<0>", path)
 
 
-def _object_key(path: str) -> str:
-    # Object keys are "data/l<level>/<name>": the last three segments of whatever URL form Spark reports.
-    return "/".join(path.rsplit("/", 3)[-3:])
+_GLOB_SPECIAL = re.compile(r"[\\{}\[\]*?]")
 
 
 def read_topic(spark: SparkSession, metadata_url: str, bucket_url: str, **options: object) -> DataFrame:
@@ -83,7 +87,7 @@ def read_snapshot(
             for path, content in zip(
                 batch.column("path").to_pylist(), batch.column("content").to_pylist(), strict=True
             ):
-                key = _object_key(path)
+                key = key_of(path)
                 yield decode_file(content, by_key[key], include_headers, object_key=key)
 
     return files.select("path", "content").mapInArrow(decode, schema)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from agents.keys import DATA_PREFIX
 from storage.clock import Clock
+from storage.keys import DATA_PREFIX
 from storage.metadata.base import FileCatalog
 from storage.objectstore.base import ObjectStore
 

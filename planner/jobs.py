@@ -4,7 +4,7 @@
   stored as JSON in the ``jobs`` row.
 - ``Job`` (storage.metadata.base): the durable decision: the jobs row, its state and its lease. Creating it
   claims the input files, so no two active jobs ever share one.
-- ``JobRun`` (planner.worker): one running attempt of a job by one worker, with its statistics. A crashed
+- ``JobRun`` (planner.runner): one running attempt of a job by a ``JobRunner``, with its statistics. A crashed
   attempt leaves only orphan uploads; after the lease expires another attempt runs the same spec.
 
 Kinds:

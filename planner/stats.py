@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 MiB = 1024 * 1024
+
+
+class JobOutcome(enum.StrEnum):
+    """How one attempt at a job ended; the metrics label. The reason, if any, is in ``JobStats.reason``."""
+
+    RUNNING = "running"
+    # The outputs are live and the inputs obsolete.
+    COMMITTED = "committed"
+    # Lost a race (an input changed, or another runner took the lease over): the job is marked failed,
+    # its outputs are left to orphan GC, and a later plan retries the work.
+    ABANDONED = "abandoned"
+    # The input is corrupt: the job is marked failed; retrying would read the same bytes.
+    FAILED = "failed"
+    # A retriable error (object store or metadata unavailable) stopped the attempt. The job keeps its lease
+    # until it expires, then any runner re-runs it, up to the round's max_job_attempts.
+    INTERRUPTED = "interrupted"
 
 
 @dataclass
@@ -26,7 +43,9 @@ class JobStats:
     input_files: int = 0
     output_files: int = 0
     tombstones_removed: int = 0
-    outcome: str = "running"
+    outcome: JobOutcome = JobOutcome.RUNNING
+    reason: str = ""  # why the attempt did not commit (an error's message); empty when it did
+    owner: str = ""  # the runner that made this attempt
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -38,8 +57,10 @@ class JobStats:
         def rate(nbytes: int, seconds: float) -> str:
             return f"{nbytes / MiB / seconds:.1f} MiB/s" if seconds > 0 else "-"
 
+        reason = f" ({self.reason})" if self.reason else ""
         return (
-            f"job {job_id} ({kind}) {self.outcome}: {self.input_files} file(s) in, {self.output_files} out; "
+            f"job {job_id} ({kind}) {self.outcome}{reason}: "
+            f"{self.input_files} file(s) in, {self.output_files} out; "
             f"{self.bytes_read / MiB:.1f} MiB read, {self.bytes_written / MiB:.1f} MiB written; "
             f"{self.records_in} records in, {self.records_out} out ({self.dedup_ratio:.1%} removed, "
             f"{self.tombstones_removed} tombstones); map {self.map_utilization:.1%} full; "

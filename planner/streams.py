@@ -1,6 +1,6 @@
 """Forward-only reading of chunks from one streaming GET.
 
-The compaction worker opens exactly one stream per input file per pass and walks all of the job's
+The job runner opens exactly one stream per input file per pass and walks all of the job's
 partitions in (topic, partition) order; files keep their chunks in that order, so every stream only moves
 forward. Bytes between wanted chunks are read and discarded, never re-requested: no seek, no second GET.
 """

@@ -100,6 +100,13 @@ class InvalidTimestamp(StrataError):
     code = 42208
 
 
+class InvalidPartitionCount(StrataError):
+    """A partition count that is not an increase, or past the limit; Kafka's INVALID_PARTITIONS."""
+
+    kind = ErrorKind.INVALID
+    code = 42209
+
+
 class InvalidConfig(StrataError):
     """An unknown topic config, or a bad value for a known one."""
 

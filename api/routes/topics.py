@@ -77,6 +77,20 @@ async def patch_configs(
     return await topic_out(runtime, name)
 
 
+@router.post("/v1/topics/{topic}/partitions", response_model=models.TopicOut, responses=ERRORS)
+async def add_partitions(
+    runtime: RuntimeDep, topic: TopicPath, body: models.PartitionsIncrease
+) -> models.TopicOut:
+    """Grow the topic to ``partitions`` partitions (Kafka's CreatePartitions): the count only grows.
+
+    Keyed records produced afterwards are placed by murmur2 over the new count, as Kafka clients do.
+    """
+    name = topic_name(topic)
+    await asyncio.to_thread(runtime.metadata.add_partitions, name, body.partitions)
+    runtime.agent.forget_topic(name)
+    return await topic_out(runtime, name)
+
+
 @router.delete("/v1/topics/{topic}", status_code=204, responses=ERRORS)
 async def delete_topic(runtime: RuntimeDep, topic: TopicPath) -> Response:
     name = topic_name(topic)
@@ -95,7 +109,7 @@ async def compact_topic(runtime: RuntimeDep, topic: TopicPath) -> models.Compact
     """
     name = topic_name(topic)
     await asyncio.to_thread(runtime.metadata.get_topic, name)
-    jobs = await asyncio.to_thread(runtime.compactor().planner.plan, name, True)
+    jobs = await asyncio.to_thread(runtime.planner().plan, name, True)
     runtime.worker_wakeup.set()
     return models.CompactOut(
         topic=name,

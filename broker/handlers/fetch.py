@@ -14,7 +14,7 @@ from typing import Any
 
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 
-from agents.fetch import POLL_INTERVAL_S
+from agents.fetch import POLL_INTERVAL_S, BatchRead
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import StrataError
@@ -54,16 +54,13 @@ async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> FetchResponse:
 
 
 async def _read_all(ctx: BrokerContext, reads: list[_Read], response_max: int) -> int:
+    """Read every partition at once (one GET per file range, across partitions); bytes returned."""
+    wanted = [BatchRead(r.topic, r.partition, r.offset, r.max_bytes) for r in reads]
+    results = await ctx.agent.fetcher.read_batches_many(wanted, response_max)
     total = 0
-    for r in reads:
-        r.data = b""
-        budget = min(r.max_bytes, response_max - total)
-        if budget <= 0 and total > 0:
-            continue  # the response is full; this partition is answered with no records
-        try:
-            result = await ctx.agent.fetcher.read_batches(r.topic, r.partition, r.offset, max(budget, 1))
-        except StrataError as exc:
-            r.error_code = errors.kafka_error(exc)
+    for r, result in zip(reads, results, strict=True):
+        if isinstance(result, StrataError):
+            r.error_code, r.data = errors.kafka_error(result), b""
             continue
         r.error_code = errors.NONE
         r.data, r.high_watermark, r.log_start_offset = (

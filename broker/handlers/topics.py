@@ -10,6 +10,8 @@ import asyncio
 from typing import Any
 
 from kafka.protocol.admin.topics import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -18,7 +20,7 @@ from kafka.protocol.admin.topics import (
 
 from broker import errors
 from broker.context import BrokerContext
-from storage.errors import InvalidConfig, StrataError
+from storage.errors import InvalidConfig, InvalidPartitionCount, StrataError
 from storage.topic_config import MAX_PARTITIONS, effective_configs, validate_configs, validate_topic_name
 
 _Created = CreateTopicsResponse.CreatableTopicResult
@@ -106,3 +108,35 @@ async def handle_delete_topics(ctx: BrokerContext, req: DeleteTopicsRequest) -> 
         except StrataError as exc:
             results.append(_Deleted(name=name, error_code=errors.kafka_error(exc), error_message=exc.message))
     return DeleteTopicsResponse[req.API_VERSION](throttle_time_ms=0, responses=results)
+
+
+async def handle_create_partitions(
+    ctx: BrokerContext, req: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
+    """Grow topics (CreatePartitions, key 37): the same metadata call as POST /v1/topics/{t}/partitions."""
+    results = []
+    for topic in req.topics:
+        code, message = errors.NONE, None
+        try:
+            validate_topic_name(topic.name)
+            if topic.assignments:
+                raise InvalidConfig("manual replica assignment is not supported")
+            if not 1 <= topic.count <= MAX_PARTITIONS:
+                raise InvalidPartitionCount(f"partitions must be 1..{MAX_PARTITIONS}, got {topic.count}")
+            if req.validate_only:
+                info = await asyncio.to_thread(ctx.metadata.get_topic, topic.name)
+                if topic.count <= info.partitions:
+                    raise InvalidPartitionCount(
+                        f"topic {topic.name!r} already has {info.partitions} partitions"
+                    )
+            else:
+                await asyncio.to_thread(ctx.metadata.add_partitions, topic.name, topic.count)
+                ctx.agent.forget_topic(topic.name)
+        except StrataError as exc:
+            code, message = errors.kafka_error(exc), exc.message
+        results.append(
+            CreatePartitionsResponse.CreatePartitionsTopicResult(
+                name=topic.name, error_code=code, error_message=message
+            )
+        )
+    return CreatePartitionsResponse[req.API_VERSION](throttle_time_ms=0, results=results)

@@ -443,6 +443,11 @@ class AdminStore(TopicReader, Protocol):
         """Set (str) or reset to default (None) configs. Raises UnknownTopic."""
         ...
 
+    def add_partitions(self, name: str, count: int) -> TopicInfo:
+        """Grow the topic to ``count`` partitions (new ones empty). Raises UnknownTopic, and
+        InvalidPartitionCount unless ``count`` is more than today's."""
+        ...
+
     def delete_topic(self, name: str, now_ms: int) -> None:
         """Drop the topic, its partitions and chunk rows; files left without live chunks become obsolete.
 

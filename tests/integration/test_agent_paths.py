@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from planner.service import Compactor, CompactorConfig
+from planner.round import CompactionRound, RoundConfig
 from storage.errors import Unavailable
 from storage.metadata import open_metadata_store
 from storage.metadata.base import ChunkRow, FlushResult, IdempotencyEntry, MetadataStore, NewChunk, NewFile
@@ -93,8 +93,8 @@ def test_fetch_survives_a_file_deleted_under_it(server_factory: Callable[..., An
             srv.produce("t", [{"key": "k", "value": str(i)}])
         before = metadata.inner.find_chunks("t", 0, 0, 100)
         rt = srv.runtime
-        compactor = Compactor(
-            rt.store, metadata.inner, rt.clock, random.Random(1), "w", CompactorConfig(obsolete_grace_ms=0)
+        compactor = CompactionRound(
+            rt.store, metadata.inner, rt.clock, random.Random(1), "w", RoundConfig(obsolete_grace_ms=0)
         )
         compactor.run_once("t", force=True)  # rewrites the files and, with no grace, deletes the old ones
         assert not {c.object_key for c in before} & {f.object_key for f in metadata.inner.live_files()}

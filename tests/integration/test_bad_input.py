@@ -152,6 +152,18 @@ def cases() -> Iterator[Bad]:
         return Bad(f"create-{label}", "POST", "/v1/topics", status, code, js({"name": "fresh", **body}))
 
     yield Bad("create-missing-name", "POST", "/v1/topics", 422, 42206, js({"partitions": 1}))
+    # Adding partitions: the count only grows (TOPIC has 2), within the limit, as an integer.
+    grow = f"/v1/topics/{TOPIC}/partitions"
+    yield Bad("grow-same-count", "POST", grow, 422, 42209, js({"partitions": 2}))
+    yield Bad("grow-shrink", "POST", grow, 422, 42209, js({"partitions": 1}))
+    yield Bad("grow-zero", "POST", grow, 422, 42206, js({"partitions": 0}))
+    yield Bad("grow-too-many", "POST", grow, 422, 42206, js({"partitions": 10_001}))
+    yield Bad("grow-string", "POST", grow, 422, 42206, js({"partitions": "3"}))
+    yield Bad("grow-extra-field", "POST", grow, 422, 42206, js({"partitions": 3, "x": 1}))
+    yield Bad(
+        "grow-unknown-topic", "POST", "/v1/topics/unknown/partitions", 404, 40401, js({"partitions": 3})
+    )
+    yield Bad("grow-bad-name", "POST", "/v1/topics/b%20d/partitions", 400, 40003, js({"partitions": 3}))
     yield create("extra-field", 422, 42206, extra=1)
     yield create("name-int", 422, 42206, name=5)
     yield create("name-null", 422, 42206, name=None)
@@ -488,6 +500,7 @@ def cases() -> Iterator[Bad]:
         ("POST", "/healthz"),
         ("DELETE", "/readyz"),
         ("OPTIONS", "/v1/topics"),
+        ("GET", f"/v1/topics/{TOPIC}/partitions"),  # only POST: add partitions
     ]
     for method, path in wrong_methods:
         yield Bad(f"method-{method}-{path}", method, path, 405, 40500, js({}) if method != "GET" else None)
@@ -497,7 +510,6 @@ def cases() -> Iterator[Bad]:
         "/v1",
         "/v2/topics",
         "/v1/topic",
-        f"/v1/topics/{TOPIC}/partitions",
         f"/v1/topics/{TOPIC}/partitions/0",
         f"/v1/topics/{TOPIC}/partitions/0/records/0",
         f"/v1/groups/{GROUP}",

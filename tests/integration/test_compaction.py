@@ -11,8 +11,8 @@ import pytest
 
 from api.settings import Settings
 from planner.offset_map import FakeOffsetMap
-from planner.service import Compactor, CompactorConfig
-from planner.worker import WorkerConfig
+from planner.round import CompactionRound, RoundConfig
+from planner.runner import RunnerConfig
 from storage.clock import SkewedClock
 from storage.objectstore.base import GET, PUT
 from tests.fixtures.server import RunningServer, run_server
@@ -33,9 +33,9 @@ def srv(backend_settings: Settings, clock: SkewedClock) -> Iterator[RunningServe
         yield server
 
 
-def compactor(srv: RunningServer, **kwargs: Any) -> Compactor:
+def compactor(srv: RunningServer, **kwargs: Any) -> CompactionRound:
     rt = srv.runtime
-    return Compactor(rt.store, rt.metadata, rt.clock, random.Random(7), owner="test-worker", **kwargs)
+    return CompactionRound(rt.store, rt.metadata, rt.clock, random.Random(7), owner="test-worker", **kwargs)
 
 
 def produce_updates(srv: RunningServer, topic: str, rounds: list[dict[str, str | None]]) -> None:
@@ -58,7 +58,7 @@ def latest(log: dict[int, list[dict[str, Any]]]) -> dict[str, tuple[int, int, st
     return out
 
 
-def run_until_idle(c: Compactor, topic: str | None = None, force: bool = True, limit: int = 20) -> int:
+def run_until_idle(c: CompactionRound, topic: str | None = None, force: bool = True, limit: int = 20) -> int:
     rounds = 0
     while rounds < limit:
         result = c.run_once(topic, force)
@@ -229,7 +229,7 @@ def test_output_chunks_and_files_are_bounded(srv: RunningServer) -> None:
         srv.produce("hot", [{"key": f"k{i}", "value": "x" * 100}])
         srv.produce("hotc", [{"key": f"k{i % 2}", "value": str(i)}])
     before = srv.read_all("hot", 0)
-    c = compactor(srv, config=CompactorConfig(worker=WorkerConfig(max_output_file_bytes=1)))
+    c = compactor(srv, config=RoundConfig(runner=RunnerConfig(max_output_file_bytes=1)))
     assert c.planner._merge(0) is not None
     ((_, stats),) = c.run_jobs()
     meta = srv.runtime.metadata
@@ -247,7 +247,7 @@ def test_a_job_that_keeps_failing_is_given_up(srv: RunningServer, clock: SkewedC
     c = compactor(srv)
     (job,) = c.planner.plan("stuck", force=True)
     meta = srv.runtime.metadata
-    lease_ms = c.config.worker.lease_ms
+    lease_ms = c.config.runner.lease_ms
     for _ in range(c.config.max_job_attempts):  # attempts that crashed: leased, never finished
         assert meta.lease_job("crashing-worker", clock.now_ms(), lease_ms) is not None
         clock.advance(lease_ms / 1000 + 1)

@@ -2,11 +2,12 @@
 
 A "crash" is an exception nothing in Strata catches (``Crash``), raised by a wrapper around the object store
 or the metadata store at a chosen step: after an output upload, before or after the metadata commit, before
-or during GC. The crashed worker is then abandoned, as a dead process would be, and another ``Compactor``
-(another lease owner) finishes the work once the lease has expired on a ``SkewedClock``. After every step
-the whole log, read over HTTP, must be the log before compaction minus only records compaction may
-legitimately remove, at unchanged offsets; uploads of the crashed attempt are orphans that only the orphan
-collector removes (after its grace), and obsolete inputs go only after the GC grace.
+or during GC. The crashed runner is then abandoned, as a dead process would be, and another
+``CompactionRound`` (another lease owner) finishes the work once the lease has expired on a
+``SkewedClock``. After every step the whole log, read over HTTP, must be the log before compaction minus
+only records compaction may legitimately remove, at unchanged offsets; uploads of the crashed attempt are
+orphans that only the orphan collector removes (after its grace), and obsolete inputs go only after the GC
+grace.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from typing import Any, cast
 import httpx
 import pytest
 
-from agents.keys import DATA_PREFIX
 from api.settings import Settings
 from planner.gc import ObsoleteCollector, OrphanCollector
-from planner.service import Compactor, CompactorConfig
-from planner.worker import WorkerConfig
+from planner.round import CompactionRound, RoundConfig
+from planner.runner import RunnerConfig
+from planner.stats import JobOutcome
 from storage.clock import SkewedClock
 from storage.errors import CommitConflict, ObjectNotFound
+from storage.keys import DATA_PREFIX
 from storage.metadata.base import JOB_DONE, JOB_LEASED, MetadataStore
 from storage.objectstore.base import ObjectStore
 from tests.fixtures.server import RunningServer, run_server
@@ -34,7 +36,7 @@ pytestmark = pytest.mark.integration
 
 COMPACT = {"cleanup.policy": "compact"}
 PARTITIONS = 4
-LEASE_S = 60  # CompactorConfig's default job lease
+LEASE_S = 60  # RoundConfig's default job lease
 GC_GRACE_S = 600  # ... obsolete grace
 ORPHAN_GRACE_S = 3600  # ... orphan grace
 
@@ -123,10 +125,10 @@ def make_compactor(
     store: Any = None,
     metadata: Any = None,
     output_file_bytes: int = 64 * 1024 * 1024,
-) -> Compactor:
+) -> CompactionRound:
     rt = srv.runtime
-    config = CompactorConfig(worker=WorkerConfig(max_output_file_bytes=output_file_bytes))
-    return Compactor(
+    config = RoundConfig(runner=RunnerConfig(max_output_file_bytes=output_file_bytes))
+    return CompactionRound(
         cast(ObjectStore, store if store is not None else rt.store),
         cast(MetadataStore, metadata if metadata is not None else rt.metadata),
         rt.clock,
@@ -348,7 +350,7 @@ def test_worker_whose_lease_was_taken_cannot_commit(srv: RunningServer, clock: S
     a = make_compactor(srv, "worker-a", metadata=meta)
     result = a.run_once("state", force=True)
     ((job, stats),) = result.jobs
-    assert stats.outcome.startswith("abandoned")
+    assert stats.outcome == JobOutcome.ABANDONED
     (b_job,) = taken
     assert b_job is not None
     assert b_job.job_id == job.job_id
@@ -357,7 +359,7 @@ def test_worker_whose_lease_was_taken_cannot_commit(srv: RunningServer, clock: S
     a_outputs = orphans(srv)
     assert len(a_outputs) == 1
 
-    stats_b = b.worker.run(b_job)
+    stats_b = b.runner.run(b_job)
     assert stats_b.outcome == "committed"
     assert_consistent(srv, compacted(before), hwms)
     assert orphans(srv) == a_outputs  # A's upload stays an orphan, collected after the orphan grace
@@ -381,8 +383,8 @@ def test_worker_that_lost_its_lease_stops_at_the_heartbeat(srv: RunningServer, c
     meta.once("heartbeat_job", before=b_runs_the_job)  # the forced heartbeat just before A's commit
     a = make_compactor(srv, "worker-a", metadata=meta)
     ((job, stats),) = a.run_once("state", force=True).jobs
-    assert stats.outcome.startswith("abandoned")
-    assert "lease" in stats.outcome
+    assert stats.outcome == JobOutcome.ABANDONED
+    assert "lease" in stats.reason
     assert "commit_compaction" not in meta.calls  # A never tried to commit
     ((b_job, b_stats),) = b_result
     assert b_job.job_id == job.job_id

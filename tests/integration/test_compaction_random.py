@@ -17,8 +17,8 @@ import pytest
 
 from api.settings import Settings
 from planner.offset_map import FakeOffsetMap
-from planner.service import Compactor, CompactorConfig
-from planner.worker import WorkerConfig
+from planner.round import CompactionRound, RoundConfig
+from planner.runner import RunnerConfig
 from storage.clock import SkewedClock
 from tests.fixtures.server import RunningServer, run_server
 
@@ -84,14 +84,14 @@ def check(srv: RunningServer, model: Model) -> dict[int, list[dict[str, Any]]]:
 
 
 @contextmanager
-def agent(settings: Settings, clock: SkewedClock) -> Iterator[tuple[RunningServer, Compactor]]:
+def agent(settings: Settings, clock: SkewedClock) -> Iterator[tuple[RunningServer, CompactionRound]]:
     """A (re)started agent on the same data, and a worker with the default offset map."""
     with run_server(settings, clock=clock) as srv:
         rt = srv.runtime
-        yield srv, Compactor(rt.store, rt.metadata, rt.clock, random.Random(1), owner="full")
+        yield srv, CompactionRound(rt.store, rt.metadata, rt.clock, random.Random(1), owner="full")
 
 
-def run_until_idle(c: Compactor, topic: str | None = TOPIC, force: bool = True, limit: int = 30) -> int:
+def run_until_idle(c: CompactionRound, topic: str | None = TOPIC, force: bool = True, limit: int = 30) -> int:
     for rounds in itertools.count(1):
         if not c.run_once(topic, force).jobs:
             return rounds
@@ -143,7 +143,7 @@ def test_random_updates_compactions_and_restarts_match_the_reference(
                     full.run_once(TOPIC, force=True)
                 elif action == "tiny":
                     rt = srv.runtime
-                    tiny = Compactor(
+                    tiny = CompactionRound(
                         rt.store,
                         rt.metadata,
                         rt.clock,
@@ -156,10 +156,10 @@ def test_random_updates_compactions_and_restarts_match_the_reference(
                 elif action == "small-files":
                     # Small output files: long runs are cut into several chunks and files.
                     rt = srv.runtime
-                    config = CompactorConfig(
-                        worker=WorkerConfig(max_output_file_bytes=rng.choice([1, 700, 3000]))
+                    config = RoundConfig(
+                        runner=RunnerConfig(max_output_file_bytes=rng.choice([1, 700, 3000]))
                     )
-                    splitter = Compactor(
+                    splitter = CompactionRound(
                         rt.store, rt.metadata, rt.clock, random.Random(position), owner="split", config=config
                     )
                     splitter.run_once(TOPIC, force=True)

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from storage.errors import (
+    InvalidPartitionCount,
     SettingsError,
     StrataError,
     TopicExists,
@@ -164,6 +165,24 @@ def test_config_merge_and_reset(metadata_store: MetadataStore) -> None:
 
 
 # --- the write path -------------------------------------------------------------------------------------
+
+
+def test_add_partitions_only_grows_and_new_partitions_start_empty(metadata_store: MetadataStore) -> None:
+    metadata_store.create_topic("grow", 2, {"retention.ms": "5"}, 0)
+    metadata_store.commit_flush(NewFile("k1", 10, 0, 0), [chunk("grow", 1, 3)], [], 0)
+    info = metadata_store.add_partitions("grow", 4)
+    assert (info.partitions, dict(info.configs)) == (4, {"retention.ms": "5"})
+    assert metadata_store.get_topic("grow").partitions == 4
+    states = [
+        (s.partition, s.log_start_offset, s.high_watermark) for s in metadata_store.partition_states("grow")
+    ]
+    assert states == [(0, 0, 0), (1, 0, 3), (2, 0, 0), (3, 0, 0)]
+    for count in (4, 3):
+        with pytest.raises(InvalidPartitionCount):
+            metadata_store.add_partitions("grow", count)
+    assert metadata_store.get_topic("grow").partitions == 4
+    with pytest.raises(UnknownTopic):
+        metadata_store.add_partitions("nope", 2)
 
 
 def test_flush_offsets_are_dense_per_partition(metadata_store: MetadataStore) -> None:

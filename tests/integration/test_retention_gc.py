@@ -12,13 +12,14 @@ from typing import Any, cast
 
 import pytest
 
-from agents.keys import DATA_PREFIX, new_object_key
 from api.settings import Settings
 from planner.gc import ObsoleteCollector, OrphanCollector
 from planner.retention import Retention
-from planner.service import Compactor
+from planner.round import CompactionRound
+from planner.stats import JobOutcome
 from storage.clock import SkewedClock
 from storage.errors import ObjectNotFound
+from storage.keys import DATA_PREFIX, new_object_key
 from storage.metadata.base import (
     FILE_OBSOLETE,
     CleanedUpTo,
@@ -48,9 +49,9 @@ def srv(backend_settings: Settings, clock: SkewedClock) -> Iterator[RunningServe
         yield server
 
 
-def compactor(srv: RunningServer) -> Compactor:
+def compactor(srv: RunningServer) -> CompactionRound:
     rt = srv.runtime
-    return Compactor(rt.store, rt.metadata, rt.clock, random.Random(3), owner="test-worker")
+    return CompactionRound(rt.store, rt.metadata, rt.clock, random.Random(3), owner="test-worker")
 
 
 def produce(srv: RunningServer, topic: str, recs: list[dict[str, Any]]) -> list[int]:
@@ -248,11 +249,11 @@ def test_retention_during_a_compaction_job_makes_its_commit_conflict(
     rt = srv.runtime
     retention = Retention(rt.metadata, clock)
     meta = RetentionDuringCommit(rt.metadata, retention.run_once)
-    c = Compactor(rt.store, cast(MetadataStore, meta), clock, random.Random(4), owner="w")
+    c = CompactionRound(rt.store, cast(MetadataStore, meta), clock, random.Random(4), owner="w")
     (job,) = c.planner.plan("both", force=True)  # claims all five files; retention has not run yet
     ((ran, stats),) = c.run_jobs()  # retention drops three of its input chunks just before the commit
     assert ran.job_id == job.job_id
-    assert stats.outcome.startswith("abandoned")
+    assert stats.outcome == JobOutcome.ABANDONED
     assert rt.metadata.get_job(job.job_id).state == "failed"
     assert offsets(srv, "both", 0) == {"log_start_offset": 12, "high_watermark": 20}
     assert [r["value"] for r in srv.read_all("both", 0, 12)] == ["b0"] * 4 + ["b1"] * 4  # not compacted

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import struct
+import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
 from broker import apis, errors
 from storage import records
+from storage.objectstore.base import GET
 from tests.fixtures.kafka import RunningBroker
 from tests.kafka.wire import Wire
 
@@ -122,8 +127,6 @@ def test_acks_zero_gets_no_response_but_is_written(broker: RunningBroker) -> Non
     for _ in range(100):
         if broker_state("fire", 0).high_watermark == 1:
             break
-        import time
-
         time.sleep(0.05)
     assert broker_state("fire", 0).high_watermark == 1
 
@@ -211,3 +214,76 @@ def test_fetch_serves_batches_with_absolute_offsets_and_long_polls(broker: Runni
         assert (empty.error_code, empty.records) == (0, b"")
         out_of_range = fetch(7).responses[0].partitions[0]
         assert out_of_range.error_code == errors.OFFSET_OUT_OF_RANGE
+
+
+def test_connections_past_the_limit_are_refused_and_others_keep_working(
+    kafka_factory: Callable[..., Any],
+) -> None:
+    with kafka_factory(kafka_max_connections=2) as limited:
+        with Wire(limited.port) as first, Wire(limited.port) as second:
+            assert first.call(ApiVersionsRequest[2](), ApiVersionsResponse).error_code == 0
+            assert second.call(ApiVersionsRequest[2](), ApiVersionsResponse).error_code == 0
+            with Wire(limited.port) as third:
+                assert third.closed_by_server()
+            assert first.call(ApiVersionsRequest[2](), ApiVersionsResponse, 2).error_code == 0
+        for _ in range(50):  # the slots free up once the first two are closed
+            with Wire(limited.port) as again:
+                try:
+                    if again.call(ApiVersionsRequest[2](), ApiVersionsResponse).error_code == 0:
+                        break
+                except ConnectionError:
+                    time.sleep(0.05)
+        else:
+            pytest.fail("no connection slot came free")
+
+
+def test_a_fetch_of_many_partitions_reads_each_file_with_one_get(kafka_factory: Callable[..., Any]) -> None:
+    with kafka_factory() as writer:
+        create(writer, "wide", 8)
+        with Wire(writer.port) as wire:
+            # One request, one flush: one file holding a chunk for each of the 8 partitions.
+            response = wire.call(
+                produce("wide", {p: batch([b"x" * 1000] * 5) for p in range(8)}), ProduceResponse
+            )
+            assert all(code == 0 for code, _ in partition_results(response).values())
+    with kafka_factory() as reader:  # a fresh agent: nothing cached
+        FT = FetchRequest.FetchTopic
+        request = FetchRequest[11](
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=1 << 24,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            forgotten_topics_data=[],
+            rack_id="",
+            topics=[
+                FT(
+                    topic="wide",
+                    partitions=[
+                        FT.FetchPartition(
+                            partition=p,
+                            current_leader_epoch=-1,
+                            fetch_offset=0,
+                            log_start_offset=-1,
+                            partition_max_bytes=1 << 20,
+                        )
+                        for p in range(8)
+                    ],
+                )
+            ],
+        )
+        before = reader.runtime.counters.get(GET)
+        with Wire(reader.port) as wire:
+            parts = wire.call(request, FetchResponse).responses[0].partitions
+        assert [len(list(records.decode_records(p.records))) for p in parts] == [5] * 8
+        assert reader.runtime.counters.get(GET) - before == 1
+
+
+def test_find_coordinator_answers_itself_for_groups_only(broker: RunningBroker) -> None:
+    with Wire(broker.port) as wire:
+        group = wire.call(FindCoordinatorRequest[3](key="g", key_type=0), FindCoordinatorResponse)
+        assert (group.error_code, group.node_id, group.port) == (0, 0, broker.port)
+        txn = wire.call(FindCoordinatorRequest[3](key="t", key_type=1), FindCoordinatorResponse, 2)
+        assert txn.error_code == errors.COORDINATOR_NOT_AVAILABLE

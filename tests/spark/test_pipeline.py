@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 
+from api.runtime import spark_compaction_config
 from api.settings import Settings
 from pipeline.compaction import compact_on_spark
 from pipeline.options import InvalidReadOption
 from pipeline.reader import latest_per_key, read_topic
-from planner.service import Compactor
+from planner.round import CompactionRound
+from planner.stats import JobOutcome
 from storage.errors import UnknownPartition, UnknownTopic
 from tests.fixtures.server import RunningServer, local_settings, run_server
 
@@ -68,7 +70,7 @@ def _produce_dataset(srv: RunningServer) -> dict[str, str]:
         assert srv.produce("users", batch).status_code == 200
         if round_ == 3:
             rt = srv.runtime
-            compactor = Compactor(rt.store, rt.metadata, rt.clock, random.Random(1), "test")
+            compactor = CompactionRound(rt.store, rt.metadata, rt.clock, random.Random(1), "test")
             compactor.run_once("users", force=True)  # holes in the middle of the log
     return reference
 
@@ -208,7 +210,8 @@ def test_local_bucket_reads_through_the_local_filesystem(spark: Any, tmp_path: P
 
 
 def _twin(tmp: Path) -> Settings:
-    return replace(local_settings(tmp), gc_grace_ms=0)
+    # No GC graces: the round's GC runs on Spark too, orphans included (the server is idle meanwhile).
+    return replace(local_settings(tmp), gc_grace_ms=0, orphan_grace_ms=0)
 
 
 def test_spark_compaction_equals_the_local_worker(spark: Any, tmp_path: Path) -> None:
@@ -234,15 +237,21 @@ def test_spark_compaction_equals_the_local_worker(spark: Any, tmp_path: Path) ->
                 )
             if mode == "local":
                 rt = srv.runtime
-                Compactor(rt.store, rt.metadata, rt.clock, random.Random(3), "local").run_once(
+                CompactionRound(rt.store, rt.metadata, rt.clock, random.Random(3), "local").run_once(
                     "c", force=True
                 )
             else:
-                results = compact_on_spark(spark, settings, topic="c", force=True)
-                assert results
-                assert {r["outcome"] for r in results} == {"committed"}
-                assert all(str(r["owner"]).startswith("spark:") for r in results)
-                assert all(r["gets"] <= 2 * r["input_files"] for r in results)  # two streams per file
+                orphan = "data/l0/000000000000" + "0" * 20 + ".strata"  # older than a zero grace, below
+                srv.runtime.store.put(orphan, b"an upload whose commit never happened")
+                time.sleep(0.01)
+                result = compact_on_spark(spark, spark_compaction_config(settings), topic="c", force=True)
+                assert result.jobs
+                assert {stats.outcome for _, stats in result.jobs} == {JobOutcome.COMMITTED}
+                assert all(stats.owner.startswith("spark:") for _, stats in result.jobs)
+                assert all(s.gets <= 2 * s.input_files for _, s in result.jobs)  # two streams per file
+                assert result.obsolete_deleted > 0
+                assert result.orphans_deleted == 1  # the Spark round skips no GC
+                assert orphan not in {info.key for info in srv.runtime.store.list("data/")}
             logs.append({(t, p): srv.read_all(t, p) for t, n in (("c", 3), ("plain", 2)) for p in range(n)})
     assert logs[0] == logs[1]
     assert sum(len(v) for (t, _), v in logs[0].items() if t == "c") == 25  # one per key survived

@@ -91,3 +91,17 @@ def test_drain_hands_over_in_cut_order_and_release_frees() -> None:
     buf.release(first)
     buf.release(second)
     assert buf.bytes_held == 0
+
+
+async def test_reserve_when_free_waits_for_room_instead_of_refusing() -> None:
+    buf = ProduceBuffer(100)
+    held = buf.reserve(90)
+    waiter = asyncio.create_task(buf.reserve_when_free(50))
+    await asyncio.sleep(0.01)
+    assert not waiter.done()  # a Kafka connection stops reading here
+    held.shrink_to(60)
+    await asyncio.sleep(0.01)
+    assert not waiter.done()  # 60 + 50 still exceeds 100
+    held.release()
+    got = await asyncio.wait_for(waiter, 1)
+    assert (got.size, buf.bytes_held) == (50, 50)

@@ -41,8 +41,8 @@ EXPECTED_ROLE = {"agent-1": "agent", "agent-2": "agent", "worker": "worker"}
 
 # STRATA_* variables that are not server settings, and the file that reads each (so this list cannot rot).
 NOT_SETTINGS = {
-    "STRATA_URL": "api/cli.py",  # the CLI client's server
-    "STRATA_TOKEN": "api/cli.py",  # the CLI client's bearer token
+    "STRATA_URL": "api/cli_client.py",  # the CLI client's server
+    "STRATA_TOKEN": "api/cli_client.py",  # the CLI client's bearer token
     "STRATA_TEST_POSTGRES_URL": "tests/fixtures/metadata.py",  # the test suite's PostgreSQL
     "STRATA_SPARK_JARS_DIR": "pipeline/jars.py",  # where Spark finds the hadoop-aws jars
     "STRATA_SPARK_MASTER": "api/cli.py",  # the Spark master of `strata compact --spark`
@@ -253,13 +253,19 @@ def test_agents_listen_where_their_ports_point() -> None:
         settings = _serve_settings(_parse_strata(_command(name), where), _effective_env(name), where)
         assert settings.host == "0.0.0.0", f"{where}: binds {settings.host}, unreachable from outside"
         ports = [str(p) for p in _service(name).get("ports", [])]
-        assert len(ports) == 1, f"{where}: expected one published port, got {ports}"
-        host_port, _, container_port = ports[0].rpartition(":")
-        assert container_port == str(settings.port), (
+        assert len(ports) == 2, f"{where}: expected the HTTP and the Kafka port published, got {ports}"
+        (http_host, _, http_container), (kafka_host, _, kafka_container) = (p.rpartition(":") for p in ports)
+        assert http_container == str(settings.port), (
             f"{where}: publishes {ports[0]}, listens on {settings.port}"
         )
-        published.add(host_port)
-    assert published == {"8081", "8082"}
+        assert kafka_container == str(settings.kafka_port), (
+            f"{where}: publishes {ports[1]}, Kafka listens on {settings.kafka_port}"
+        )
+        # Kafka clients on the host connect where Metadata tells them: the published port.
+        assert settings.kafka_advertised_port == int(kafka_host), f"{where}: advertises another port"
+        assert settings.kafka_advertised_host == "127.0.0.1", f"{where}: advertises an unreachable host"
+        published.add((http_host, kafka_host))
+    assert published == {("8081", "19092"), ("8082", "29092")}
 
 
 def test_strata_services_wait_for_postgres_and_the_bucket() -> None:
@@ -357,7 +363,7 @@ def test_dockerfile_builds_a_non_root_strata_image() -> None:
     users = [rest for k, rest in instructions if k == "USER"]
     assert users, f"{DOCKERFILE.name} has no USER: the image would run as root"
     assert users[-1].split(":")[0] not in ("root", "0"), f"the image runs as {users[-1]}"
-    assert ("EXPOSE", "8080") in instructions
+    assert ("EXPOSE", "8080 9092") in instructions  # HTTP and Kafka
     assert "ENTRYPOINT" not in keywords, "the default command must be a plain `strata ...` CMD"
     problems = _strata_problems(DOCKERFILE.name, _dockerfile_env())
     assert not problems, "\n".join(problems)
@@ -375,7 +381,8 @@ def test_dockerfile_default_command_is_a_valid_strata_command() -> None:
     where = f"{DOCKERFILE.name} CMD"
     settings = _serve_settings(_parse_strata(argv, where), _dockerfile_env(), where)
     assert settings.host == "0.0.0.0", f"{where}: binds {settings.host}, unreachable from outside"
-    assert ("EXPOSE", str(settings.port)) in _dockerfile(), f"{where}: listens on {settings.port}"
+    exposed = {port for k, rest in _dockerfile() if k == "EXPOSE" for port in rest.split()}
+    assert {str(settings.port), str(settings.kafka_port)} <= exposed, f"{where}: listens on {settings.port}"
 
 
 # --- README.md -----------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from storage.errors import TopicExists, UnknownTopic
+from storage.errors import InvalidPartitionCount, TopicExists, UnknownTopic
 from storage.metadata.base import PartitionState, TopicInfo
 from storage.metadata.sql.core import (
     SqlBase,
@@ -79,6 +79,24 @@ class TopicQueries(SqlBase):
             return TopicInfo(topic.name, topic.partitions, merged, topic.created_ms)
 
         return self._backend.run(work, write=True, what="update_topic_configs")
+
+    def add_partitions(self, name: str, count: int) -> TopicInfo:
+        def work(tx: Tx) -> TopicInfo:
+            # Under the topic's row lock, so two concurrent increases cannot both insert the same rows.
+            topic = self._get_topic(tx, name, self._d.for_update)
+            if count <= topic.partitions:
+                raise InvalidPartitionCount(
+                    f"topic {name!r} has {topic.partitions} partitions; the count only grows, not to {count}"
+                )
+            tx.execute("UPDATE topics SET partitions = ? WHERE name = ?", (count, name))
+            tx.executemany(
+                "INSERT INTO partitions (topic, partition_id, next_offset, log_start_offset)"
+                " VALUES (?, ?, 0, 0)",
+                [(name, p) for p in range(topic.partitions, count)],
+            )
+            return TopicInfo(topic.name, count, topic.configs, topic.created_ms)
+
+        return self._backend.run(work, write=True, what="add_partitions")
 
     def delete_topic(self, name: str, now_ms: int) -> None:
         """Raises UnknownTopic. Its files that keep no live chunk become obsolete (GC after grace)."""

@@ -1,8 +1,8 @@
-"""The background worker loop of a Strata process (role worker or all).
+"""The background loop of a Strata process in the worker role (or all): one compaction round at a time.
 
-Each round runs retention, planning, the jobs this process can lease, and GC (``planner/service.py``), in
-a thread so the event loop keeps serving HTTP. Rounds run every ``worker_interval_ms``, or at once when
-the admin endpoint sets ``runtime.worker_wakeup``.
+Each round (``planner/round.py``: retention, planning, the jobs this process can lease, GC) runs in a
+thread so the event loop keeps serving HTTP. Rounds run every ``worker_interval_ms``, or at once when the
+admin endpoint sets ``runtime.worker_wakeup``.
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ import logging
 from api.runtime import Runtime
 from storage.errors import StrataError
 
-log = logging.getLogger("strata.worker")
+log = logging.getLogger("strata.loop")
 
 
-async def run_worker(runtime: Runtime) -> None:
-    compactor = runtime.compactor()
+async def run_background_loop(runtime: Runtime) -> None:
+    compaction_round = runtime.compaction_round()
     interval = runtime.settings.worker_interval_ms / 1000
     while True:
         runtime.worker_wakeup.clear()
         try:
-            await asyncio.to_thread(compactor.run_once)
+            await asyncio.to_thread(compaction_round.run_once)
         except StrataError as exc:
             log.warning("background round failed (%d): %s", exc.code, exc.message)
         except Exception:

@@ -1,4 +1,4 @@
-"""The compaction worker: runs one job (a ``JobRun``) with two forward-only GET streams per input file.
+"""The job runner: runs one leased job (a ``JobRun``) with two forward-only GET streams per input file.
 
 For every topic-partition of the job, in (topic, partition) order:
 - **Pass 1** (compacted topics only) reads the partition's dirty, cleanable chunks through the file's
@@ -17,8 +17,14 @@ runs separated by chunks outside the job stay separate chunks, so chunk offset r
 
 Commit is compare-and-set (``commit_compaction``): if any input chunk changed meanwhile (retention, a topic
 deletion, another job), the outputs are abandoned to orphan GC and the job fails; a later plan retries.
-A worker killed at any point leaves the metadata untouched until that commit, so readers are unaffected;
+A runner killed at any point leaves the metadata untouched until that commit, so readers are unaffected;
 once its lease expires the job runs again from its spec.
+
+Errors (``JobRunner.run``): a lost race (``CommitConflict``, ``LeaseLost``) abandons the job and corrupt input
+fails it; both mark the job failed so a later plan can retry the work. A retriable error (object store or
+metadata unavailable) ends only this attempt: the job is not touched, so it stays leased until the lease
+expires and is then re-run by any runner, up to the round's ``max_job_attempts``. The round goes on with
+its other jobs and GC. Any other error is a bug and propagates.
 """
 
 from __future__ import annotations
@@ -26,20 +32,21 @@ from __future__ import annotations
 import itertools
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from pyroaring import BitMap
 
-from agents.keys import new_object_key
 from planner.jobs import JobSpec
 from planner.offset_map import KeyHasher, OffsetMap, SkimpyOffsetMap
 from planner.retain import should_retain
-from planner.stats import JobStats
+from planner.stats import JobOutcome, JobStats
 from planner.streams import ForwardReader
 from storage import fileformat, records
 from storage.clock import Clock
-from storage.errors import CodecError, Conflict, CorruptObject, StrataError, UnknownTopic
+from storage.errors import Conflict, CorruptObject, StrataError, UnknownTopic
+from storage.keys import new_object_key
 from storage.metadata.base import (
     JOB_FAILED,
     ChunkRow,
@@ -54,7 +61,7 @@ from storage.metadata.base import (
 from storage.objectstore.base import ObjectStore
 from storage.topic_config import TopicConfig
 
-log = logging.getLogger("strata.worker")
+log = logging.getLogger("strata.job")
 
 MiB = 1024 * 1024
 # Pass 1 hashes and inserts keys in groups of this many (vectorised map inserts, bounded memory).
@@ -62,12 +69,31 @@ PASS1_BATCH = 16_384
 
 
 @dataclass(frozen=True, slots=True)
-class WorkerConfig:
+class RunnerConfig:
     map_bytes: int = 128 * MiB
     # Each upload briefly holds about three copies of an output file (chunks, the joined object, the SDK's
-    # send buffer), so this bounds the worker's memory beyond the offset map.
+    # send buffer), so this bounds the runner's memory beyond the offset map.
     max_output_file_bytes: int = 32 * MiB
     lease_ms: int = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """What one attempt needs to know about the runner that makes it."""
+
+    owner: str  # the lease holder's name: heartbeats and the commit are refused for anyone else
+    lease_ms: int
+    max_output_file_bytes: int
+    rng: random.Random  # key-hash secrets and output object keys
+
+
+# Called with a phase's name ("pass1", "pass2", "seal"); the context it returns is entered around that
+# phase. Instrumentation only (the benchmark takes time and RSS per phase); it must not change the run.
+PhaseHook = Callable[[str], AbstractContextManager[object]]
+
+
+def _no_phase_hook(name: str) -> AbstractContextManager[object]:
+    return nullcontext()
 
 
 @dataclass
@@ -90,7 +116,9 @@ class _Output:
     chunks: list[NewCompactedChunk] = field(default_factory=list)
 
 
-class Worker:
+class JobRunner:
+    """Runs leased jobs one at a time, reusing one offset map."""
+
     def __init__(
         self,
         store: ObjectStore,
@@ -98,31 +126,45 @@ class Worker:
         clock: Clock,
         rng: random.Random,
         owner: str,
-        config: WorkerConfig = WorkerConfig(),
+        config: RunnerConfig = RunnerConfig(),
         offset_map: OffsetMap | None = None,
+        on_phase: PhaseHook = _no_phase_hook,
     ) -> None:
         self.store = store
         self.metadata = metadata
         self.clock = clock
-        self.rng = rng
-        self.owner = owner
         self.config = config
-        # Allocated once per worker and reused: memory stays at the configured bound across jobs.
+        self.context = JobContext(owner, config.lease_ms, config.max_output_file_bytes, rng)
+        # Allocated once per runner and reused: memory stays at the configured bound across jobs.
         self.offset_map = offset_map if offset_map is not None else SkimpyOffsetMap(config.map_bytes)
+        self.on_phase = on_phase
+
+    @property
+    def owner(self) -> str:
+        return self.context.owner
 
     def run(self, job: Job) -> JobStats:
-        """Run one leased job to its commit (or its failure). Returns its statistics."""
+        """Run one leased job to its commit (or its end, see the module docstring). Returns its statistics."""
         spec = JobSpec.from_json(job.spec)
-        attempt = JobRun(self, job, spec)
+        attempt = JobRun(
+            self.context, self.store, self.metadata, self.clock, self.offset_map, job, spec, self.on_phase
+        )
         try:
             attempt.execute()
         except Conflict as exc:  # lost a race (CommitConflict, LeaseLost): another run owns the job now
-            attempt.stats.outcome = f"abandoned ({exc.message})"
+            attempt.end(JobOutcome.ABANDONED, exc.message)
             self._finish(job, JOB_FAILED)
-        except (CorruptObject, CodecError) as exc:
-            attempt.stats.outcome = f"failed ({exc.message})"
+        except CorruptObject as exc:  # CodecError included
+            attempt.end(JobOutcome.FAILED, exc.message)
             log.error("job %d read corrupt data: %s", job.job_id, exc.message)
             self._finish(job, JOB_FAILED)
+        except StrataError as exc:
+            if not exc.retriable:
+                raise
+            # Left leased on purpose: the lease expiry and the attempt cap decide when and whether it runs
+            # again, and a metadata store that is down could not record a failure anyway.
+            attempt.end(JobOutcome.INTERRUPTED, exc.message)
+            log.warning("job %d interrupted by a retriable error: %s", job.job_id, exc.message)
         finally:
             attempt.close()
         log.info(attempt.stats.summary(job.job_id, spec.kind))
@@ -138,17 +180,28 @@ class Worker:
 class JobRun:
     """One attempt at one job."""
 
-    def __init__(self, worker: Worker, job: Job, spec: JobSpec) -> None:
-        self.worker = worker
+    def __init__(
+        self,
+        context: JobContext,
+        store: ObjectStore,
+        metadata: CompactionCatalog,
+        clock: Clock,
+        offset_map: OffsetMap,
+        job: Job,
+        spec: JobSpec,
+        on_phase: PhaseHook = _no_phase_hook,
+    ) -> None:
+        self.context = context
         self.job = job
         self.spec = spec
-        self.store = worker.store
-        self.metadata = worker.metadata
-        self.clock = worker.clock
-        self.map = worker.offset_map
-        self.hasher = KeyHasher.random(worker.rng)  # a fresh secret per job: collisions can't be crafted
+        self.store = store
+        self.metadata = metadata
+        self.clock = clock
+        self.map = offset_map
+        self.on_phase = on_phase
+        self.hasher = KeyHasher.random(context.rng)  # a fresh secret per job: collisions can't be crafted
         self.now_ms = self.clock.now_ms()
-        self.stats = JobStats(input_files=len(spec.inputs))
+        self.stats = JobStats(input_files=len(spec.inputs), owner=context.owner)
         self.pass1: dict[int, ForwardReader] = {}
         self.pass2: dict[int, ForwardReader] = {}
         self.outputs: list[CompactionOutput] = []
@@ -181,14 +234,20 @@ class JobRun:
             if done is not None:
                 cleaned.append(done)
         for compacted in sorted(self.open_outputs):
-            self._seal(compacted)
+            with self.on_phase("seal"):
+                self._seal(compacted)
         self._collect_counters()
         self._keep_lease(force=True)
         input_ids = [fc.chunk.chunk_id for fc in chunks]
         self.metadata.commit_compaction(
-            self.job.job_id, self.worker.owner, input_ids, self.outputs, cleaned, self.clock.now_ms()
+            self.job.job_id, self.context.owner, input_ids, self.outputs, cleaned, self.clock.now_ms()
         )
-        self.stats.outcome = "committed"
+        self.stats.outcome = JobOutcome.COMMITTED
+
+    def end(self, outcome: JobOutcome, reason: str) -> None:
+        """Record why the attempt ended without a commit."""
+        self.stats.outcome = outcome
+        self.stats.reason = reason
 
     def close(self) -> None:
         for reader in (*self.pass1.values(), *self.pass2.values()):
@@ -210,12 +269,12 @@ class JobRun:
             return None  # deleted meanwhile: its chunks are copied and the commit will conflict
 
     def _keep_lease(self, force: bool = False) -> None:
-        interval = self.worker.config.lease_ms / 3000  # renew at a third of the lease, in seconds
+        interval = self.context.lease_ms / 3000  # renew at a third of the lease, in seconds
         if not force and self.clock.monotonic() - self._lease_renewed_at < interval:
             return
-        # Raises LeaseLost when another worker holds the job now: this attempt must stop and not commit.
+        # Raises LeaseLost when another runner holds the job now: this attempt must stop and not commit.
         self.metadata.heartbeat_job(
-            self.job.job_id, self.worker.owner, self.clock.now_ms(), self.worker.config.lease_ms
+            self.job.job_id, self.context.owner, self.clock.now_ms(), self.context.lease_ms
         )
         self._lease_renewed_at = self.clock.monotonic()
 
@@ -229,10 +288,12 @@ class JobRun:
         map_end = -1
         if dedup:
             assert config is not None
-            map_end = self._pass1(chunks, cleaned_offset, config)
+            with self.on_phase("pass1"):
+                map_end = self._pass1(chunks, cleaned_offset, config)
             self.stats.partitions_deduplicated += 1
         for run in runs:
-            self._pass2(topic, partition, run, dedup, map_end, covers_prefix, config)
+            with self.on_phase("pass2"):
+                self._pass2(topic, partition, run, dedup, map_end, covers_prefix, config)
         self.map.clear()
         if dedup and covers_prefix and map_end >= 0:
             return CleanedUpTo(topic, partition, map_end + 1)
@@ -394,7 +455,7 @@ class JobRun:
                 piece.max_ts = max(piece.max_ts, chunk.max_timestamp)
             # Bound memory: a long run becomes several output chunks, cut between input chunks so their
             # offset spans stay contiguous and never overlap.
-            if len(buf) >= self.worker.config.max_output_file_bytes and i + 1 < len(run):
+            if len(buf) >= self.context.max_output_file_bytes and i + 1 < len(run):
                 self._emit(topic, partition, piece, chunk.last_offset, dense, config)
                 piece = _Piece(run[i + 1].chunk.base_offset)
         self._emit(topic, partition, piece, run[-1].chunk.last_offset, dense, config)
@@ -441,8 +502,9 @@ class JobRun:
                 has_holes=holes,
             )
         )
-        if output.builder.size >= self.worker.config.max_output_file_bytes:
-            self._seal(compacted)
+        if output.builder.size >= self.context.max_output_file_bytes:
+            with self.on_phase("seal"):
+                self._seal(compacted)
 
     def _seal(self, compacted: bool) -> None:
         """Upload one output file (one PUT). It stays an orphan unless the job's commit succeeds."""
@@ -450,7 +512,7 @@ class JobRun:
         if output is None or not output.chunks:
             return
         data = output.builder.finish()
-        key = new_object_key(self.spec.output_level, self.clock, self.worker.rng)
+        key = new_object_key(self.spec.output_level, self.clock, self.context.rng)
         self.store.put(key, data)
         self.stats.puts += 1
         self.stats.bytes_written += len(data)

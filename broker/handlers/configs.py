@@ -1,0 +1,165 @@
+"""DescribeConfigs (key 32) and IncrementalAlterConfigs (key 44) for topics, with the HTTP API's rules.
+
+Topic configs use Kafka's names, defaults and validation (storage/topic_config.py); a stored override is
+reported with source DYNAMIC_TOPIC_CONFIG and a default with DEFAULT_CONFIG, as Kafka reports them. The
+broker resource describes the listener's settings (read-only, STATIC_BROKER_CONFIG); altering it is refused.
+APPEND and SUBTRACT work on list configs (cleanup.policy) only, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kafka.protocol.admin.configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+
+from broker import errors
+from broker.context import BrokerContext
+from storage.errors import InvalidConfig, StrataError
+from storage.topic_config import check_config_name, effective_configs, validate_configs, validate_topic_name
+
+TOPIC = 2
+BROKER = 4
+# ConfigSource
+_DYNAMIC_TOPIC_CONFIG = 1
+_STATIC_BROKER_CONFIG = 4
+_DEFAULT_CONFIG = 5
+# ConfigType (DescribeConfigs v3+)
+_BOOLEAN, _STRING, _INT, _LONG, _DOUBLE, _LIST = 1, 2, 3, 5, 6, 7
+_TYPES = {
+    "cleanup.policy": _LIST,
+    "min.cleanable.dirty.ratio": _DOUBLE,
+    "max.message.bytes": _INT,
+    "auto.create.topics.enable": _BOOLEAN,
+    "num.partitions": _INT,
+    "socket.request.max.bytes": _INT,
+    "compression.type": _STRING,
+}
+_LIST_CONFIGS = frozenset(name for name, kind in _TYPES.items() if kind == _LIST)
+# IncrementalAlterConfigs operations
+_SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
+
+_Result = DescribeConfigsResponse.DescribeConfigsResult
+_Entry = _Result.DescribeConfigsResourceResult
+_Altered = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+
+
+async def handle_describe_configs(ctx: BrokerContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    results = [await _describe(ctx, r) for r in req.resources]
+    return DescribeConfigsResponse[req.API_VERSION](throttle_time_ms=0, results=results)
+
+
+async def _describe(ctx: BrokerContext, resource: Any) -> Any:
+    try:
+        if resource.resource_type == TOPIC:
+            name = validate_topic_name(resource.resource_name)
+            info = await asyncio.to_thread(ctx.metadata.get_topic, name)
+            values = effective_configs(info.configs)
+            sources = {k: _DYNAMIC_TOPIC_CONFIG if k in info.configs else _DEFAULT_CONFIG for k in values}
+            read_only = False
+        elif resource.resource_type == BROKER:
+            config = ctx.config
+            values = {
+                "auto.create.topics.enable": str(config.auto_create_topics).lower(),
+                "num.partitions": str(config.num_partitions),
+                "socket.request.max.bytes": str(config.max_request_bytes),
+            }
+            sources = dict.fromkeys(values, _STATIC_BROKER_CONFIG)
+            read_only = True
+        else:
+            return _describe_error(resource, errors.INVALID_REQUEST, "only topic and broker configs exist")
+    except StrataError as exc:
+        return _describe_error(resource, errors.kafka_error(exc), exc.message)
+    keys = resource.configuration_keys
+    wanted = sorted(values) if keys is None else [k for k in keys if k in values]
+    entries = [
+        _Entry(
+            name=k,
+            value=values[k],
+            read_only=read_only,
+            config_source=sources[k],
+            is_sensitive=False,
+            synonyms=[],
+            config_type=_TYPES.get(k, _LONG),
+            documentation=None,
+        )
+        for k in wanted
+    ]
+    return _Result(
+        error_code=errors.NONE,
+        error_message=None,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+        configs=entries,
+    )
+
+
+def _describe_error(resource: Any, code: int, message: str) -> Any:
+    return _Result(
+        error_code=code,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+        configs=[],
+    )
+
+
+async def handle_incremental_alter_configs(
+    ctx: BrokerContext, req: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
+    responses = []
+    for resource in req.resources:
+        code, message = errors.NONE, None
+        try:
+            if resource.resource_type != TOPIC:
+                raise InvalidConfig(
+                    "only topic configs can be altered; broker settings are STRATA_* settings"
+                )
+            name = validate_topic_name(resource.resource_name)
+            info = await asyncio.to_thread(ctx.metadata.get_topic, name)
+            changes = _changes(info.configs, resource.configs)
+            if not req.validate_only:
+                await asyncio.to_thread(ctx.metadata.update_topic_configs, name, changes)
+                ctx.agent.forget_topic(name)
+        except StrataError as exc:
+            code, message = errors.kafka_error(exc), exc.message
+        responses.append(
+            _Altered(
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return IncrementalAlterConfigsResponse[req.API_VERSION](throttle_time_ms=0, responses=responses)
+
+
+def _changes(current: Any, ops: Any) -> dict[str, str | None]:
+    """The validated changes for update_topic_configs (None resets to the default). InvalidConfig if any
+    operation is bad: then nothing is applied."""
+    effective = effective_configs(current)
+    changes: dict[str, str | None] = {}
+    for op in ops:
+        name = check_config_name(op.name)
+        if op.config_operation == _SET:
+            changes.update(validate_configs({name: op.value if op.value is not None else ""}))
+        elif op.config_operation == _DELETE:
+            changes[name] = None
+        elif op.config_operation in (_APPEND, _SUBTRACT):
+            if name not in _LIST_CONFIGS:
+                raise InvalidConfig(f"{name} is not a list config; APPEND and SUBTRACT need one")
+            items = [x for x in (changes.get(name) or effective[name]).replace(" ", "").split(",") if x]
+            given = [x for x in (op.value or "").replace(" ", "").split(",") if x]
+            if op.config_operation == _APPEND:
+                items += [x for x in given if x not in items]
+            else:
+                items = [x for x in items if x not in given]
+            changes.update(validate_configs({name: ",".join(items)}))
+        else:
+            raise InvalidConfig(f"unknown config operation {op.config_operation}")
+    return changes

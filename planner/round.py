@@ -1,0 +1,153 @@
+"""One round of background work: the one place that sequences it.
+
+A round: retention, then planning, then running every job that can be leased, then GC of obsolete files
+(after their grace) and, at most every ``orphan_gc_interval_ms``, of orphan uploads. Every caller runs
+this order through ``CompactionRound.run_once``: the worker role's background loop (``api/loop.py``),
+``strata compact`` (with a progress hook for its bar) and Spark compaction (``pipeline/compaction.py``,
+with a job runner that starts one Spark task per job). Every step is safe with any number of other
+processes doing the same: planning claims files, jobs are leased, commits are compare-and-set, and GC only
+deletes what no live chunk references.
+
+Errors: a job's own errors end that job (``planner/runner.py`` says how); the round goes on with the other
+jobs and GC. An error outside any job (the metadata store down while planning or leasing, say) ends the
+round, and the next round starts over.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from planner.gc import ObsoleteCollector, OrphanCollector
+from planner.offset_map import OffsetMap
+from planner.planner import Planner, PlannerConfig
+from planner.retention import Retention, RetentionResult
+from planner.runner import JobRunner, RunnerConfig
+from planner.stats import JobStats
+from storage.clock import Clock
+from storage.metadata.base import JOB_FAILED, Job, MetadataStore
+from storage.objectstore.base import ObjectStore
+
+log = logging.getLogger("strata.round")
+
+JobDone = Callable[[Job, JobStats], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RoundConfig:
+    planner: PlannerConfig = field(default_factory=PlannerConfig)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+    obsolete_grace_ms: int = 600_000
+    orphan_grace_ms: int = 3_600_000
+    orphan_gc_interval_ms: int = 300_000
+    max_jobs_per_round: int = 32
+    # A job that failed this often (crashes, lost leases, bugs) is given up, so its files can be planned
+    # again; without a cap it would be re-leased forever and keep them claimed.
+    max_job_attempts: int = 5
+
+
+@dataclass
+class RoundResult:
+    retention: RetentionResult
+    planned: list[Job] = field(default_factory=list)
+    jobs: list[tuple[Job, JobStats]] = field(default_factory=list)
+    obsolete_deleted: int = 0
+    orphans_deleted: int = 0
+
+
+class JobDispatcher(Protocol):
+    """Runs the jobs of a round (the planned ones and any left pending) here or elsewhere (one Spark task
+    per job), calling ``on_done`` after each. Not to be confused with ``JobRunner``, which runs one job."""
+
+    def __call__(self, on_done: JobDone) -> list[tuple[Job, JobStats]]: ...
+
+
+class RoundProgress(Protocol):
+    """Told what a round does, as it does it (``strata compact`` draws its progress bar from this)."""
+
+    def planned(self, jobs: list[Job]) -> None: ...
+
+    def job_done(self, job: Job, stats: JobStats) -> None: ...
+
+
+class CompactionRound:
+    def __init__(
+        self,
+        store: ObjectStore,
+        metadata: MetadataStore,
+        clock: Clock,
+        rng: random.Random,
+        owner: str,
+        config: RoundConfig = RoundConfig(),
+        offset_map: OffsetMap | None = None,
+        on_job: JobDone | None = None,
+    ) -> None:
+        self.store = store
+        self.metadata = metadata
+        self.clock = clock
+        self.config = config
+        self.owner = owner
+        self.planner = Planner(metadata, clock, config.planner)
+        self.retention = Retention(metadata, clock)
+        self.runner = JobRunner(store, metadata, clock, rng, owner, config.runner, offset_map)
+        self.obsolete = ObsoleteCollector(store, metadata, clock, config.obsolete_grace_ms)
+        self.orphans = OrphanCollector(store, metadata, clock, config.orphan_grace_ms)
+        self.on_job = on_job
+        self._last_orphan_gc = -(2**62)
+
+    def run_once(
+        self,
+        topic: str | None = None,
+        force: bool = False,
+        *,
+        run_jobs: JobDispatcher | None = None,
+        progress: RoundProgress | None = None,
+    ) -> RoundResult:
+        """One round in its fixed order. ``run_jobs``: how jobs run (default: here, one at a time)."""
+        result = RoundResult(self.retention.run_once())
+        result.planned = self.planner.plan(topic, force)
+        if progress is not None:
+            progress.planned(result.planned)
+
+        def done(job: Job, stats: JobStats) -> None:
+            if self.on_job is not None:
+                self.on_job(job, stats)
+            if progress is not None:
+                progress.job_done(job, stats)
+
+        result.jobs = (run_jobs or self._run_jobs_here)(done)
+        result.obsolete_deleted = self.obsolete.run_once()
+        now = self.clock.now_ms()
+        if now - self._last_orphan_gc >= self.config.orphan_gc_interval_ms:
+            result.orphans_deleted = self.orphans.run_once().orphans_deleted
+            self._last_orphan_gc = now
+        return result
+
+    def _run_jobs_here(self, on_done: JobDone) -> list[tuple[Job, JobStats]]:
+        return self.run_jobs(on_done=on_done)
+
+    def run_jobs(
+        self, limit: int | None = None, on_done: JobDone | None = None
+    ) -> list[tuple[Job, JobStats]]:
+        """Lease and run jobs until none is left (at most ``limit``, default max_jobs_per_round).
+
+        ``on_done`` defaults to the round's ``on_job`` (a Spark task calls this directly, outside a round).
+        """
+        report = on_done if on_done is not None else self.on_job
+        done: list[tuple[Job, JobStats]] = []
+        for _ in range(limit if limit is not None else self.config.max_jobs_per_round):
+            job = self.metadata.lease_job(self.owner, self.clock.now_ms(), self.config.runner.lease_ms)
+            if job is None:
+                break
+            if job.attempts > self.config.max_job_attempts:
+                log.error("job %d failed %d times; giving it up", job.job_id, job.attempts - 1)
+                self.metadata.finish_job(job.job_id, self.owner, JOB_FAILED, self.clock.now_ms())
+                continue
+            stats = self.runner.run(job)
+            done.append((job, stats))
+            if report is not None:
+                report(job, stats)
+        return done

@@ -1,0 +1,105 @@
+"""Topic administration from Kafka's admin clients: configs, partitions, and the same rules as HTTP."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
+from kafka.admin import ConfigResource as KpConfigResource
+from kafka.admin import ConfigResourceType, KafkaAdminClient
+from kafka.admin import NewPartitions as KpNewPartitions
+
+from storage.partitioner import partition_for_key
+from tests.fixtures.kafka import RunningBroker
+
+pytestmark = pytest.mark.integration
+
+
+def test_confluent_admin_configs_and_partitions(broker: RunningBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = NewTopic("cfg", num_partitions=2, replication_factor=1, config={"retention.ms": "1000"})
+    admin.create_topics([topic])["cfg"].result(10)
+    bad = NewTopic("bad", num_partitions=1, replication_factor=1, config={"retention.ms": "soon"})
+    with pytest.raises(KafkaException, match="INVALID_CONFIG"):
+        admin.create_topics([bad])["bad"].result(10)
+    with pytest.raises(KafkaException):  # validate_only still validates
+        admin.create_topics([NewTopic("x", num_partitions=0)], validate_only=True)["x"].result(10)
+    admin.create_topics([NewTopic("dry", num_partitions=1)], validate_only=True)["dry"].result(10)
+    assert "dry" not in admin.list_topics(timeout=10).topics
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "cfg")
+    configs = admin.describe_configs([resource])[resource].result(10)
+    assert configs["retention.ms"].value == "1000"
+    assert configs["retention.ms"].source == ConfigResource.Type.TOPIC.value - 1  # DYNAMIC_TOPIC_CONFIG = 1
+    assert configs["cleanup.policy"].value == "delete"
+    assert configs["cleanup.policy"].is_default
+
+    changes = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        "cfg",
+        incremental_configs=[
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+            ConfigEntry("min.cleanable.dirty.ratio", "0.1", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
+    admin.incremental_alter_configs([changes])[changes].result(10)
+    info = broker.runtime.metadata.get_topic("cfg")
+    assert dict(info.configs) == {"cleanup.policy": "delete,compact", "min.cleanable.dirty.ratio": "0.1"}
+    refused = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        "cfg",
+        incremental_configs=[
+            ConfigEntry("max.message.bytes", "-5", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    with pytest.raises(KafkaException):
+        admin.incremental_alter_configs([refused])[refused].result(10)
+    assert dict(broker.runtime.metadata.get_topic("cfg").configs) == dict(info.configs)  # nothing changed
+
+    admin.create_partitions([NewPartitions("cfg", 5)])["cfg"].result(10)
+    assert broker.runtime.metadata.get_topic("cfg").partitions == 5
+    assert len(admin.list_topics(timeout=10).topics["cfg"].partitions) == 5
+    with pytest.raises(KafkaException):  # shrinking is refused
+        admin.create_partitions([NewPartitions("cfg", 3)])["cfg"].result(10)
+
+
+def test_kafka_python_admin_describe_configs_and_partitions(broker: RunningBroker) -> None:
+    broker.runtime.metadata.create_topic("kpcfg", 1, {"cleanup.policy": "compact"}, 0)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        response = admin.describe_configs(
+            [KpConfigResource(ConfigResourceType.TOPIC, "kpcfg")], config_filter="all"
+        )
+        entries = response["topic"]["kpcfg"]
+        assert entries["cleanup.policy"]["value"] == "compact"
+        assert entries["cleanup.policy"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+        assert entries["max.message.bytes"]["value"] == "1048588"
+        assert entries["max.message.bytes"]["config_source"] == "DEFAULT_CONFIG"
+        admin.create_partitions({"kpcfg": KpNewPartitions(total_count=3)})
+    finally:
+        admin.close()
+    assert broker.runtime.metadata.get_topic("kpcfg").partitions == 3
+
+
+def test_keyed_records_follow_murmur2_over_the_new_count(broker: RunningBroker) -> None:
+    """After CreatePartitions, a Java-style (murmur2) producer places keys over the new count; Strata's
+    own HTTP partitioner (murmur2) agrees for the same key."""
+    from kafka import KafkaProducer
+
+    broker.runtime.metadata.create_topic("grow", 1, {}, 0)
+    broker.runtime.metadata.add_partitions("grow", 4)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+    try:
+        for key in (b"alpha", b"beta", b"gamma", b"delta"):
+            meta = producer.send("grow", key=key, value=b"v").get(10)
+            assert meta.partition == partition_for_key(key, 4)
+    finally:
+        producer.close()

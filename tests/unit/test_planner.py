@@ -1,0 +1,275 @@
+"""The planner's pure cores without a server: selection rules, retention's new log start, JobSpec, the
+keep/drop rule. Like Kafka's LogCleanerTest: a manual clock, and a real SQLite metadata store in tmp_path
+where the planner needs one."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from planner.jobs import JOB_CLEAN, JOB_MERGE, InputFile, JobSpec
+from planner.planner import Planner, PlannerConfig, _due
+from planner.retain import should_retain
+from planner.retention import Retention
+from storage.clock import ManualClock
+from storage.metadata import open_metadata_store
+from storage.metadata.base import ChunkRow, FileChunk, MetadataStore, NewChunk, NewFile, PartitionStats
+from storage.topic_config import TopicConfig
+
+COMPACT = {"cleanup.policy": "compact"}
+NOW = 1_700_000_000_000
+
+
+# --- _due: when is a compacted partition due for cleaning ----------------------------------------------
+def _stats(**overrides: object) -> PartitionStats:
+    base = PartitionStats(
+        topic="t",
+        partition=0,
+        log_start_offset=0,
+        high_watermark=100,
+        cleaned_offset=0,
+        last_compaction_ms=None,
+        live_bytes=1000,
+        dirty_bytes=600,
+        chunk_count=4,
+        oldest_dirty_timestamp=NOW - 60_000,
+    )
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+def _config(**overrides: str) -> TopicConfig:
+    return TopicConfig.from_overrides({**COMPACT, **overrides})
+
+
+def test_due_when_the_dirty_ratio_reaches_the_minimum() -> None:
+    reason = _due(_stats(dirty_bytes=500), _config(), NOW, force=False)
+    assert reason is not None
+    assert "dirty ratio 0.50" in reason
+    assert _due(_stats(dirty_bytes=499), _config(), NOW, force=False) is None
+
+
+def test_due_when_dirty_data_is_older_than_max_compaction_lag() -> None:
+    config = _config(**{"max.compaction.lag.ms": "30000"})
+    reason = _due(_stats(dirty_bytes=10), config, NOW, force=False)
+    assert reason is not None
+    assert "max.compaction.lag.ms" in reason
+    young = _stats(dirty_bytes=10, oldest_dirty_timestamp=NOW - 30_000)  # exactly the lag: not past it
+    assert _due(young, config, NOW, force=False) is None
+
+
+def test_never_due_with_nothing_dirty_even_when_forced() -> None:
+    assert _due(_stats(dirty_bytes=0), _config(), NOW, force=True) is None
+    assert _due(_stats(oldest_dirty_timestamp=None), _config(), NOW, force=True) is None
+
+
+def test_never_due_before_min_compaction_lag_even_when_forced() -> None:
+    config = _config(**{"min.compaction.lag.ms": "120000"})
+    assert _due(_stats(), config, NOW, force=True) is None  # a job now would change nothing
+    assert _due(_stats(oldest_dirty_timestamp=NOW - 120_000), config, NOW, force=True) == "requested"
+
+
+def test_forced_means_whatever_the_ratio() -> None:
+    assert _due(_stats(dirty_bytes=1), _config(), NOW, force=True) == "requested"
+
+
+# --- Planner.plan over a SQLite store ------------------------------------------------------------------
+@pytest.fixture
+def metadata(tmp_path: Path) -> Iterator[MetadataStore]:
+    store = open_metadata_store(f"sqlite:///{tmp_path / 'metadata.db'}")
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(NOW)
+
+
+def _flush(
+    metadata: MetadataStore, clock: ManualClock, parts: list[tuple[str, int]], size: int = 1000
+) -> str:
+    """Commit one L0 file holding one chunk of 10 records per (topic, partition); returns its key."""
+    key = f"data/l0/{clock.now_ms():012x}{len(metadata.live_files()):020x}.strata"
+    length = size // len(parts)
+    chunks = [
+        NewChunk(t, p, 10, i * length, length, clock.now_ms() - 1000, clock.now_ms(), 0)
+        for i, (t, p) in enumerate(parts)
+    ]
+    metadata.commit_flush(NewFile(key, size, 0, clock.now_ms()), chunks, [], clock.now_ms())
+    clock.advance(0.001)
+    return key
+
+
+def test_merge_is_due_at_merge_files_and_takes_the_oldest_first(
+    metadata: MetadataStore, clock: ManualClock
+) -> None:
+    metadata.create_topic("plain", 1, {}, NOW)
+    planner = Planner(metadata, clock, PlannerConfig(merge_files=(4, 8)))
+    keys = [_flush(metadata, clock, [("plain", 0)]) for _ in range(3)]
+    assert planner.plan() == []  # 3 young files: nothing is due
+    keys.append(_flush(metadata, clock, [("plain", 0)]))
+    (job,) = planner.plan()
+    spec = JobSpec.from_json(job.spec)
+    assert (job.kind, spec.output_level, spec.reason) == (JOB_MERGE, 1, "L0 holds 4 files")
+    assert [f.object_key for f in spec.inputs] == keys
+    assert planner.plan() == []  # the files are claimed by the active job
+
+
+def test_merge_is_due_by_age_and_bounded_by_max_job_bytes(
+    metadata: MetadataStore, clock: ManualClock
+) -> None:
+    metadata.create_topic("plain", 1, {}, NOW)
+    config = PlannerConfig(merge_age_ms=(20_000, 600_000), max_job_bytes=2500)
+    planner = Planner(metadata, clock, config)
+    keys = [_flush(metadata, clock, [("plain", 0)]) for _ in range(3)]
+    assert planner.plan() == []
+    clock.advance(20)
+    (job,) = planner.plan()
+    spec = JobSpec.from_json(job.spec)
+    assert spec.reason.startswith("L0's oldest file is 20 s old")
+    assert [f.object_key for f in spec.inputs] == keys[:2]  # a third 1000-byte file would pass 2500
+
+
+def test_a_single_old_file_is_not_merged(metadata: MetadataStore, clock: ManualClock) -> None:
+    metadata.create_topic("plain", 1, {}, NOW)
+    _flush(metadata, clock, [("plain", 0)])
+    clock.advance(3600)
+    assert Planner(metadata, clock).plan() == []
+
+
+def test_clean_takes_every_file_of_a_due_compacted_partition(
+    metadata: MetadataStore, clock: ManualClock
+) -> None:
+    metadata.create_topic("c", 2, COMPACT, NOW)
+    metadata.create_topic("plain", 1, {}, NOW)
+    p0 = [_flush(metadata, clock, [("c", 0), ("plain", 0)]) for _ in range(2)]
+    _flush(metadata, clock, [("c", 1)])
+    planner = Planner(metadata, clock, PlannerConfig(max_jobs_per_round=1))
+    jobs = planner.plan("c", force=True)
+    assert len(jobs) == 1  # max_jobs_per_round
+    spec = JobSpec.from_json(jobs[0].spec)
+    assert (jobs[0].kind, spec.output_level) == (JOB_CLEAN, 1)  # cleaned output is at least L1
+    assert spec.reason == "c/0: requested"
+    assert [f.object_key for f in spec.inputs] == p0
+    (second,) = planner.plan("c", force=True)
+    assert JobSpec.from_json(second.spec).reason == "c/1: requested"
+    assert planner.plan("c", force=True) == []  # every file is claimed
+    assert planner.plan("plain", force=True) == []  # not compacted: never cleaned
+
+
+def test_dirty_partitions_skip_topics_that_are_not_compacted(
+    metadata: MetadataStore, clock: ManualClock
+) -> None:
+    metadata.create_topic("c", 1, COMPACT, NOW)
+    metadata.create_topic("plain", 1, {}, NOW)
+    _flush(metadata, clock, [("c", 0), ("plain", 0)])
+    dirty = Planner(metadata, clock).dirty_partitions()
+    assert [(d.topic, d.partition, d.dirty_ratio) for d in dirty] == [("c", 0, 1.0)]
+
+
+# --- retention's new log start -------------------------------------------------------------------------
+class _Chunks:
+    """Just ``partition_chunks``: all that ``Retention._new_log_start`` reads."""
+
+    def __init__(self, chunks: list[ChunkRow]) -> None:
+        self.chunks = chunks
+
+    def partition_chunks(self, topic: str, partition: int) -> list[FileChunk]:
+        return [FileChunk(1, c) for c in self.chunks]
+
+
+def _chunk(base: int, last: int, max_ts: int, length: int = 100) -> ChunkRow:
+    return ChunkRow(0, "t", 0, base, last, last - base + 1, "k", 0, length, max_ts - 10, max_ts, 0, False)
+
+
+def _new_start(chunks: list[ChunkRow], **configs: str) -> int | None:
+    retention = Retention(cast(MetadataStore, _Chunks(chunks)), ManualClock(NOW))
+    return retention._new_log_start("t", 0, TopicConfig.from_overrides(configs), NOW)
+
+
+LOG = [_chunk(0, 9, NOW - 5000), _chunk(10, 19, NOW - 3000), _chunk(20, 29, NOW - 1000)]
+
+
+def test_time_retention_drops_whole_chunks_older_than_retention_ms() -> None:
+    assert _new_start(LOG, **{"retention.ms": "4000"}) == 10
+    assert _new_start(LOG, **{"retention.ms": "2000"}) == 20
+    assert _new_start(LOG, **{"retention.ms": "3000"}) == 10  # exactly retention.ms old is not expired yet
+    assert _new_start(LOG, **{"retention.ms": "10000"}) is None  # nothing to drop
+
+
+def test_when_everything_expired_the_log_starts_after_its_last_offset() -> None:
+    assert _new_start(LOG, **{"retention.ms": "500"}) == 30
+
+
+def test_size_retention_drops_oldest_chunks_but_keeps_the_newest() -> None:
+    assert _new_start(LOG, **{"retention.bytes": "200", "retention.ms": "-1"}) == 10
+    assert _new_start(LOG, **{"retention.bytes": "150", "retention.ms": "-1"}) == 20
+    assert _new_start(LOG, **{"retention.bytes": "0", "retention.ms": "-1"}) == 20  # the active chunk stays
+    assert _new_start(LOG, **{"retention.bytes": "300", "retention.ms": "-1"}) is None
+
+
+def test_no_retention_and_empty_logs_change_nothing() -> None:
+    assert _new_start(LOG, **{"retention.bytes": "-1", "retention.ms": "-1"}) is None
+    assert _new_start([], **{"retention.ms": "0"}) is None
+
+
+# --- JobSpec -------------------------------------------------------------------------------------------
+def test_job_spec_survives_a_json_round_trip() -> None:
+    spec = JobSpec(
+        JOB_CLEAN,
+        2,
+        (InputFile(7, "data/l0/a.strata", 1234, 0), InputFile(9, "data/l1/b.strata", 5678, 1)),
+        "c/0: requested",
+    )
+    stored = json.loads(json.dumps(spec.to_json()))  # as the jobs row keeps it: tuples become lists
+    again = JobSpec.from_json(stored)
+    assert again == spec
+    assert again.file_ids == [7, 9]
+
+
+def test_job_spec_round_trips_through_the_metadata_store(metadata: MetadataStore, clock: ManualClock) -> None:
+    metadata.create_topic("plain", 1, {}, NOW)
+    _flush(metadata, clock, [("plain", 0)])
+    (f,) = metadata.live_files()
+    spec = JobSpec(JOB_MERGE, 1, (InputFile(f.file_id, f.object_key, f.size, f.level),), "test")
+    job = metadata.create_job(spec.kind, spec.to_json(), spec.file_ids, NOW)
+    assert job is not None
+    assert JobSpec.from_json(metadata.get_job(job.job_id).spec) == spec
+
+
+# --- should_retain (Kafka's shouldRetainRecord) ---------------------------------------------------------
+H = NOW - 1  # a delete horizon that has passed
+
+
+@pytest.mark.parametrize(
+    ("offset", "key", "tombstone", "latest", "map_end", "horizon", "drop_ok", "kept"),
+    [
+        (5, True, False, 9, 20, None, True, False),  # superseded by a later record of its key
+        (9, True, False, 9, 20, None, True, True),  # the latest value
+        (25, True, False, 30, 20, None, True, True),  # after map_end: pass 1 never saw it
+        (5, False, False, -1, 20, None, True, True),  # keyless: never dropped
+        (5, True, False, -1, 20, None, True, True),  # key not in the map (a partial map)
+        (9, True, True, 9, 20, H, True, False),  # latest tombstone, horizon passed, prefix held
+        (9, True, True, 9, 20, H, False, True),  # ... but older values may survive elsewhere
+        (9, True, True, 9, 20, None, True, True),  # ... horizon not yet set
+        (9, True, True, 9, 20, NOW + 1, True, True),  # ... horizon not yet reached
+        (9, True, True, 9, 20, NOW, True, False),  # ... reached exactly
+        (5, True, True, 9, 20, None, False, False),  # a superseded tombstone goes like any record
+    ],
+)
+def test_should_retain(
+    offset: int,
+    key: bool,
+    tombstone: bool,
+    latest: int,
+    map_end: int,
+    horizon: int | None,
+    drop_ok: bool,
+    kept: bool,
+) -> None:
+    assert should_retain(offset, key, tombstone, latest, map_end, horizon, NOW, drop_ok) is kept
