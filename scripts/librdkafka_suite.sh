@@ -12,7 +12,7 @@
 #   RDK_TIMEOUT     seconds per test id (default 300)
 #   RDK_QUICK=1     quick mode (-Q); the default is full mode, because -Q on 2.0.2 returns from most
 #                   SUB_TEST()s at once and so passes tests that ran nothing
-#   RDK_BOOTSTRAP   host:port of an already running agent; otherwise scripts/kafka_agent.py is started
+#   RDK_BOOTSTRAP   host:port of an already running agent; otherwise `strata serve --role agent` is started
 # Needs root for apt-get (source packages and build dependencies); both steps are skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -114,27 +114,34 @@ build() {
 	mv "$TREE.tmp" "$TREE"
 }
 
-# Starts scripts/kafka_agent.py (a Strata agent with its Kafka listener) and sets AGENT_PID and BOOTSTRAP.
+# Starts `strata serve --role agent` (this checkout's code, embedded backend under $1/data) with its Kafka
+# listener on a free port, and sets AGENT_PID and BOOTSTRAP.
 # Auto-created topics get 4 partitions: the suite's "default" scenario (tests/scenarios/default.json)
 # configures its brokers so, and tests such as 0012 produce to partitions 1..3 of auto-created topics.
 start_agent() {
-	local out=$1/agent.out port=""
-	PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" scripts/kafka_agent.py --data-dir "$1/data" --num-partitions 4 >"$out" 2>"$1/agent.log" &
+	local http_port kafka_port
+	read -r http_port kafka_port < <("$PYTHON" -c '
+import socket
+socks = [socket.socket() for _ in range(2)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in socks))')
+	PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" -m api.cli serve --role agent --data-dir "$1/data" \
+		--host 127.0.0.1 --port "$http_port" --kafka-port "$kafka_port" --num-partitions 4 >"$1/agent.log" 2>&1 &
 	AGENT_PID=$!
 	for _ in $(seq 1 300); do
-		port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$out")
-		[ -n "$port" ] && break
 		kill -0 "$AGENT_PID" 2>/dev/null || {
 			cat "$1/agent.log" >&2
 			exit 1
 		}
+		if (exec 3<>"/dev/tcp/127.0.0.1/$kafka_port") 2>/dev/null; then
+			BOOTSTRAP=127.0.0.1:$kafka_port
+			return 0
+		fi
 		sleep 0.1
 	done
-	[ -n "$port" ] || {
-		echo "agent did not report its port" >&2
-		exit 1
-	}
-	BOOTSTRAP=127.0.0.1:$port
+	echo "the agent's Kafka listener did not open 127.0.0.1:$kafka_port; see $1/agent.log" >&2
+	exit 1
 }
 
 # One test id per line; `#` starts a comment.
