@@ -8,7 +8,7 @@ JARS_DIR := $(CURDIR)/.cache/jars
 JARS := $(JARS_DIR)/hadoop-aws-3.3.1.jar
 export STRATA_SPARK_JARS_DIR := $(JARS_DIR)
 
-.PHONY: run test check install clean jars demo
+.PHONY: run test check install clean jars demo kcat kafkajs kafka-conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,14 +26,32 @@ $(JARS): | $(STAMP)
 
 jars: $(JARS)
 
+# Real Kafka clients the tests drive (tests/kafka): kafkajs (Node 20 + npm) and kcat (Debian package).
+# Both steps do nothing when already done; apt-get needs root, or sudo.
+KAFKAJS := tests/kafka/js/node_modules/.package-lock.json
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+$(KAFKAJS): tests/kafka/js/package-lock.json tests/kafka/js/package.json
+	npm ci --prefix tests/kafka/js --no-audit --no-fund --loglevel=error
+
+kafkajs: $(KAFKAJS)
+
+kcat:
+	@command -v kcat >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat; }
+
 run: $(STAMP)
 	$(BIN)/strata serve --data-dir ./data
 
 demo: $(STAMP) $(JARS)
 	$(BIN)/strata demo
 
-test: $(STAMP) $(JARS)
+test: $(STAMP) $(JARS) $(KAFKAJS) kcat
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check
 
+# librdkafka 2.0.2's own test suite against an agent: builds once into .cache/librdkafka-suite (root for
+# apt-get), then runs the ids in scripts/librdkafka_tests.txt, or IDS="0001 0012". See docs/librdkafka-suite.md.
+kafka-conformance: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" PYTHON="$(CURDIR)/$(BIN)/python" bash scripts/librdkafka_suite.sh run $(IDS)
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache tests/kafka/js/node_modules
