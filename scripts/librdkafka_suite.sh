@@ -182,6 +182,8 @@ run() {
 		# The first failure's message: the line after "### Test ... failed at ...: ###".
 		reason=$(sed -e 's/\x1b\[[0-9;]*m//g' "$work/$id.log" | grep -a -m1 -A1 '^### Test' | tail -n1 | cut -c1-160 || true)
 		[ "$rc" = 124 ] && reason="timeout after ${TIMEOUT}s; $reason"
+		# A failed test ends in abort() (134) after its message; a crash of the client leaves none.
+		[ -z "$reason" ] && [ "$rc" -gt 128 ] && reason="test-runner died on signal $((rc - 128)) ($(kill -l $((rc - 128))))"
 		if [ "$rc" = 0 ] && ! grep -q ':PASSED' <<<"$names"; then
 			result=SKIP
 			skip=$((skip + 1))
