@@ -79,6 +79,7 @@ from produce_fetch import (
     delta_mean,
     flushes,
     free_port,
+    free_port_range,
     gets,
     loadavg,
     log,
@@ -146,7 +147,7 @@ def start_agent(
     data_name: str | None = None,
 ) -> Agent:
     """``strata serve --role agent`` with HTTP and Kafka on free ports; ``data_name`` reuses a data dir."""
-    port, kafka_port = free_port(), free_port()
+    port, kafka_port = free_port(), free_port_range(8)  # 8 lanes, the default
     data_dir = workdir / (data_name or name)
     data_dir.mkdir(exist_ok=True)
     cmd = [PYTHON, "-m", "api.cli", "serve", "--data-dir", str(data_dir), "--host", "127.0.0.1"]

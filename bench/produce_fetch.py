@@ -92,6 +92,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_port_range(n: int) -> int:
+    """The first of ``n`` consecutive free ports (a Kafka listener's lanes), tried by binding all of them."""
+    for _ in range(100):
+        first = free_port()
+        if first + n > 65536:
+            continue
+        with contextlib.ExitStack() as stack:
+            try:
+                for port in range(first, first + n):
+                    sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+                    sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return first
+    raise RuntimeError(f"no {n} consecutive free ports")
+
+
 @dataclass
 class Proc:
     """A subprocess this benchmark started, with its output in a log file."""

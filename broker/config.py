@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
+
+from storage.errors import SettingsError
 
 MiB = 1024 * 1024
 
@@ -16,6 +19,16 @@ class BrokerConfig:
     advertised_host: str | None = None
     advertised_port: int | None = None
     node_id: int = 0
+    # Broker ids shown for this one agent: node_id .. node_id + lanes - 1, lane i listening on port + i
+    # (advertised at advertised_port + i), with partition leadership spread over them. Kafka clients open
+    # one connection per broker id, and an idempotent producer keeps at most 5 requests in flight per
+    # connection. With acks only after a flush commit (up to 250 ms), one connection then carries at most
+    # 5 requests per flush cycle, about 17 MiB/s for librdkafka's 1 MB requests (Little's law, measured).
+    # Lanes multiply a client's connections to this same agent; any lane accepts any partition, so lanes
+    # change throughput, never correctness. Each lane has its own port, not just its own id: kafkajs
+    # 2.2.4 keeps one broker object per host:port, and with several ids at one address it silently sends
+    # only the partitions of the last id it saw (cluster/brokerPool.js, measured here).
+    lanes: int = 8
     cluster_id: str = "strata"
     # Kafka's broker defaults: a Metadata request for an unknown topic creates it with num.partitions.
     auto_create_topics: bool = True
@@ -28,7 +41,41 @@ class BrokerConfig:
     # bounded separately: every frame's bytes are reserved from the produce buffer before it is read.
     max_inflight_per_connection: int = 1000
     max_connections: int = 1000
+    # The ports the lanes are bound to, lane 0 first: set by the listener once bound (port 0 binds each
+    # lane to a free port).
+    bound_ports: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.lanes <= 64:
+            raise SettingsError(f"STRATA_KAFKA_LANES must be 1 to 64, got {self.lanes}")
+        if self.port and self.port + self.lanes - 1 > 65535:
+            raise SettingsError(f"STRATA_KAFKA_PORT {self.port} + {self.lanes} lanes runs past port 65535")
+
+    def lane_bind_port(self, lane: int) -> int:
+        return self.port + lane if self.port else 0
+
+    @property
+    def brokers(self) -> list[tuple[int, str, int]]:
+        """(broker id, advertised host, advertised port) of every lane, lane 0 first."""
+        host = self.advertised_host or self.host
+        out = []
+        for lane in range(self.lanes):
+            if self.advertised_port is not None:
+                port = self.advertised_port + lane
+            elif self.bound_ports:
+                port = self.bound_ports[lane]
+            else:
+                port = self.lane_bind_port(lane)
+            out.append((self.node_id + lane, host, port))
+        return out
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The broker id (lane) shown as the leader of ``topic``/``partition``: stable across agents and
+        restarts, and consecutive partitions of one topic on consecutive lanes."""
+        return self.node_id + (zlib.crc32(topic.encode()) + partition) % self.lanes
 
     @property
     def advertised(self) -> tuple[str, int]:
-        return (self.advertised_host or self.host, self.advertised_port or self.port)
+        """Lane 0's advertised address: the bootstrap address, and the group coordinator's."""
+        _, host, port = self.brokers[0]
+        return host, port

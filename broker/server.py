@@ -1,4 +1,5 @@
-"""The Kafka listener: an asyncio TCP server whose connections share one agent core."""
+"""The Kafka listener: one asyncio TCP server per lane (broker/config.py says why lanes), whose
+connections all share one agent core and one connection limit."""
 
 from __future__ import annotations
 
@@ -15,29 +16,40 @@ log = logging.getLogger("strata.kafka")
 class KafkaServer:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(ctx.config.max_connections)
 
     @property
     def port(self) -> int:
-        """The bound port (useful with port 0)."""
-        assert self._server is not None
-        port: int = self._server.sockets[0].getsockname()[1]
-        return port
+        """Lane 0's bound port, the bootstrap port (useful with port 0)."""
+        return self.ctx.config.bound_ports[0]
 
     async def start(self) -> None:
         config = self.ctx.config
-        self._server = await asyncio.start_server(self._accept, config.host, config.port)
-        if config.port == 0:  # bound to a free port: advertise the one we got
-            self.ctx = replace(self.ctx, config=replace(config, port=self.port))
-            config = self.ctx.config
-        log.info("Kafka listener on %s:%d (advertised %s:%d)", config.host, self.port, *config.advertised)
+        try:
+            for lane in range(config.lanes):
+                self._servers.append(
+                    await asyncio.start_server(self._accept, config.host, config.lane_bind_port(lane))
+                )
+        except OSError:
+            await self.close()
+            raise
+        ports = tuple(int(server.sockets[0].getsockname()[1]) for server in self._servers)
+        self.ctx = replace(self.ctx, config=replace(config, bound_ports=ports))
+        log.info(
+            "Kafka listener on %s ports %s (advertised %s)",
+            config.host,
+            ",".join(map(str, ports)),
+            ", ".join(f"{node}={host}:{port}" for node, host, port in self.ctx.config.brokers),
+        )
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        servers, self._servers = self._servers, []
+        for server in servers:
+            server.close()
+        for server in servers:
+            await server.wait_closed()
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)

@@ -1,5 +1,9 @@
 """Metadata (key 3) and DescribeCluster (key 60): this agent is the only broker and leads every partition.
 
+"The only broker" is shown as ``lanes`` broker ids, lane i at the advertised port + i (broker/config.py
+says why): partitions' leaders are spread over them, so a client opens that many connections to this
+agent.
+
 Leader epoch -1: clients then skip leader-epoch validation (OffsetForLeaderEpoch is not offered). Every
 agent behind one load-balanced address can share the node id, since any agent accepts any partition.
 Auto-creation follows Kafka's ``auto.create.topics.enable`` and ``num.partitions``.
@@ -27,7 +31,6 @@ _ZERO_UUID = uuid.UUID(int=0)
 
 async def handle_metadata(ctx: BrokerContext, req: MetadataRequest) -> MetadataResponse:
     version = req.API_VERSION
-    host, port = ctx.config.advertised
     node = ctx.config.node_id
     if req.topics is None or (version == 0 and not req.topics):
         names = await asyncio.to_thread(ctx.metadata.list_topics)
@@ -35,17 +38,20 @@ async def handle_metadata(ctx: BrokerContext, req: MetadataRequest) -> MetadataR
     else:
         names = [t.name for t in req.topics]
         auto_create = ctx.config.auto_create_topics and (version < 4 or req.allow_auto_topic_creation)
-    topics = [await _topic(ctx, name, auto_create, node) for name in names]
+    topics = [await _topic(ctx, name, auto_create) for name in names]
     return MetadataResponse[version](
         throttle_time_ms=0,
-        brokers=[MetadataResponse.MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)],
+        brokers=[
+            MetadataResponse.MetadataResponseBroker(node_id=lane, host=host, port=port, rack=None)
+            for lane, host, port in ctx.config.brokers
+        ],
         cluster_id=ctx.config.cluster_id,
         controller_id=node,
         topics=topics,
     )
 
 
-async def _topic(ctx: BrokerContext, name: str, auto_create: bool, node: int) -> Any:
+async def _topic(ctx: BrokerContext, name: str, auto_create: bool) -> Any:
     try:
         info = await _lookup(ctx, name, auto_create)
     except StrataError as exc:
@@ -56,11 +62,12 @@ async def _topic(ctx: BrokerContext, name: str, auto_create: bool, node: int) ->
             is_internal=False,
             partitions=[],
         )
+    leader = ctx.config.leader
     partitions = [
         _Partition(
             error_code=0,
             partition_index=p,
-            leader_id=node,
+            leader_id=(node := leader(name, p)),
             leader_epoch=-1,
             replica_nodes=[node],
             isr_nodes=[node],
@@ -89,15 +96,16 @@ async def _lookup(ctx: BrokerContext, name: str, auto_create: bool) -> TopicInfo
 
 
 async def handle_describe_cluster(ctx: BrokerContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
-    host, port = ctx.config.advertised
-    node = ctx.config.node_id
-    broker = DescribeClusterResponse.DescribeClusterBroker(broker_id=node, host=host, port=port, rack=None)
+    brokers = [
+        DescribeClusterResponse.DescribeClusterBroker(broker_id=lane, host=host, port=port, rack=None)
+        for lane, host, port in ctx.config.brokers
+    ]
     return DescribeClusterResponse[req.API_VERSION](
         throttle_time_ms=0,
         error_code=0,
         error_message=None,
         endpoint_type=1,
         cluster_id=ctx.config.cluster_id,
-        controller_id=node,
-        brokers=[broker],
+        controller_id=ctx.config.node_id,
+        brokers=brokers,
     )

@@ -289,3 +289,56 @@ def test_find_coordinator_answers_itself_for_groups_only(broker: RunningBroker) 
         assert (group.error_code, group.node_id, group.port) == (0, 0, broker.port)
         txn = wire.call(FindCoordinatorRequest[3](key="t", key_type=1), FindCoordinatorResponse, 2)
         assert txn.error_code == errors.COORDINATOR_NOT_AVAILABLE
+
+
+@pytest.mark.parametrize("lanes", [1, 4])
+def test_lanes_show_one_agent_as_several_brokers(kafka_factory: Callable[..., Any], lanes: int) -> None:
+    with kafka_factory(kafka_node_id=10, kafka_lanes=lanes) as broker:
+        create(broker, "laned", 8)
+        with Wire(broker.port) as wire:
+            request = MetadataRequest[9](
+                topics=[MetadataRequest.MetadataRequestTopic(name="laned")], allow_auto_topic_creation=False
+            )
+            meta = wire.call(request, MetadataResponse)
+        brokers = {b.node_id: (b.host, b.port) for b in meta.brokers}
+        assert sorted(brokers) == [10 + i for i in range(lanes)]
+        assert brokers[10] == ("127.0.0.1", broker.port)  # lane 0 is the bootstrap address
+        # A port per lane (free ports here, since the test binds port 0): kafkajs needs them distinct.
+        assert len({port for _, port in brokers.values()}) == lanes
+        assert meta.controller_id == 10
+        leaders = {p.partition_index: p.leader_id for p in meta.topics[0].partitions}
+        assert sorted(leaders) == list(range(8))
+        # Consecutive partitions on consecutive lanes: every lane leads some partition.
+        assert set(leaders.values()) == set(brokers)
+        assert all(
+            p.leader_epoch == -1 and p.replica_nodes == [p.leader_id] for p in meta.topics[0].partitions
+        )
+
+        # A real client connects to every lane and every partition takes records through its lane.
+        from confluent_kafka import Producer
+
+        producer = Producer(
+            {"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 5}
+        )
+        for p in range(8):
+            producer.produce("laned", value=b"v%d" % p, partition=p)
+        assert producer.flush(30) == 0
+        states = broker.runtime.metadata.partition_states("laned")
+        assert [s.high_watermark for s in states] == [1] * 8
+
+
+def test_lanes_out_of_range_is_a_settings_error(kafka_factory: Callable[..., Any]) -> None:
+    from storage.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="STRATA_KAFKA_LANES"), kafka_factory(kafka_lanes=0):
+        pass
+
+
+def test_lanes_take_consecutive_ports_from_a_fixed_kafka_port(tmp_path: Any) -> None:
+    from broker.config import BrokerConfig
+
+    config = BrokerConfig(port=9092, node_id=100, lanes=3)
+    assert config.brokers == [(100, "127.0.0.1", 9092), (101, "127.0.0.1", 9093), (102, "127.0.0.1", 9094)]
+    behind_nat = BrokerConfig(port=9092, advertised_host="h", advertised_port=19092, node_id=1, lanes=2)
+    assert behind_nat.brokers == [(1, "h", 19092), (2, "h", 19093)]
+    assert behind_nat.advertised == ("h", 19092)
