@@ -140,6 +140,7 @@ def build_file(requests: list[PendingRequest]) -> BuiltFile:
             last_offset_delta=count - 1,
             min_timestamp=min_ts,
             max_timestamp=max_ts,
+            take=True,  # ``buf`` is this chunk's alone and is not touched again
         )
         chunks.append(
             NewChunk(

@@ -92,7 +92,9 @@ def check_batches(
                     f"a batch of producer {header.producer_id} has sequence {header.base_sequence} and"
                     f" epoch {header.producer_epoch}; both must be >= 0",
                 )
-            batch = bytes(view)
+            # The common case, one batch filling the partition's records, keeps the bytes object the
+            # request already holds: one copy of a buffered batch in memory, not two.
+            batch = data if len(view) == len(data) and isinstance(data, bytes) else bytes(view)
             codec = header.attributes & _COMPRESSION
             if config.compacted:
                 for record in records.decode_records(batch, verify_crc=False):

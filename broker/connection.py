@@ -131,5 +131,9 @@ class Connection:
         while (task := await self._pending.get()) is not None:
             data = await task
             if data is not None:
+                if self.writer.is_closing():
+                    # The peer went away while the answer was pending (uvloop raises RuntimeError on a
+                    # write to a closed transport, asyncio's loop ignores it): end the connection cleanly.
+                    raise ConnectionError("the client closed the connection before its answer was ready")
                 self.writer.write(data)
                 await self.writer.drain()

@@ -65,9 +65,13 @@ async def admit_produce(
 
         return nothing
 
+    # The response needs only these: holding ``req`` until the flush commits would keep a second copy of
+    # every buffered batch alive (the decoded request's records), unaccounted by the buffer's bound.
+    timeout_s, version = req.timeout_ms / 1000, req.API_VERSION
+
     async def respond() -> ProduceResponse:
-        await _settle(plans, req.timeout_ms / 1000)
-        return _response(req, plans)
+        await _settle(plans, timeout_s)
+        return _response(version, plans)
 
     return respond
 
@@ -146,8 +150,8 @@ def _ignore(future: asyncio.Future[list[tuple[int, int]]]) -> None:
         future.exception()  # retrieved: nobody waits for an acks=0 or timed-out answer
 
 
-def _response(req: ProduceRequest, plans: list[_TopicPlan]) -> ProduceResponse:
-    return ProduceResponse[req.API_VERSION](
+def _response(version: int, plans: list[_TopicPlan]) -> ProduceResponse:
+    return ProduceResponse[version](
         responses=[
             _Topic(
                 name=plan.name,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import struct
 import time
 from collections.abc import Callable
@@ -342,3 +343,27 @@ def test_lanes_take_consecutive_ports_from_a_fixed_kafka_port(tmp_path: Any) -> 
     behind_nat = BrokerConfig(port=9092, advertised_host="h", advertised_port=19092, node_id=1, lanes=2)
     assert behind_nat.brokers == [(1, "h", 19092), (2, "h", 19093)]
     assert behind_nat.advertised == ("h", 19092)
+
+
+def test_a_client_gone_before_its_answer_leaves_no_error_and_the_agent_serves_on(
+    broker: RunningBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    create(broker, "gone")
+    caplog.set_level(logging.INFO)
+    for i in range(20):  # the answers wait for the flush; each client resets its connection first
+        with Wire(broker.port) as wire:
+            wire.send(Wire.frame(produce("gone", {0: batch([b"x"])}), 1))
+            # SO_LINGER 0: close() sends a reset, so the agent's transport closes under the pending answer.
+            wire.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            time.sleep(0.01 * i)
+    for _ in range(100):
+        if broker.runtime.metadata.partition_state("gone", 0).high_watermark == 20:
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)  # the flush answered into the closed connection
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    with Wire(broker.port) as wire:
+        response = wire.call(produce("gone", {0: batch([b"y"])}), ProduceResponse, 2)
+        assert partition_results(response) == {0: (0, 20)}
