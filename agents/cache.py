@@ -44,6 +44,17 @@ class ObjectCache:
                 self._bytes += len(data)
             self._evict()
 
+    def get_file(self, key: str) -> bytes | None:
+        """The whole object if it is cached as a file (not copied: callers slice what they need)."""
+        with self._lock:
+            data = self._files.get(key)
+            if data is None:
+                self.misses += 1
+                return None
+            self._files.move_to_end(key)
+            self.hits += 1
+            return data
+
     def get(self, key: str, start: int, end: int) -> bytes | None:
         """Bytes [start, end) of the object if a cached file or range covers them."""
         with self._lock:

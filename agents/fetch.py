@@ -1,4 +1,9 @@
-"""The fetch path: metadata lookup, coalesced ranged GETs (through the cache), decode, offset patching.
+"""The fetch path: metadata lookup, whole-file or coalesced ranged GETs (through the cache), decode, offset
+patching.
+
+Reads: a file up to 1/4 of the cache is read whole, once, and shared: by concurrent fetches through one
+GET in flight, and by later ones through the cache (one GET per flush file on catch-up, where ranged reads
+cost one per fetch per file). Larger files (compaction output) get ranged GETs, near ranges coalesced.
 
 Offsets: a chunk row holds the chunk's absolute base offset; batches inside the file carry base offsets
 relative to their chunk. A record's offset is chunk.base_offset + batch.base_offset + offset_delta.
@@ -31,6 +36,8 @@ COALESCE_GAP = 1024 * 1024
 # How often a long-polling fetch re-reads the high watermark to see other agents' commits.
 POLL_INTERVAL_S = 0.1
 MAX_CHUNKS_PER_FETCH = 256
+# Files up to cache size / this are read whole and shared by every fetch that needs them (_get_file).
+WHOLE_FILE_CACHE_SHARE = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +105,8 @@ class Fetcher:
         self.cache = cache
         self.watch = watch
         self.clock = clock
+        # Whole-file GETs under way, by object key: concurrent fetches of one file share one GET.
+        self._inflight: dict[str, asyncio.Future[bytes]] = {}
 
     async def fetch(
         self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int
@@ -269,20 +278,60 @@ class Fetcher:
         return FetchResult(out, next_offset, state.high_watermark, state.log_start_offset)
 
     async def _load(self, chunks: list[ChunkRow]) -> list[tuple[ChunkRow, bytes]]:
-        reads = plan_reads(chunks)
-        datas = await asyncio.gather(*(self._get(key, start, end) for key, start, end, _ in reads))
+        whole_max = self.cache.max_bytes // WHOLE_FILE_CACHE_SHARE
+        # (key, offset of the bytes read within the object, GET range or whole file, chunks)
+        reads = [
+            (key, 0, None, members) if 0 < members[0].file_size <= whole_max else (key, start, end, members)
+            for key, start, end, members in plan_reads(chunks)
+        ]
+        datas = await asyncio.gather(
+            *(
+                self._get_file(key, members[0].file_size) if end is None else self._get(key, start, end)
+                for key, start, end, members in reads
+            )
+        )
         loaded: dict[int, bytes] = {}
-        for (_, start, _, members), data in zip(reads, datas, strict=True):
+        for (_, base, _, members), data in zip(reads, datas, strict=True):
             for chunk in members:
-                loaded[chunk.chunk_id] = data[chunk.position - start : chunk.position - start + chunk.length]
+                loaded[chunk.chunk_id] = data[chunk.position - base : chunk.position - base + chunk.length]
         return [(chunk, loaded[chunk.chunk_id]) for chunk in chunks]
+
+    async def _get_file(self, key: str, size: int) -> bytes:
+        """The whole object: from the cache, from a GET another fetch already started, or by one GET.
+
+        A flush file holds every partition's chunks side by side, and consumers catching up ask for the
+        partitions of one file within moments of each other (a Kafka Fetch names all of a consumer's
+        partitions). Reading the whole file once and sharing it serves all of them with one GET, where
+        ranged reads cost one GET per fetch per file. Only files up to 1/WHOLE_FILE_CACHE_SHARE of the
+        cache are read whole, so a file stays cached while the other partitions' fetches arrive.
+        """
+        cached = self.cache.get_file(key)
+        if cached is not None:
+            return cached
+        task = self._inflight.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._get_whole(key, size))
+            self._inflight[key] = task
+            task.add_done_callback(lambda _: self._inflight.pop(key, None))
+        # shield: a fetch that is cancelled (its client went away) must not cancel the GET others await.
+        return await asyncio.shield(task)
+
+    async def _get_whole(self, key: str, size: int) -> bytes:
+        data = await self.store.get(key)
+        if len(data) != size:
+            raise CorruptObject(
+                f"object {key} is {len(data)} bytes, its metadata says {size}", object_key=key
+            )
+        self.cache.put_file(key, data)
+        return data
 
     async def _get(self, key: str, start: int, end: int) -> bytes:
         cached = self.cache.get(key, start, end)
         if cached is not None:
             return cached
-        # No read-ahead: measured, aligned 8 MiB windows read 11-14x the bytes a catch-up returned (the
-        # cache could not hold the windows until other partitions used them) and made S3 fetch slower.
+        # No read-ahead past the file: measured, aligned 8 MiB windows read 11-14x the bytes a catch-up
+        # returned (the cache could not hold the windows until other partitions used them) and made S3
+        # fetch slower. Files too big to be read whole (``_get_file``) get ranged GETs.
         data = await self.store.get_range(key, start, end)
         if len(data) != end - start:
             raise CorruptObject(

@@ -194,7 +194,8 @@ class FileBuilder:
         """Append one chunk and return its footer entry. ``ValueError`` if out of order or inconsistent.
 
         ``data`` is copied, so the caller may reuse its buffer, unless ``take``: then the caller hands over
-        a bytearray it never touches again, kept as it is (the flusher's chunks: one copy fewer per flush). A ``present`` bitmap that covers every
+        a bytearray it never touches again, kept as it is (the flusher's chunks: one copy fewer per flush).
+        A ``present`` bitmap that covers every
         offset 0..last_offset_delta is stored as dense (None): ``present is not None`` means the chunk has
         holes, in the builder's output and in every index read back.
         """

@@ -141,6 +141,8 @@ class ChunkRow:
     max_timestamp: int
     crc: int
     has_holes: bool
+    # Size of the whole object holding the chunk: the read path may GET the whole file at once (0: unknown).
+    file_size: int = 0
 
 
 @dataclass(frozen=True, slots=True)

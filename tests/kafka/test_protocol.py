@@ -367,3 +367,83 @@ def test_a_client_gone_before_its_answer_leaves_no_error_and_the_agent_serves_on
     with Wire(broker.port) as wire:
         response = wire.call(produce("gone", {0: batch([b"y"])}), ProduceResponse, 2)
         assert partition_results(response) == {0: (0, 20)}
+
+
+def fetch_request(topic: str, partitions: list[int], offset: int = 0) -> FetchRequest:
+    FT = FetchRequest.FetchTopic
+    return FetchRequest[11](
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=1 << 24,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        forgotten_topics_data=[],
+        rack_id="",
+        topics=[
+            FT(
+                topic=topic,
+                partitions=[
+                    FT.FetchPartition(
+                        partition=p,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                    for p in partitions
+                ],
+            )
+        ],
+    )
+
+
+def write_one_wide_file(broker: RunningBroker, topic: str, partitions: int) -> None:
+    create(broker, topic, partitions)
+    with Wire(broker.port) as wire:
+        # One request, one flush: one file holding a chunk for each partition.
+        request = produce(topic, {p: batch([b"x" * 1000] * 5) for p in range(partitions)})
+        response = wire.call(request, ProduceResponse)
+        assert all(code == 0 for code, _ in partition_results(response).values())
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+def test_fetches_of_one_file_share_one_whole_file_get(
+    kafka_factory: Callable[..., Any], tmp_path: Any, concurrent: bool
+) -> None:
+    import concurrent.futures
+
+    with kafka_factory() as writer:
+        write_one_wide_file(writer, "shared", 8)
+    with kafka_factory() as reader:  # a fresh agent: nothing cached
+        before = reader.runtime.counters.get(GET)
+
+        def one(p: int) -> int:
+            with Wire(reader.port) as wire:
+                (part,) = wire.call(fetch_request("shared", [p]), FetchResponse).responses[0].partitions
+                assert part.error_code == 0
+                return len(list(records.decode_records(part.records)))
+
+        if concurrent:  # 8 consumers at once: the first GET is awaited by all the others
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                counts = list(pool.map(one, range(8)))
+        else:  # one after another: the file stays cached
+            counts = [one(p) for p in range(8)]
+        assert counts == [5] * 8
+        assert reader.runtime.counters.get(GET) - before == 1
+
+
+def test_files_too_big_for_the_cache_are_read_by_range(kafka_factory: Callable[..., Any]) -> None:
+    with kafka_factory() as writer:
+        write_one_wide_file(writer, "ranged", 8)
+    # A cache of 4 KiB: the ~40 KiB file is more than a quarter of it, so each fetch GETs its own range
+    # and nothing holds the whole file.
+    with kafka_factory(cache_bytes=4096) as reader:
+        before = reader.runtime.counters.get(GET)
+        for p in range(3):
+            with Wire(reader.port) as wire:
+                (part,) = wire.call(fetch_request("ranged", [p]), FetchResponse).responses[0].partitions
+                assert len(list(records.decode_records(part.records))) == 5
+        assert reader.runtime.counters.get(GET) - before == 3
+        assert reader.runtime.agent.cache.size <= 4096

@@ -188,7 +188,7 @@ def file_row(r: Row) -> FileRow:
 # ``find_chunks``, so they are not among these columns.
 CHUNK_COLUMNS = (
     "c.chunk_id, c.base_offset, c.last_offset, c.record_count, f.object_key, c.position,"
-    " c.length, c.min_timestamp, c.max_timestamp, c.crc, c.has_holes"
+    " c.length, c.min_timestamp, c.max_timestamp, c.crc, c.has_holes, f.size"
 )
 
 
@@ -207,6 +207,7 @@ def chunk_row(topic: str, partition: int, r: Row) -> ChunkRow:
         max_timestamp=int(r[8]),
         crc=int(r[9]),
         has_holes=bool(r[10]),
+        file_size=int(r[11]),
     )
 
 
