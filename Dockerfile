@@ -34,7 +34,7 @@ ENV STRATA_HOST=0.0.0.0 \
 VOLUME ["/data"]
 WORKDIR /data
 USER strata
-EXPOSE 8080 9092-9099
+EXPOSE 8080 9092
 
 # No HEALTHCHECK here: the worker role serves no HTTP. docker-compose.yml probes the agents' /readyz.
 CMD ["strata", "serve"]

@@ -178,7 +178,7 @@ SETTINGS: tuple[Setting, ...] = (
         "kafka_lanes",
         "STRATA_KAFKA_LANES",
         int,
-        8,
+        1,
         "Broker ids this agent shows Kafka clients: lane i is id node id + i on port kafka port + i, "
         "with partition leadership spread over the lanes: a client opens a connection per id, and an "
         "idempotent producer may have only 5 requests in flight per connection",
@@ -248,7 +248,7 @@ class Settings:
     kafka_advertised_host: str | None = None
     kafka_advertised_port: int | None = None
     kafka_node_id: int = 0
-    kafka_lanes: int = 8
+    kafka_lanes: int = 1
     auto_create_topics: bool = True
     num_partitions: int = 1
     kafka_max_connections: int = 1000

@@ -147,7 +147,7 @@ def start_agent(
     data_name: str | None = None,
 ) -> Agent:
     """``strata serve --role agent`` with HTTP and Kafka on free ports; ``data_name`` reuses a data dir."""
-    port, kafka_port = free_port(), free_port_range(8)  # 8 lanes, the default
+    port, kafka_port = free_port(), free_port_range(8)  # room for up to 8 lanes (STRATA_KAFKA_LANES)
     data_dir = workdir / (data_name or name)
     data_dir.mkdir(exist_ok=True)
     cmd = [PYTHON, "-m", "api.cli", "serve", "--data-dir", str(data_dir), "--host", "127.0.0.1"]

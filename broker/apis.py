@@ -13,7 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin.cluster import DescribeClusterRequest
-from kafka.protocol.admin.configs import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.admin.configs import (
+    AlterConfigsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+)
 from kafka.protocol.admin.topics import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest
@@ -26,7 +30,11 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from broker import errors
 from broker.context import BrokerContext
-from broker.handlers.configs import handle_describe_configs, handle_incremental_alter_configs
+from broker.handlers.configs import (
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
 from broker.handlers.coordinator import handle_find_coordinator
 from broker.handlers.fetch import handle_fetch
 from broker.handlers.metadata import handle_describe_cluster, handle_metadata
@@ -72,6 +80,7 @@ TABLE: dict[int, Api] = {
         Api(19, 2, 5, CreateTopicsRequest, handle_create_topics),
         Api(20, 1, 4, DeleteTopicsRequest, handle_delete_topics),
         Api(32, 1, 4, DescribeConfigsRequest, handle_describe_configs),
+        Api(33, 0, 2, AlterConfigsRequest, handle_alter_configs),
         Api(37, 0, 3, CreatePartitionsRequest, handle_create_partitions),
         Api(44, 0, 1, IncrementalAlterConfigsRequest, handle_incremental_alter_configs),
         Api(22, 0, 4, InitProducerIdRequest, handle_init_producer_id),

@@ -4,6 +4,7 @@ The batch layout is the RecordBatch v2 documented in storage/record_codec.py. A 
 accepted only if every check Kafka's broker makes on it (LogValidator) holds here too:
 - magic 2, a whole number of batches, and a CRC-32C that matches (CORRUPT_MESSAGE otherwise);
 - a codec Kafka defines: none, gzip, snappy, lz4 or zstd (codec ids 5-7: UNSUPPORTED_COMPRESSION_TYPE);
+  zstd only from Produce v7 on, and served only to Fetch v10 on (KIP-110; UNSUPPORTED_COMPRESSION_TYPE);
 - not transactional and not a control batch (INVALID_RECORD): Strata has no transactions;
 - relative offsets 0..n-1, so the commit can give the batch n consecutive offsets (INVALID_RECORD);
 - at most ``max.message.bytes`` per batch (MESSAGE_TOO_LARGE), as Kafka counts it (the bytes as sent);
@@ -64,10 +65,15 @@ def _reject(code: int, message: str) -> BatchRejected:
 
 
 def check_batches(
-    topic: str, partition: int, data: bytes, config: TopicConfig, now_ms: int
+    topic: str, partition: int, data: bytes, config: TopicConfig, now_ms: int, zstd_allowed: bool = True
 ) -> list[PartitionBatch]:
-    """One PartitionBatch per producer batch in ``data``, or BatchRejected."""
+    """One PartitionBatch per producer batch in ``data``, or BatchRejected. ``zstd_allowed``: the request's
+    version may carry zstd (Produce v7 and later)."""
     _precheck(data)
+    if not zstd_allowed and compression.ZSTD in codecs_in(data):
+        raise _reject(
+            errors.UNSUPPORTED_COMPRESSION_TYPE, "zstd batches need Produce version 7 or later (KIP-110)"
+        )
     target = config.compression_codec
     out: list[PartitionBatch] = []
     try:
@@ -130,6 +136,20 @@ def check_batches(
     if not out:
         raise _reject(errors.INVALID_RECORD, "no record batch")
     return out
+
+
+def codecs_in(data: bytes) -> set[int]:
+    """The compression codecs of the whole batches in ``data``, from their headers alone."""
+    codecs = set()
+    pos = 0
+    while pos + records.RECORD_BATCH_OVERHEAD <= len(data):
+        (length,) = struct.unpack_from(">i", data, pos + 8)
+        if length <= 0:
+            break
+        (attributes,) = _ATTRIBUTES.unpack_from(data, pos + _ATTRIBUTES_AT)
+        codecs.add(attributes & _COMPRESSION)
+        pos += records.LOG_OVERHEAD + length
+    return codecs
 
 
 def _precheck(data: bytes) -> None:

@@ -1,17 +1,23 @@
-"""DescribeConfigs (key 32) and IncrementalAlterConfigs (key 44) for topics, with the HTTP API's rules.
+"""DescribeConfigs (key 32), AlterConfigs (key 33) and IncrementalAlterConfigs (key 44) for topics, with the
+HTTP API's rules.
 
 Topic configs use Kafka's names, defaults and validation (storage/topic_config.py); a stored override is
 reported with source DYNAMIC_TOPIC_CONFIG and a default with DEFAULT_CONFIG, as Kafka reports them. The
 broker resource describes the listener's settings (read-only, STATIC_BROKER_CONFIG); altering it is refused.
-APPEND and SUBTRACT work on list configs (cleanup.policy) only, as in Kafka.
+APPEND and SUBTRACT work on list configs (cleanup.policy) only, as in Kafka. The legacy AlterConfigs
+replaces a topic's whole set of overrides, as Kafka's does: a config it does not name returns to its
+default. librdkafka 2.0.2's ``AlterConfigs`` admin call (and its test 0092) uses it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka.protocol.admin.configs import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     IncrementalAlterConfigsRequest,
@@ -47,6 +53,7 @@ _SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
 _Result = DescribeConfigsResponse.DescribeConfigsResult
 _Entry = _Result.DescribeConfigsResourceResult
 _Altered = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+_Replaced = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
 async def handle_describe_configs(ctx: BrokerContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
@@ -112,31 +119,58 @@ def _describe_error(resource: Any, code: int, message: str) -> Any:
 async def handle_incremental_alter_configs(
     ctx: BrokerContext, req: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    responses = []
-    for resource in req.resources:
-        code, message = errors.NONE, None
-        try:
-            if resource.resource_type != TOPIC:
-                raise InvalidConfig(
-                    "only topic configs can be altered; broker settings are STRATA_* settings"
-                )
-            name = validate_topic_name(resource.resource_name)
-            info = await asyncio.to_thread(ctx.metadata.get_topic, name)
-            changes = _changes(info.configs, resource.configs)
-            if not req.validate_only:
-                await asyncio.to_thread(ctx.metadata.update_topic_configs, name, changes)
-                ctx.agent.forget_topic(name)
-        except StrataError as exc:
-            code, message = errors.kafka_error(exc), exc.message
-        responses.append(
-            _Altered(
-                error_code=code,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
+    responses = [
+        await _alter(
+            ctx, resource, req.validate_only, _Altered, lambda current, r: _changes(current, r.configs)
         )
+        for resource in req.resources
+    ]
     return IncrementalAlterConfigsResponse[req.API_VERSION](throttle_time_ms=0, responses=responses)
+
+
+async def handle_alter_configs(ctx: BrokerContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
+    responses = [
+        await _alter(ctx, resource, req.validate_only, _Replaced, _replacement) for resource in req.resources
+    ]
+    return AlterConfigsResponse[req.API_VERSION](throttle_time_ms=0, responses=responses)
+
+
+async def _alter(
+    ctx: BrokerContext,
+    resource: Any,
+    validate_only: bool,
+    result: Any,
+    changes_of: Callable[[Mapping[str, str], Any], dict[str, str | None]],
+) -> Any:
+    """One resource of an alter request: validated as a whole, applied unless ``validate_only``."""
+    code, message = errors.NONE, None
+    try:
+        if resource.resource_type != TOPIC:
+            raise InvalidConfig("only topic configs can be altered; broker settings are STRATA_* settings")
+        name = validate_topic_name(resource.resource_name)
+        info = await asyncio.to_thread(ctx.metadata.get_topic, name)
+        changes = changes_of(info.configs, resource)
+        if not validate_only:
+            await asyncio.to_thread(ctx.metadata.update_topic_configs, name, changes)
+            ctx.agent.forget_topic(name)
+    except StrataError as exc:
+        code, message = errors.kafka_error(exc), exc.message
+    return result(
+        error_code=code,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
+
+
+def _replacement(current: Mapping[str, str], resource: Any) -> dict[str, str | None]:
+    """AlterConfigs: the given configs set, every other override reset to its default."""
+    given: dict[str, str] = {}
+    for config in resource.configs:
+        given[check_config_name(config.name)] = config.value if config.value is not None else ""
+    changes: dict[str, str | None] = dict.fromkeys(current)
+    changes.update(validate_configs(given))
+    return changes
 
 
 def _changes(current: Any, ops: Any) -> dict[str, str | None]:

@@ -5,6 +5,8 @@ this agent's own flushes and re-reading every 100 ms for other agents' (as the H
 Limits: ``partition_max_bytes`` per partition and ``max_bytes`` per response, except that the first batch
 of the response is sent whole even if larger (KIP-74), so a large batch never stalls a consumer.
 No fetch sessions (KIP-227): every answer has session id 0, so clients send full requests.
+Before Fetch v10 a partition whose batches include zstd gets UNSUPPORTED_COMPRESSION_TYPE and no data, as
+Kafka answers clients too old to decode zstd (KIP-110).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 
 from agents.fetch import POLL_INTERVAL_S, BatchRead
 from broker import errors
+from broker.batches import codecs_in
 from broker.context import BrokerContext
+from storage import compression
 from storage.errors import StrataError
 
 _Topic = FetchResponse.FetchableTopicResponse
@@ -44,7 +48,7 @@ async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> FetchResponse:
     deadline = ctx.clock.monotonic() + max(req.max_wait_ms, 0) / 1000
     response_max = req.max_bytes if req.API_VERSION >= 3 else 2**31 - 1
     while True:
-        total = await _read_all(ctx, reads, response_max)
+        total = await _read_all(ctx, reads, response_max, zstd_allowed=req.API_VERSION >= 10)
         remaining = deadline - ctx.clock.monotonic()
         errored = any(r.error_code != errors.NONE for r in reads)
         if total >= max(req.min_bytes, 1) or remaining <= 0 or errored or not reads:
@@ -53,7 +57,7 @@ async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> FetchResponse:
         await ctx.agent.watch.wait(first.topic, first.partition, min(remaining, POLL_INTERVAL_S))
 
 
-async def _read_all(ctx: BrokerContext, reads: list[_Read], response_max: int) -> int:
+async def _read_all(ctx: BrokerContext, reads: list[_Read], response_max: int, zstd_allowed: bool) -> int:
     """Read every partition at once (one GET per file range, across partitions); bytes returned."""
     wanted = [BatchRead(r.topic, r.partition, r.offset, r.max_bytes) for r in reads]
     results = await ctx.agent.fetcher.read_batches_many(wanted, response_max)
@@ -63,6 +67,9 @@ async def _read_all(ctx: BrokerContext, reads: list[_Read], response_max: int) -
             r.error_code, r.data = errors.kafka_error(result), b""
             continue
         r.error_code = errors.NONE
+        if not zstd_allowed and compression.ZSTD in codecs_in(result.data):
+            r.error_code, r.data = errors.UNSUPPORTED_COMPRESSION_TYPE, b""
+            continue
         r.data, r.high_watermark, r.log_start_offset = (
             result.data,
             result.high_watermark,

@@ -95,6 +95,7 @@ async def _admit_topic(
             result.error_code, result.error_message = errors.kafka_error(exc), exc.message
         return plan
     now = ctx.clock.now_ms()
+    zstd_allowed = req.API_VERSION >= 7  # KIP-110
     checked: list[tuple[_PartitionResult, list[PartitionBatch]]] = []
     for result, pdata in zip(plan.results, topic_data.partition_data, strict=True):
         if not 0 <= pdata.index < cached.info.partitions:
@@ -103,7 +104,8 @@ async def _admit_topic(
             continue
         data = pdata.records if isinstance(pdata.records, bytes) else b""
         try:
-            checked.append((result, check_batches(topic_data.name, pdata.index, data, cached.config, now)))
+            batches = check_batches(topic_data.name, pdata.index, data, cached.config, now, zstd_allowed)
+            checked.append((result, batches))
         except BatchRejected as exc:
             result.error_code, result.error_message = exc.code, exc.message
     # No await from here on: the partitions enter the buffer back to back, in request order.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
@@ -103,3 +106,54 @@ def test_keyed_records_follow_murmur2_over_the_new_count(broker: RunningBroker) 
             assert meta.partition == partition_for_key(key, 4)
     finally:
         producer.close()
+
+
+def legacy(call: Any) -> Any:
+    """confluent-kafka warns that alter_configs is deprecated (it is Kafka's legacy API, still served)."""
+
+    def quiet(*args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return call(*args, **kwargs)
+
+    return quiet
+
+
+def test_legacy_alter_configs_replaces_the_whole_set(broker: RunningBroker) -> None:
+    """AlterConfigs (key 33), which librdkafka's alter_configs and kafka-python's use: the configs named
+    are set and every other override returns to its default, as in Kafka."""
+    broker.runtime.metadata.create_topic(
+        "legacy", 1, {"retention.ms": "1000", "cleanup.policy": "compact"}, 0
+    )
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    replace = ConfigResource(
+        ConfigResource.Type.TOPIC, "legacy", set_config={"min.cleanable.dirty.ratio": "0.2"}
+    )
+    admin.alter_configs = legacy(admin.alter_configs)  # type: ignore[method-assign]
+    admin.alter_configs([replace], validate_only=True)[replace].result(10)
+    assert dict(broker.runtime.metadata.get_topic("legacy").configs) == {
+        "retention.ms": "1000",
+        "cleanup.policy": "compact",
+    }
+    admin.alter_configs([replace])[replace].result(10)
+    assert dict(broker.runtime.metadata.get_topic("legacy").configs) == {"min.cleanable.dirty.ratio": "0.2"}
+
+    bad = ConfigResource(ConfigResource.Type.TOPIC, "legacy", set_config={"retention.ms": "soon"})
+    with pytest.raises(KafkaException, match="INVALID_CONFIG"):
+        admin.alter_configs([bad])[bad].result(10)
+    assert dict(broker.runtime.metadata.get_topic("legacy").configs) == {"min.cleanable.dirty.ratio": "0.2"}
+
+    # kafka-python over AlterConfigs (incremental=False) describes the topic first and sends every dynamic
+    # config along, since the legacy API resets what it omits: the result is a merge.
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        kp.alter_configs(
+            [KpConfigResource(ConfigResourceType.TOPIC, "legacy", configs={"retention.ms": "5000"})],
+            incremental=False,
+        )
+    finally:
+        kp.close()
+    assert dict(broker.runtime.metadata.get_topic("legacy").configs) == {
+        "min.cleanable.dirty.ratio": "0.2",
+        "retention.ms": "5000",
+    }

@@ -131,3 +131,12 @@ def test_kafkajs_admin_produce_offsets_fetch(broker: RunningBroker, codec: str) 
     got = read_back_with_librdkafka(broker, topic, len(want))
     order = lambda r: (r[0] is None, r[0] or "", r[1])  # noqa: E731
     assert sorted(got, key=order) == sorted(want, key=order)
+
+
+def test_kafkajs_with_lanes(kafka_factory: Any) -> None:
+    """Several broker ids on one agent (STRATA_KAFKA_LANES): kafkajs keys brokers by host:port, so each
+    lane needs its own port or it silently sends only one lane's partitions (seen with one shared port)."""
+    with kafka_factory(kafka_lanes=4) as broker:
+        started_ms = int(time.time() * 1000)
+        report = run_roundtrip(broker, "kjs-lanes", "none")
+        check_report(report, "kjs-lanes", "none", started_ms)

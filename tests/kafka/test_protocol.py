@@ -369,9 +369,9 @@ def test_a_client_gone_before_its_answer_leaves_no_error_and_the_agent_serves_on
         assert partition_results(response) == {0: (0, 20)}
 
 
-def fetch_request(topic: str, partitions: list[int], offset: int = 0) -> FetchRequest:
+def fetch_request(topic: str, partitions: list[int], offset: int = 0, version: int = 11) -> FetchRequest:
     FT = FetchRequest.FetchTopic
-    return FetchRequest[11](
+    return FetchRequest[version](
         replica_id=-1,
         max_wait_ms=0,
         min_bytes=1,
@@ -447,3 +447,32 @@ def test_files_too_big_for_the_cache_are_read_by_range(kafka_factory: Callable[.
                 assert len(list(records.decode_records(part.records))) == 5
         assert reader.runtime.counters.get(GET) - before == 3
         assert reader.runtime.agent.cache.size <= 4096
+
+
+def test_zstd_needs_produce_v7_and_fetch_v10(broker: RunningBroker) -> None:
+    """KIP-110: a zstd batch in Produce below v7 is refused, and Fetch below v10 gets an error for a partition
+    holding zstd batches instead of bytes it cannot decode; plain batches are served at every version."""
+    from storage import compression
+
+    create(broker, "z", 2)
+    now = int(time.time() * 1000)
+    zstd = records.encode_batch([records.Record(0, now, b"k", b"v" * 100)], codec=compression.ZSTD)
+    with Wire(broker.port) as wire:
+        old = wire.call(produce("z", {0: zstd}, version=6), ProduceResponse)
+        assert partition_results(old) == {0: (errors.UNSUPPORTED_COMPRESSION_TYPE, -1)}
+        assert broker.runtime.metadata.partition_state("z", 0).high_watermark == 0  # nothing stored
+        new = wire.call(produce("z", {0: zstd, 1: batch([b"plain"])}, version=7), ProduceResponse, 2)
+        assert partition_results(new) == {0: (0, 0), 1: (0, 0)}
+
+        def fetch(version: int) -> dict[int, tuple[int, int]]:
+            response = wire.call(fetch_request("z", [0, 1], version=version), FetchResponse, 3)
+            return {
+                p.partition_index: (p.error_code, len(p.records or b""))
+                for p in response.responses[0].partitions
+            }
+
+        old_fetch = fetch(9)
+        assert old_fetch[0] == (errors.UNSUPPORTED_COMPRESSION_TYPE, 0)
+        assert old_fetch[1][0] == 0
+        assert old_fetch[1][1] > 0
+        assert all(code == 0 and size > 0 for code, size in fetch(10).values())
