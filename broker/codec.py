@@ -1,7 +1,8 @@
 """Request frames to typed requests: sans-IO, so the decoding of anything a socket may carry is fuzzed
 directly (tests/kafka/test_fuzz.py).
 
-Decoding uses kafka-python's generated protocol classes (pure Python): garbage raises one of a few
+Produce is decoded by broker/produce_codec.py (hand-written: it is the hot path). Every other API uses
+kafka-python's generated protocol classes (pure Python): garbage raises one of a few
 exception types, which become ``BadRequest`` here, and nothing else escapes. kio 0.6.5's native decoder
 was measured to abort the whole process on a random 60-byte frame declaring a huge array, so it is not
 used.
@@ -13,7 +14,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from broker import apis, frames
+from broker import apis, frames, produce_codec
 from storage.errors import BadRequest
 
 # What kafka-python's protocol decoder raises on bytes that do not match the schema (measured on random
@@ -53,6 +54,9 @@ def decode(frame: bytes) -> Decoded | UnsupportedApiVersions:
         if peek.api_key == apis.API_VERSIONS:
             return UnsupportedApiVersions(peek.correlation_id)
         raise BadRequest(f"API {peek.api_key} version {peek.api_version} is not supported")
+    if peek.api_key == apis.PRODUCE:
+        # The hot path, decoded by hand (broker/produce_codec.py says why); it raises only BadRequest.
+        return Decoded(peek, api, produce_codec.decode_request(frame))
     try:
         request = api.request.decode(frame, version=peek.api_version, header=True)
     except _DECODE_ERRORS as exc:

@@ -98,7 +98,7 @@ class Connection:
         handler = decoded.api.handler
         if handler is None:
             produce = await admit_produce(self.ctx, request, reservation)
-            return self._encoder(correlation_id, produce)
+            return self._framed(correlation_id, produce)
         ctx = self.ctx
         return self._encoder(correlation_id, lambda: handler(ctx, request))
 
@@ -116,6 +116,17 @@ class Connection:
             response.with_header(correlation_id=correlation_id)
             encoded: bytes = response.encode(header=True, framed=True)
             return encoded
+
+        return respond
+
+    def _framed(self, correlation_id: int, produce: Callable[[], Awaitable[bytes | None]]) -> Responder:
+        """Produce's responder: its answer comes already framed (broker/produce_codec.py)."""
+
+        async def respond() -> bytes | None:
+            try:
+                return await produce()
+            except StrataError as exc:
+                raise ConnectionError(f"request {correlation_id} failed: {exc.message}") from exc
 
         return respond
 

@@ -19,17 +19,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
-
 from agents.buffer import PartitionBatch, Reservation
 from agents.buffer import ProduceRequest as AgentRequest
 from broker import errors
 from broker.batches import BatchRejected, check_batches
 from broker.context import BrokerContext
+from broker.produce_codec import PartitionResponse, ProduceRequest, TopicData, encode_response
 from storage.errors import StrataError
-
-_Topic = ProduceResponse.TopicProduceResponse
-_Partition = _Topic.PartitionProduceResponse
 
 
 @dataclass(slots=True)
@@ -50,7 +46,7 @@ class _TopicPlan:
 
 async def admit_produce(
     ctx: BrokerContext, req: ProduceRequest, reservation: Reservation
-) -> Callable[[], Awaitable[ProduceResponse | None]]:
+) -> Callable[[], Awaitable[bytes | None]]:
     """Check and buffer the request now; return what waits for the commit and builds the response."""
     plans = [await _admit_topic(ctx, req, topic_data, reservation) for topic_data in req.topic_data]
     reservation.release()  # whatever the admitted topics did not consume
@@ -67,11 +63,11 @@ async def admit_produce(
 
     # The response needs only these: holding ``req`` until the flush commits would keep a second copy of
     # every buffered batch alive (the decoded request's records), unaccounted by the buffer's bound.
-    timeout_s, version = req.timeout_ms / 1000, req.API_VERSION
+    timeout_s, version, correlation_id = req.timeout_ms / 1000, req.API_VERSION, req.correlation_id
 
-    async def respond() -> ProduceResponse:
+    async def respond() -> bytes:
         await _settle(plans, timeout_s)
-        return _response(version, plans)
+        return _response(correlation_id, version, plans)
 
     return respond
 
@@ -79,7 +75,7 @@ async def admit_produce(
 async def _admit_topic(
     ctx: BrokerContext,
     req: ProduceRequest,
-    topic_data: ProduceRequest.TopicProduceData,
+    topic_data: TopicData,
     reservation: Reservation,
 ) -> _TopicPlan:
     plan = _TopicPlan(topic_data.name, [_PartitionResult(p.index) for p in topic_data.partition_data])
@@ -129,10 +125,9 @@ def _refusal(req: ProduceRequest) -> tuple[int, str] | None:
 async def _settle(plans: list[_TopicPlan], timeout_s: float) -> None:
     results = [r for p in plans for r in p.results if r.future is not None]
     if results:
-        # Shielded: the flush owns the futures; timing out here only stops waiting for them.
-        await asyncio.wait(
-            [asyncio.shield(r.future) for r in results if r.future is not None], timeout=max(timeout_s, 0.001)
-        )
+        # asyncio.wait never cancels what it waits for: the flush owns the futures, and timing out here
+        # only stops waiting for them.
+        await asyncio.wait([r.future for r in results if r.future is not None], timeout=max(timeout_s, 0.001))
     for result in results:
         future = result.future
         assert future is not None
@@ -152,25 +147,18 @@ def _ignore(future: asyncio.Future[list[tuple[int, int]]]) -> None:
         future.exception()  # retrieved: nobody waits for an acks=0 or timed-out answer
 
 
-def _response(version: int, plans: list[_TopicPlan]) -> ProduceResponse:
-    return ProduceResponse[version](
-        responses=[
-            _Topic(
-                name=plan.name,
-                partition_responses=[
-                    _Partition(
-                        index=r.index,
-                        error_code=r.error_code,
-                        base_offset=r.base_offset,
-                        log_append_time_ms=-1,
-                        log_start_offset=-1,
-                        record_errors=[],
-                        error_message=r.error_message,
-                    )
+def _response(correlation_id: int, version: int, plans: list[_TopicPlan]) -> bytes:
+    return encode_response(
+        correlation_id,
+        version,
+        [
+            (
+                plan.name,
+                [
+                    PartitionResponse(r.index, r.error_code, r.base_offset, r.error_message)
                     for r in plan.results
                 ],
             )
             for plan in plans
         ],
-        throttle_time_ms=0,
     )
