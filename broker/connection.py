@@ -40,7 +40,7 @@ class Connection:
         self.reader = reader
         self.writer = writer
         self.peer = writer.get_extra_info("peername")
-        self._pending: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(
+        self._pending: asyncio.Queue[asyncio.Future[bytes | None] | None] = asyncio.Queue(
             maxsize=ctx.config.max_inflight_per_connection
         )
 
@@ -84,23 +84,24 @@ class Connection:
             reservation = await buffer.reserve_when_free(size)
             try:
                 frame = await self.reader.readexactly(size)
-                respond = await self._admit(frame, reservation)
+                answer = await self._admit(frame, reservation)
             finally:
                 if reservation.size:
                     reservation.release()  # non-produce requests: nothing stays buffered
-            await self._pending.put(asyncio.create_task(respond()))
+            await self._pending.put(answer)
 
-    async def _admit(self, frame: bytes, reservation: Reservation) -> Responder:
+    async def _admit(self, frame: bytes, reservation: Reservation) -> asyncio.Future[bytes | None]:
+        """The future of the request's framed answer (None: no answer is sent)."""
         decoded = codec.decode(frame)
         if isinstance(decoded, codec.UnsupportedApiVersions):
-            return self._unsupported_api_versions(decoded.correlation_id)
+            return asyncio.ensure_future(self._unsupported_api_versions(decoded.correlation_id)())
         correlation_id, request = decoded.peek.correlation_id, decoded.request
         handler = decoded.api.handler
         if handler is None:
-            produce = await admit_produce(self.ctx, request, reservation)
-            return self._framed(correlation_id, produce)
+            # Produce answers come framed from its callbacks (broker/handlers/produce.py), task-free.
+            return await admit_produce(self.ctx, request, reservation)
         ctx = self.ctx
-        return self._encoder(correlation_id, lambda: handler(ctx, request))
+        return asyncio.ensure_future(self._encoder(correlation_id, lambda: handler(ctx, request))())
 
     def _encoder(self, correlation_id: int, produce: Callable[[], Awaitable[ApiMessage | None]]) -> Responder:
         async def respond() -> bytes | None:
@@ -116,17 +117,6 @@ class Connection:
             response.with_header(correlation_id=correlation_id)
             encoded: bytes = response.encode(header=True, framed=True)
             return encoded
-
-        return respond
-
-    def _framed(self, correlation_id: int, produce: Callable[[], Awaitable[bytes | None]]) -> Responder:
-        """Produce's responder: its answer comes already framed (broker/produce_codec.py)."""
-
-        async def respond() -> bytes | None:
-            try:
-                return await produce()
-            except StrataError as exc:
-                raise ConnectionError(f"request {correlation_id} failed: {exc.message}") from exc
 
         return respond
 

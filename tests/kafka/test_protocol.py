@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +19,8 @@ from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
 from broker import apis, errors
 from storage import records
-from storage.objectstore.base import GET
+from storage.objectstore.base import GET, AsyncObjectStore
+from storage.objectstore.local import LocalAsyncObjectStore
 from tests.fixtures.kafka import RunningBroker
 from tests.kafka.wire import Wire
 
@@ -476,3 +479,45 @@ def test_zstd_needs_produce_v7_and_fetch_v10(broker: RunningBroker) -> None:
         assert old_fetch[1][0] == 0
         assert old_fetch[1][1] > 0
         assert all(code == 0 and size > 0 for code, size in fetch(10).values())
+
+
+class HeldPuts(AsyncObjectStore):
+    """PUTs wait until the test releases them (a thread-safe gate: the agent runs in its own thread)."""
+
+    def __init__(self, inner: AsyncObjectStore) -> None:
+        self.inner = inner
+        self.counters = inner.counters
+        self.url = inner.url
+        self.release = threading.Event()
+
+    async def put(self, key: str, data: bytes) -> None:
+        await asyncio.to_thread(self.release.wait, 30)
+        await self.inner.put(key, data)
+
+    async def get(self, key: str) -> bytes:
+        return await self.inner.get(key)
+
+    async def get_range(self, key: str, start: int, end: int) -> bytes:
+        return await self.inner.get_range(key, start, end)
+
+
+def test_a_produce_not_committed_within_its_timeout_gets_request_timed_out(
+    kafka_factory: Callable[..., Any], tmp_path: Any
+) -> None:
+    held = HeldPuts(LocalAsyncObjectStore(tmp_path / "held"))
+    with kafka_factory(astore=held) as broker:
+        create(broker, "slow")
+        request = produce("slow", {0: batch([b"x"])})
+        request.timeout_ms = 300
+        with Wire(broker.port) as wire:
+            started = time.monotonic()
+            response = wire.call(request, ProduceResponse)
+            assert partition_results(response) == {0: (errors.REQUEST_TIMED_OUT, -1)}
+            assert time.monotonic() - started < 5
+            held.release.set()  # the flush goes on: what timed out is the wait, not the write
+            for _ in range(100):
+                if broker.runtime.metadata.partition_state("slow", 0).high_watermark == 1:
+                    break
+                time.sleep(0.05)
+            answer = wire.call(produce("slow", {0: batch([b"y"])}), ProduceResponse, 2)
+            assert partition_results(answer) == {0: (0, 1)}
