@@ -87,115 +87,131 @@ class PartitionResponse:
     error_message: str | None = None
 
 
-class _Reader:
-    __slots__ = ("data", "flexible", "pos")
+def _uv(data: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint at ``pos``: (value, next position). IndexError past the end."""
+    byte = data[pos]
+    if byte < 0x80:  # nearly every length and count in a Produce request
+        return byte, pos + 1
+    value, shift = byte & 0x7F, 7
+    while True:
+        pos += 1
+        byte = data[pos]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos + 1
+        shift += 7
+        if shift > 28:
+            raise BadRequest("Produce request has a varint longer than 5 bytes")
 
-    def __init__(self, data: bytes, pos: int, flexible: bool) -> None:
-        self.data = data
-        self.pos = pos
-        self.flexible = flexible
 
-    def _need(self, n: int) -> None:
-        if n < 0 or self.pos + n > len(self.data):
-            raise BadRequest(f"Produce request truncated at byte {self.pos} (needs {n} more)")
-
-    def i16(self) -> int:
-        self._need(2)
-        (value,) = _I16.unpack_from(self.data, self.pos)
-        self.pos += 2
-        return int(value)
-
-    def i32(self) -> int:
-        self._need(4)
-        (value,) = _I32.unpack_from(self.data, self.pos)
-        self.pos += 4
-        return int(value)
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            self._need(1)
-            byte = self.data[self.pos]
-            self.pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise BadRequest("Produce request has a varint longer than 5 bytes")
-
-    def raw(self, n: int) -> bytes:
-        self._need(n)
-        out = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def count(self) -> int:
-        """An array's length; null arrays are refused (Produce has none that may be null)."""
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        if n < 0:
-            raise BadRequest("Produce request has a null or negative array length")
-        # Every element takes at least one byte: a count past the bytes left is garbage, not a promise.
-        self._need(n)
-        return n
-
-    def nullable_bytes(self) -> bytes | None:
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        if n < 0:
-            if n == -1:
-                return None
-            raise BadRequest(f"Produce request has a bytes length of {n}")
-        return self.raw(n)
-
-    def string(self, nullable: bool) -> str | None:
-        n = self.uvarint() - 1 if self.flexible else self.i16()
-        if n < 0:
-            if n == -1 and nullable:
-                return None
-            raise BadRequest(f"Produce request has a string length of {n}")
-        try:
-            return self.raw(n).decode("utf-8")
-        except UnicodeDecodeError:
-            raise BadRequest("Produce request has a string that is not UTF-8") from None
-
-    def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self.raw(self.uvarint())
+def _skip_tags(data: bytes, pos: int) -> int:
+    count, pos = _uv(data, pos)
+    for _ in range(count):
+        _, pos = _uv(data, pos)  # tag
+        size, pos = _uv(data, pos)
+        pos += size
+    return pos
 
 
 def decode_request(frame: bytes) -> ProduceRequest:
-    """A Produce request frame (after the size). BadRequest on anything that does not fit the schema."""
-    if len(frame) < _HEAD.size + 2:
-        raise BadRequest("Produce request shorter than its header")
+    """A Produce request frame (after the size). BadRequest on anything that does not fit the schema.
+
+    Straight-line code on purpose (no reader object, lengths checked where bytes are taken): this runs
+    once per Produce request on the event loop. A read past the end raises IndexError or struct.error,
+    turned into BadRequest here.
+    """
+    try:
+        return _decode(frame)
+    except (IndexError, struct.error):
+        raise BadRequest("Produce request truncated") from None
+    except UnicodeDecodeError:
+        raise BadRequest("Produce request has a string that is not UTF-8") from None
+
+
+def _decode(frame: bytes) -> ProduceRequest:
+    end = len(frame)
     key, version, correlation_id = _HEAD.unpack_from(frame, 0)
     if key != 0 or not 3 <= version <= 9:
         raise BadRequest(f"not a Produce request of version 3-9: key {key} version {version}")
     flexible = version >= FLEXIBLE_FROM
-    header = _Reader(frame, _HEAD.size, flexible=False)
-    header.string(nullable=True)  # client_id: a classic nullable string even in header v2
-    r = _Reader(frame, header.pos, flexible)
-    r.skip_tags()  # header v2's tagged fields
-    transactional_id = r.string(nullable=True)
-    r._need(_ACKS_TIMEOUT.size)
-    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, r.pos)
-    r.pos += _ACKS_TIMEOUT.size
+    (client_id_length,) = _I16.unpack_from(frame, 8)  # a classic nullable string even in header v2
+    if client_id_length < -1:
+        raise BadRequest(f"Produce request has a client id length of {client_id_length}")
+    pos = 10 + max(client_id_length, 0)
+    if flexible:
+        pos = _skip_tags(frame, pos)  # header v2's tagged fields
+        length, pos = _uv(frame, pos)
+        length -= 1
+    else:
+        (length,) = _I16.unpack_from(frame, pos)
+        pos += 2
+    transactional_id: str | None = None
+    if length >= 0:
+        if pos + length > end:
+            raise IndexError
+        transactional_id = frame[pos : pos + length].decode("utf-8")
+        pos += length
+    elif length != -1:
+        raise BadRequest(f"Produce request has a transactional id length of {length}")
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, pos)
+    pos += _ACKS_TIMEOUT.size
+    if flexible:
+        topic_count, pos = _uv(frame, pos)
+        topic_count -= 1
+    else:
+        (topic_count,) = _I32.unpack_from(frame, pos)
+        pos += 4
+    # Every element takes at least one byte: a count past the bytes left is garbage, not a promise.
+    if not 0 <= topic_count <= end - pos:
+        raise BadRequest(f"Produce request has {topic_count} topics")
     topics = []
-    for _ in range(r.count()):
-        name = r.string(nullable=False)
-        assert name is not None
-        topic = TopicData(name)
-        for _ in range(r.count()):
-            index = r.i32()
-            topic.partition_data.append(PartitionData(index, r.nullable_bytes()))
-            r.skip_tags()
-        r.skip_tags()
+    for _ in range(topic_count):
+        if flexible:
+            length, pos = _uv(frame, pos)
+            length -= 1
+        else:
+            (length,) = _I16.unpack_from(frame, pos)
+            pos += 2
+        if length < 0 or pos + length > end:
+            raise BadRequest(f"Produce request has a topic name length of {length}")
+        topic = TopicData(frame[pos : pos + length].decode("utf-8"))
+        pos += length
+        if flexible:
+            count, pos = _uv(frame, pos)
+            count -= 1
+        else:
+            (count,) = _I32.unpack_from(frame, pos)
+            pos += 4
+        if not 0 <= count <= end - pos:
+            raise BadRequest(f"Produce request has {count} partitions in a topic")
+        partitions = topic.partition_data
+        for _ in range(count):
+            (index,) = _I32.unpack_from(frame, pos)
+            pos += 4
+            if flexible:
+                length, pos = _uv(frame, pos)
+                length -= 1
+            else:
+                (length,) = _I32.unpack_from(frame, pos)
+                pos += 4
+            records: bytes | None = None
+            if length >= 0:
+                if pos + length > end:
+                    raise IndexError
+                records = frame[pos : pos + length]
+                pos += length
+            elif length != -1:
+                raise BadRequest(f"Produce request has a records length of {length}")
+            partitions.append(PartitionData(index, records))
+            if flexible:
+                pos = _skip_tags(frame, pos)
+        if flexible:
+            pos = _skip_tags(frame, pos)
         topics.append(topic)
-    r.skip_tags()
-    if r.pos != len(frame):
-        raise BadRequest(f"Produce request has {len(frame) - r.pos} bytes after its last field")
+    if flexible:
+        pos = _skip_tags(frame, pos)
+    if pos != end:
+        raise BadRequest(f"Produce request has {end - pos} bytes after its last field")
     return ProduceRequest(version, correlation_id, transactional_id, int(acks), int(timeout_ms), topics)
 
 
