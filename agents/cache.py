@@ -44,6 +44,11 @@ class ObjectCache:
                 self._bytes += len(data)
             self._evict()
 
+    def has_file(self, key: str) -> bool:
+        """Whether the whole object is cached (no LRU update, no hit counted)."""
+        with self._lock:
+            return key in self._files
+
     def get_file(self, key: str) -> bytes | None:
         """The whole object if it is cached as a file (not copied: callers slice what they need)."""
         with self._lock:

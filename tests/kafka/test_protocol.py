@@ -521,3 +521,54 @@ def test_a_produce_not_committed_within_its_timeout_gets_request_timed_out(
                 time.sleep(0.05)
             answer = wire.call(produce("slow", {0: batch([b"y"])}), ProduceResponse, 2)
             assert partition_results(answer) == {0: (0, 1)}
+
+
+def test_a_catch_up_fetch_reads_the_oldest_files_first_and_each_file_once(
+    kafka_factory: Callable[..., Any],
+) -> None:
+    """Files are admitted oldest first, up to half the cache: a consumer's partitions move through the log
+    together and every file is fetched once, however many partitions and fetches read it."""
+    with kafka_factory() as writer:
+        create(writer, "old", 4)
+        with Wire(writer.port) as wire:
+            for n in range(6):  # six flushes: six files, each with a chunk of every partition
+                request = produce("old", {p: batch([b"%d" % n * 1000] * 5) for p in range(4)})
+                assert all(
+                    code == 0
+                    for code, _ in partition_results(wire.call(request, ProduceResponse, n)).values()
+                )
+    # Files of ~20 KB; a 100 KB cache: half of it holds two of them.
+    with kafka_factory(cache_bytes=100_000) as reader:
+        before = reader.runtime.counters.get(GET)
+        offsets = dict.fromkeys(range(4), 0)
+        with Wire(reader.port) as wire:
+            for call in range(20):
+                if all(o == 30 for o in offsets.values()):
+                    break
+                FT = FetchRequest.FetchTopic
+                request = fetch_request("old", [0])
+                request.topics = [
+                    FT(
+                        topic="old",
+                        partitions=[
+                            FT.FetchPartition(
+                                partition=p,
+                                current_leader_epoch=-1,
+                                fetch_offset=o,
+                                log_start_offset=-1,
+                                partition_max_bytes=1 << 20,
+                            )
+                            for p, o in offsets.items()
+                        ],
+                    )
+                ]
+                for part in wire.call(request, FetchResponse, call).responses[0].partitions:
+                    got = [r.offset for r in records.decode_records(part.records)] if part.records else []
+                    got = [o for o in got if o >= offsets[part.partition_index]]
+                    if got:
+                        assert got[0] == offsets[part.partition_index]
+                        offsets[part.partition_index] = got[-1] + 1
+                if call == 0:  # the first fetch read only the two oldest files, for every partition
+                    assert offsets == dict.fromkeys(range(4), 10)
+        assert offsets == dict.fromkeys(range(4), 30)
+        assert reader.runtime.counters.get(GET) - before == 6  # one GET per file
