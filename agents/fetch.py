@@ -177,6 +177,8 @@ class Fetcher:
             kept = _select(_within(selected, admitted), 2**63 - 1, max(budget, 1))
             if not kept:
                 continue  # its next chunk is in a file a later fetch reads
+            if total > 0 and kept[0].length > budget:
+                continue  # only the answer's first batch may exceed max_total (KIP-74)
             total += sum(c.length for c in kept)
             plans.append((i, BatchRead(read.topic, read.partition, read.offset, max(budget, 1)), kept))
         loaded = await self._load([c for _, _, selected in plans for c in selected])

@@ -95,6 +95,7 @@ def broker_config(settings: Settings) -> BrokerConfig:
         num_partitions=settings.num_partitions,
         max_request_bytes=settings.kafka_max_request_bytes,
         max_connections=settings.kafka_max_connections,
+        fetch_buffer_bytes=settings.kafka_fetch_buffer_bytes,
     )
 
 

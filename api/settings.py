@@ -205,6 +205,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Kafka connections open at once; more are refused",
     ),
     Setting(
+        "kafka_fetch_buffer_bytes",
+        "STRATA_KAFKA_FETCH_BUFFER_BYTES",
+        int,
+        64 * MiB,
+        "bytes of Kafka Fetch answers held at once over all connections; a Fetch waits for room and reads no "
+        "more than it was granted",
+    ),
+    Setting(
         "kafka_max_request_bytes",
         "STRATA_KAFKA_MAX_REQUEST_BYTES",
         int,
@@ -252,6 +260,7 @@ class Settings:
     auto_create_topics: bool = True
     num_partitions: int = 1
     kafka_max_connections: int = 1000
+    kafka_fetch_buffer_bytes: int = 64 * MiB
     kafka_max_request_bytes: int = 100 * MiB
     log_level: str = "info"
     access_log: bool = False

@@ -29,6 +29,7 @@ from kafka.protocol.producer.produce import ProduceRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from broker import errors
+from broker.budget import Held
 from broker.context import BrokerContext
 from broker.handlers.configs import (
     handle_alter_configs,
@@ -42,7 +43,8 @@ from broker.handlers.offsets import handle_list_offsets
 from broker.handlers.producer_id import handle_init_producer_id
 from broker.handlers.topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 
-Handler = Callable[[BrokerContext, Any], Awaitable[ApiMessage | None]]
+# A handler answers with a response, None (no answer), or a response held against a budget until written.
+Handler = Callable[[BrokerContext, Any], Awaitable[ApiMessage | Held | None]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,8 @@ class BrokerConfig:
     # their answer, about 2 KB each: 20 MB per connection at most.
     max_inflight_per_connection: int = 10_000
     max_connections: int = 1000
+    # Bytes of Fetch answers held at once over all connections (broker/budget.py).
+    fetch_buffer_bytes: int = 64 * MiB
     # The ports the lanes are bound to, lane 0 first: set by the listener once bound (port 0 binds each
     # lane to a free port).
     bound_ports: tuple[int, ...] = ()
@@ -56,6 +58,10 @@ class BrokerConfig:
             raise SettingsError(f"STRATA_KAFKA_LANES must be 1 to 64, got {self.lanes}")
         if self.port and self.port + self.lanes - 1 > 65535:
             raise SettingsError(f"STRATA_KAFKA_PORT {self.port} + {self.lanes} lanes runs past port 65535")
+        if self.fetch_buffer_bytes < 1:
+            raise SettingsError(
+                f"STRATA_KAFKA_FETCH_BUFFER_BYTES must be positive, got {self.fetch_buffer_bytes}"
+            )
 
     def lane_bind_port(self, lane: int) -> int:
         return self.port + lane if self.port else 0

@@ -23,13 +23,14 @@ from kafka.protocol.api_message import ApiMessage
 
 from agents.buffer import Reservation
 from broker import apis, codec, errors, frames
+from broker.budget import Answer, Framed, Held
 from broker.context import BrokerContext
 from broker.handlers.produce import admit_produce
 from storage.errors import BadRequest, StrataError
 
 log = logging.getLogger("strata.kafka")
 
-Responder = Callable[[], Coroutine[Any, Any, bytes | None]]
+Responder = Callable[[], Coroutine[Any, Any, Answer]]
 
 
 class Connection:
@@ -40,7 +41,7 @@ class Connection:
         self.reader = reader
         self.writer = writer
         self.peer = writer.get_extra_info("peername")
-        self._pending: asyncio.Queue[asyncio.Future[bytes | None] | None] = asyncio.Queue(
+        self._pending: asyncio.Queue[asyncio.Future[Answer] | None] = asyncio.Queue(
             maxsize=ctx.config.max_inflight_per_connection
         )
 
@@ -72,6 +73,7 @@ class Connection:
                 pending = self._pending.get_nowait()
                 if pending is not None:
                     pending.cancel()
+                    _release_unsent(pending)
             self.writer.close()
 
     async def _read_requests(self) -> None:
@@ -90,7 +92,7 @@ class Connection:
                     reservation.release()  # non-produce requests: nothing stays buffered
             await self._pending.put(answer)
 
-    async def _admit(self, frame: bytes, reservation: Reservation) -> asyncio.Future[bytes | None]:
+    async def _admit(self, frame: bytes, reservation: Reservation) -> asyncio.Future[Answer]:
         """The future of the request's framed answer (None: no answer is sent)."""
         decoded = codec.decode(frame)
         if isinstance(decoded, codec.UnsupportedApiVersions):
@@ -103,8 +105,10 @@ class Connection:
         ctx = self.ctx
         return asyncio.ensure_future(self._encoder(correlation_id, lambda: handler(ctx, request))())
 
-    def _encoder(self, correlation_id: int, produce: Callable[[], Awaitable[ApiMessage | None]]) -> Responder:
-        async def respond() -> bytes | None:
+    def _encoder(
+        self, correlation_id: int, produce: Callable[[], Awaitable[ApiMessage | Held | None]]
+    ) -> Responder:
+        async def respond() -> bytes | Framed | None:
             try:
                 response = await produce()
             except StrataError as exc:
@@ -114,6 +118,14 @@ class Connection:
                 raise ConnectionError(f"request {correlation_id} failed: {exc.message}") from exc
             if response is None:
                 return None
+            if isinstance(response, Held):
+                try:
+                    response.response.with_header(correlation_id=correlation_id)
+                    held: bytes = response.response.encode(header=True, framed=True)
+                except BaseException:
+                    response.release()
+                    raise
+                return Framed(held, response.release)
             response.with_header(correlation_id=correlation_id)
             encoded: bytes = response.encode(header=True, framed=True)
             return encoded
@@ -130,11 +142,25 @@ class Connection:
 
     async def _send_in_order(self) -> None:
         while (task := await self._pending.get()) is not None:
-            data = await task
-            if data is not None:
+            answer = await task
+            if answer is None:
+                continue
+            data = answer.data if isinstance(answer, Framed) else answer
+            try:
                 if self.writer.is_closing():
                     # The peer went away while the answer was pending (uvloop raises RuntimeError on a
                     # write to a closed transport, asyncio's loop ignores it): end the connection cleanly.
                     raise ConnectionError("the client closed the connection before its answer was ready")
                 self.writer.write(data)
                 await self.writer.drain()
+            finally:
+                if isinstance(answer, Framed):
+                    answer.release()  # written (or dropped with the connection): the budget is free again
+
+
+def _release_unsent(pending: asyncio.Future[Answer]) -> None:
+    """A fetch answer that was ready but will never be written still gives its grant back."""
+    if pending.done() and not pending.cancelled() and pending.exception() is None:
+        answer = pending.result()
+        if isinstance(answer, Framed):
+            answer.release()

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agents.agent import Agent
+from broker.budget import ByteBudget
 from broker.config import BrokerConfig
 from storage.clock import Clock
 from storage.metadata.base import MetadataStore, TopicInfo
@@ -21,6 +22,8 @@ class BrokerContext:
     metadata: MetadataStore
     config: BrokerConfig
     clock: Clock
+    # Shared by every connection of the listener: the bytes of Fetch answers held at once.
+    fetch_budget: ByteBudget = field(default_factory=lambda: ByteBudget(64 * 1024 * 1024))
 
     def topic_id(self, info: TopicInfo) -> uuid.UUID:
         return uuid.uuid5(_TOPIC_ID_NAMESPACE, f"{info.name}\x00{info.created_ms}")

@@ -19,6 +19,7 @@ from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from agents.fetch import POLL_INTERVAL_S, BatchRead
 from broker import errors
 from broker.batches import codecs_in
+from broker.budget import Held
 from broker.context import BrokerContext
 from storage import compression
 from storage.errors import StrataError
@@ -39,14 +40,25 @@ class _Read:
     log_start_offset: int = -1
 
 
-async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> FetchResponse:
+async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> Held:
+    """The answer, holding its grant of the listener's fetch budget until the connection has written it."""
+    response_max = req.max_bytes if req.API_VERSION >= 3 else 2**31 - 1
+    grant = await ctx.fetch_budget.acquire(response_max)
+    try:
+        response = await _fetch(ctx, req, grant)
+    except BaseException:
+        ctx.fetch_budget.release(grant)
+        raise
+    return Held(response, lambda: ctx.fetch_budget.release(grant))
+
+
+async def _fetch(ctx: BrokerContext, req: FetchRequest, response_max: int) -> FetchResponse:
     reads = [
         _Read(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
         for t in req.topics
         for p in t.partitions
     ]
     deadline = ctx.clock.monotonic() + max(req.max_wait_ms, 0) / 1000
-    response_max = req.max_bytes if req.API_VERSION >= 3 else 2**31 - 1
     while True:
         total = await _read_all(ctx, reads, response_max, zstd_allowed=req.API_VERSION >= 10)
         remaining = deadline - ctx.clock.monotonic()

@@ -22,6 +22,7 @@ from agents.buffer import PartitionBatch, Reservation
 from agents.buffer import ProduceRequest as AgentRequest
 from broker import errors
 from broker.batches import BatchRejected, check_batches
+from broker.budget import Answer
 from broker.context import BrokerContext
 from broker.produce_codec import PartitionResponse, ProduceRequest, TopicData, encode_response
 from storage.errors import StrataError
@@ -45,7 +46,7 @@ class _TopicPlan:
 
 async def admit_produce(
     ctx: BrokerContext, req: ProduceRequest, reservation: Reservation
-) -> asyncio.Future[bytes | None]:
+) -> asyncio.Future[Answer]:
     """Check and buffer the request now; return the future of its framed answer (None for acks=0).
 
     No task per request: the answer is built by a callback when the last partition's flush settles, or
@@ -55,7 +56,7 @@ async def admit_produce(
     plans = [await _admit_topic(ctx, req, topic_data, reservation) for topic_data in req.topic_data]
     reservation.release()  # whatever the admitted topics did not consume
     loop = asyncio.get_running_loop()
-    answer: asyncio.Future[bytes | None] = loop.create_future()
+    answer: asyncio.Future[Answer] = loop.create_future()
     results = [r for plan in plans for r in plan.results if r.future is not None]
     if req.acks == 0:
         for result in results:

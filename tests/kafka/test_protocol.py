@@ -572,3 +572,23 @@ def test_a_catch_up_fetch_reads_the_oldest_files_first_and_each_file_once(
                     assert offsets == dict.fromkeys(range(4), 10)
         assert offsets == dict.fromkeys(range(4), 30)
         assert reader.runtime.counters.get(GET) - before == 6  # one GET per file
+
+
+def test_fetch_answers_share_one_byte_budget(kafka_factory: Callable[..., Any]) -> None:
+    """STRATA_KAFKA_FETCH_BUFFER_BYTES bounds the bytes of Fetch answers held at once: a fetch reads no more
+    than its grant (its first batch always whole), the rest comes in later fetches, and every grant is back
+    once the answers are written."""
+    with kafka_factory(kafka_fetch_buffer_bytes=12_000) as broker:
+        write_one_wide_file(broker, "budget", 8)  # 8 partitions, one ~5 KB batch each
+        with Wire(broker.port) as wire:
+            parts = wire.call(fetch_request("budget", list(range(8))), FetchResponse).responses[0].partitions
+        sizes = [len(p.records or b"") for p in parts]
+        assert 0 < sum(sizes) <= 12_000
+        assert sizes.count(0) >= 5  # the others wait for a later fetch
+        assert broker.runtime.kafka is not None
+        budget = broker.runtime.kafka.ctx.fetch_budget
+        for _ in range(50):
+            if budget.held == 0:
+                break
+            time.sleep(0.02)
+        assert budget.held == 0
