@@ -1,7 +1,10 @@
 """CreateTopics (key 19) and DeleteTopics (key 20), with the HTTP API's validation (storage/topic_config.py).
 
 Replication is the object store's business, so any replication factor a client asks for (-1 or n >= 1)
-is accepted and reported as 1; manual replica assignments are refused, since there are no replicas.
+is accepted and reported as 1. A manual replica assignment is accepted as Kafka checks it (numPartitions
+and replicationFactor -1, partitions 0..n-1, every replica a broker id this agent shows) and gives the
+topic n partitions; CreatePartitions likewise takes one replica list per new partition. The replicas
+themselves mean nothing here.
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ async def _create(
 ) -> Any:
     partitions = topic.num_partitions if topic.num_partitions != -1 else ctx.config.num_partitions
     try:
+        if topic.assignments:
+            checked = _assignment(ctx, topic)
+            if isinstance(checked, tuple):
+                return _failed(topic.name, *checked)
+            partitions = checked
         name = validate_topic_name(topic.name)
         if not 1 <= partitions <= MAX_PARTITIONS:
             return _failed(topic.name, errors.INVALID_PARTITIONS, f"partitions must be 1..{MAX_PARTITIONS}")
@@ -47,8 +55,6 @@ async def _create(
             return _failed(
                 topic.name, errors.INVALID_REPLICATION_FACTOR, "replication factor must be -1 or >= 1"
             )
-        if topic.assignments:
-            return _failed(topic.name, errors.INVALID_REQUEST, "manual replica assignment is not supported")
         raw = {c.name: c.value for c in topic.configs if c.value is not None}
         configs = validate_configs(raw)
         if not req.validate_only:
@@ -110,6 +116,26 @@ async def handle_delete_topics(ctx: BrokerContext, req: DeleteTopicsRequest) -> 
     return DeleteTopicsResponse[req.API_VERSION](throttle_time_ms=0, responses=results)
 
 
+def _assignment(ctx: BrokerContext, topic: Any) -> int | tuple[int, str]:
+    """The partition count of a manual assignment, or (error code, message) as Kafka's broker answers."""
+    if topic.num_partitions != -1 or topic.replication_factor != -1:
+        return (
+            errors.INVALID_REQUEST,
+            "with a replica assignment, numPartitions and replicationFactor must be -1",
+        )
+    indexes = sorted(a.partition_index for a in topic.assignments)
+    if indexes != list(range(len(indexes))):
+        return errors.INVALID_REPLICA_ASSIGNMENT, "assigned partitions must be 0..n-1, each once"
+    known = {node for node, _, _ in ctx.config.brokers}
+    for a in topic.assignments:
+        if not a.broker_ids or not set(a.broker_ids) <= known:
+            return (
+                errors.INVALID_REPLICA_ASSIGNMENT,
+                f"partition {a.partition_index} is assigned to {a.broker_ids}; brokers: {sorted(known)}",
+            )
+    return len(indexes)
+
+
 async def handle_create_partitions(
     ctx: BrokerContext, req: CreatePartitionsRequest
 ) -> CreatePartitionsResponse:
@@ -119,10 +145,32 @@ async def handle_create_partitions(
         code, message = errors.NONE, None
         try:
             validate_topic_name(topic.name)
-            if topic.assignments:
-                raise InvalidConfig("manual replica assignment is not supported")
             if not 1 <= topic.count <= MAX_PARTITIONS:
                 raise InvalidPartitionCount(f"partitions must be 1..{MAX_PARTITIONS}, got {topic.count}")
+            if topic.assignments:
+                # One replica list per new partition, each of broker ids this agent shows (as Kafka checks).
+                info = await asyncio.to_thread(ctx.metadata.get_topic, topic.name)
+                known = {node for node, _, _ in ctx.config.brokers}
+                if len(topic.assignments) != topic.count - info.partitions:
+                    code, message = (
+                        errors.INVALID_REPLICA_ASSIGNMENT,
+                        (
+                            f"{len(topic.assignments)} assignments for "
+                            f"{topic.count - info.partitions} new partitions"
+                        ),
+                    )
+                elif any(not a.broker_ids or not set(a.broker_ids) <= known for a in topic.assignments):
+                    code, message = (
+                        errors.INVALID_REPLICA_ASSIGNMENT,
+                        f"replicas must be among {sorted(known)}",
+                    )
+                if code != errors.NONE:
+                    results.append(
+                        CreatePartitionsResponse.CreatePartitionsTopicResult(
+                            name=topic.name, error_code=code, error_message=message
+                        )
+                    )
+                    continue
             if req.validate_only:
                 info = await asyncio.to_thread(ctx.metadata.get_topic, topic.name)
                 if topic.count <= info.partitions:

@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.admin import NewPartitions as KpNewPartitions
+from kafka.admin import NewTopic as KpNewTopic
 
 from storage.partitioner import partition_for_key
 from tests.fixtures.kafka import RunningBroker
@@ -157,3 +158,35 @@ def test_legacy_alter_configs_replaces_the_whole_set(broker: RunningBroker) -> N
         "min.cleanable.dirty.ratio": "0.2",
         "retention.ms": "5000",
     }
+
+
+def test_manual_replica_assignment_is_checked_as_kafka_does(broker: RunningBroker) -> None:
+    """librdkafka's 0081 creates topics with replica assignments: n entries give n partitions, and every
+    replica must be a broker id this agent shows (here 0); the replicas themselves mean nothing."""
+    from kafka.errors import InvalidReplicationAssignmentError
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        assigned = KpNewTopic(
+            "assigned", num_partitions=-1, replication_factor=-1, replica_assignments={0: [0], 1: [0], 2: [0]}
+        )
+        admin.create_topics([assigned])
+        assert broker.runtime.metadata.get_topic("assigned").partitions == 3
+        elsewhere = KpNewTopic(
+            "elsewhere", num_partitions=-1, replication_factor=-1, replica_assignments={0: [7]}
+        )
+        with pytest.raises(InvalidReplicationAssignmentError):
+            admin.create_topics([elsewhere])
+    finally:
+        admin.close()
+    assert "elsewhere" not in broker.runtime.metadata.list_topics()
+
+
+def test_create_partitions_with_an_assignment(broker: RunningBroker) -> None:
+    broker.runtime.metadata.create_topic("grown", 1, {}, 0)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_partitions([NewPartitions("grown", 3, replica_assignment=[[0], [0]])])["grown"].result(10)
+    assert broker.runtime.metadata.get_topic("grown").partitions == 3
+    with pytest.raises(KafkaException, match="INVALID_REPLICA_ASSIGNMENT"):
+        admin.create_partitions([NewPartitions("grown", 4, replica_assignment=[[9]])])["grown"].result(10)
+    assert broker.runtime.metadata.get_topic("grown").partitions == 3
