@@ -81,6 +81,16 @@ def _compression_type(raw: str) -> str:
     return raw
 
 
+def _bool(raw: str) -> str:
+    if raw.lower() not in ("true", "false"):
+        raise InvalidConfig(f"expected true or false, got {raw!r}")
+    return raw.lower()
+
+
+def _any(raw: str) -> str:
+    return raw
+
+
 def _policy(raw: str) -> str:
     if raw.replace(" ", "") not in _CLEANUP_POLICIES:
         raise InvalidConfig(f"cleanup.policy must be delete, compact or compact,delete; got {raw!r}")
@@ -103,6 +113,26 @@ _SPEC: dict[str, tuple[Callable[[str], object], str]] = {
     "message.timestamp.after.max.ms": (_long(0), str(HOUR_MS)),
     "compression.type": (_compression_type, COMPRESSION_PRODUCER),
 }
+# Kafka topic configs that mean nothing here (no segments, no local flush, no replicas), accepted and
+# stored with Kafka's validation so that existing tooling that sets them works, and reported by
+# DescribeConfigs, as WarpStream does. librdkafka's suite sets some of them (0092, 0129). Not in this list:
+# configs whose effect a user would rely on (message.timestamp.type=LogAppendTime, tiered storage).
+NO_EFFECT_CONFIGS: dict[str, tuple[Callable[[str], object], str]] = {
+    "segment.bytes": (_long(14), str(1024**3)),
+    "segment.ms": (_long(1), str(7 * DAY_MS)),
+    "segment.jitter.ms": (_long(0), "0"),
+    "segment.index.bytes": (_long(4), str(10 * 1024 * 1024)),
+    "index.interval.bytes": (_long(0), "4096"),
+    "flush.messages": (_long(1), str(LONG_MAX)),
+    "flush.ms": (_long(0), str(LONG_MAX)),
+    "file.delete.delay.ms": (_long(0), "60000"),
+    "preallocate": (_bool, "false"),
+    "min.insync.replicas": (_long(1), "1"),
+    "unclean.leader.election.enable": (_bool, "false"),
+    "message.format.version": (_any, "3.0-IV1"),
+    "message.downconversion.enable": (_bool, "true"),
+}
+_SPEC.update(NO_EFFECT_CONFIGS)
 KNOWN_CONFIGS = frozenset(_SPEC)
 
 

@@ -190,3 +190,21 @@ def test_create_partitions_with_an_assignment(broker: RunningBroker) -> None:
     with pytest.raises(KafkaException, match="INVALID_REPLICA_ASSIGNMENT"):
         admin.create_partitions([NewPartitions("grown", 4, replica_assignment=[[9]])])["grown"].result(10)
     assert broker.runtime.metadata.get_topic("grown").partitions == 3
+
+
+def test_kafka_configs_without_effect_here_are_accepted_and_validated(broker: RunningBroker) -> None:
+    """segment.bytes and the like (storage/topic_config.py NO_EFFECT_CONFIGS): tooling that sets them
+    works, with Kafka's validation, and DescribeConfigs reports them."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = NewTopic(
+        "segmented", num_partitions=1, config={"segment.bytes": "1048576", "preallocate": "true"}
+    )
+    admin.create_topics([topic])["segmented"].result(10)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "segmented")
+    configs = admin.describe_configs([resource])[resource].result(10)
+    assert configs["segment.bytes"].value == "1048576"
+    assert configs["min.insync.replicas"].value == "1"
+    assert configs["min.insync.replicas"].is_default
+    bad = NewTopic("tiny-segments", num_partitions=1, config={"segment.bytes": "5"})
+    with pytest.raises(KafkaException, match="INVALID_CONFIG"):
+        admin.create_topics([bad])["tiny-segments"].result(10)
