@@ -202,12 +202,11 @@ class Fetcher:
         A partition whose next chunk lies in a file left out gets nothing this time; a tailing
         partition reads cached files, which cost nothing, so it is never held back by one catching up.
         """
-        whole_max = self.cache.max_bytes // WHOLE_FILE_CACHE_SHARE
         costs: dict[str, int] = {}
         for chunk in chunks:
             if self.cache.has_file(chunk.object_key):
                 continue
-            if 0 < chunk.file_size <= whole_max:
+            if self._read_whole(chunk):
                 costs[chunk.object_key] = chunk.file_size
             else:  # read by range: its chunks' bytes
                 costs[chunk.object_key] = costs.get(chunk.object_key, 0) + chunk.length
@@ -319,10 +318,9 @@ class Fetcher:
         return FetchResult(out, next_offset, state.high_watermark, state.log_start_offset)
 
     async def _load(self, chunks: list[ChunkRow]) -> list[tuple[ChunkRow, bytes]]:
-        whole_max = self.cache.max_bytes // WHOLE_FILE_CACHE_SHARE
         # (key, offset of the bytes read within the object, GET range or whole file, chunks)
         reads = [
-            (key, 0, None, members) if 0 < members[0].file_size <= whole_max else (key, start, end, members)
+            (key, 0, None, members) if self._read_whole(members[0]) else (key, start, end, members)
             for key, start, end, members in plan_reads(chunks)
         ]
         datas = await asyncio.gather(
@@ -336,6 +334,10 @@ class Fetcher:
             for chunk in members:
                 loaded[chunk.chunk_id] = data[chunk.position - base : chunk.position - base + chunk.length]
         return [(chunk, loaded[chunk.chunk_id]) for chunk in chunks]
+
+    def _read_whole(self, chunk: ChunkRow) -> bool:
+        """Whether the chunk's file is read whole (``_get_file``) rather than by range."""
+        return 0 < chunk.file_size <= self.cache.max_bytes // WHOLE_FILE_CACHE_SHARE
 
     async def _get_file(self, key: str, size: int) -> bytes:
         """The whole object: from the cache, from a GET another fetch already started, or by one GET.

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 from agents.agent import Agent, AgentConfig
 from agents.metrics import Metrics
 from api.settings import Settings
+from broker.budget import ByteBudget
 from broker.config import BrokerConfig
 from broker.context import BrokerContext
 from broker.server import KafkaServer
@@ -178,7 +179,10 @@ def build_runtime(
     agent = Agent(agent_config(settings), astore, metadata, metrics, clock, rng)
     kafka = None
     if settings.kafka_port >= 0 and settings.role != "worker":
-        kafka = KafkaServer(BrokerContext(agent, metadata, broker_config(settings), clock))
+        config = broker_config(settings)
+        kafka = KafkaServer(
+            BrokerContext(agent, metadata, config, clock, ByteBudget(config.fetch_buffer_bytes))
+        )
     return Runtime(
         settings,
         clock,

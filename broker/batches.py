@@ -34,6 +34,7 @@ codec, uncompressed for ``producer``.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 from agents.buffer import PartitionBatch
 from agents.encode import check_timestamp
@@ -69,8 +70,8 @@ def check_batches(
 ) -> list[PartitionBatch]:
     """One PartitionBatch per producer batch in ``data``, or BatchRejected. ``zstd_allowed``: the request's
     version may carry zstd (Produce v7 and later)."""
-    _precheck(data)
-    if not zstd_allowed and compression.ZSTD in codecs_in(data):
+    codecs = _precheck(data)
+    if not zstd_allowed and compression.ZSTD in codecs:
         raise _reject(
             errors.UNSUPPORTED_COMPRESSION_TYPE, "zstd batches need Produce version 7 or later (KIP-110)"
         )
@@ -138,34 +139,36 @@ def check_batches(
     return out
 
 
-def codecs_in(data: bytes) -> set[int]:
-    """The compression codecs of the whole batches in ``data``, from their headers alone."""
-    codecs = set()
+def _headers(data: bytes) -> Iterator[tuple[int, int]]:
+    """(position, attributes) of each batch in ``data``, from the headers alone; stops at a length the
+    codec will report."""
     pos = 0
     while pos + records.RECORD_BATCH_OVERHEAD <= len(data):
+        (attributes,) = _ATTRIBUTES.unpack_from(data, pos + _ATTRIBUTES_AT)
+        yield pos, attributes
         (length,) = struct.unpack_from(">i", data, pos + 8)
         if length <= 0:
-            break
-        (attributes,) = _ATTRIBUTES.unpack_from(data, pos + _ATTRIBUTES_AT)
-        codecs.add(attributes & _COMPRESSION)
+            return
         pos += records.LOG_OVERHEAD + length
-    return codecs
 
 
-def _precheck(data: bytes) -> None:
-    """Refuse codecs Kafka does not define with their own code before the codec calls them corrupt."""
-    pos = 0
-    while pos + records.RECORD_BATCH_OVERHEAD <= len(data):
+def codecs_in(data: bytes) -> set[int]:
+    """The compression codecs of the batches in ``data``, from their headers alone."""
+    return {attributes & _COMPRESSION for _, attributes in _headers(data)}
+
+
+def _precheck(data: bytes) -> set[int]:
+    """Refuse codecs Kafka does not define with their own code before the codec calls them corrupt; the
+    codecs of the batches."""
+    codecs = set()
+    for pos, attributes in _headers(data):
         if data[pos + _MAGIC_AT] != records.MAGIC:
             raise _reject(errors.CORRUPT_MESSAGE, f"a batch has magic {data[pos + _MAGIC_AT]}, expected 2")
-        (attributes,) = _ATTRIBUTES.unpack_from(data, pos + _ATTRIBUTES_AT)
-        if attributes & _COMPRESSION not in compression.CODEC_NAMES:
+        codec = attributes & _COMPRESSION
+        if codec not in compression.CODEC_NAMES:
             raise _reject(
                 errors.UNSUPPORTED_COMPRESSION_TYPE,
-                f"compression codec {attributes & _COMPRESSION} is not one of Kafka's "
-                "(none, gzip, snappy, lz4, zstd)",
+                f"compression codec {codec} is not one of Kafka's (none, gzip, snappy, lz4, zstd)",
             )
-        (length,) = struct.unpack_from(">i", data, pos + 8)
-        if length <= 0:
-            return  # the codec reports it
-        pos += records.LOG_OVERHEAD + length
+        codecs.add(codec)
+    return codecs

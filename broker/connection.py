@@ -118,17 +118,16 @@ class Connection:
                 raise ConnectionError(f"request {correlation_id} failed: {exc.message}") from exc
             if response is None:
                 return None
-            if isinstance(response, Held):
-                try:
-                    response.response.with_header(correlation_id=correlation_id)
-                    held: bytes = response.response.encode(header=True, framed=True)
-                except BaseException:
-                    response.release()
-                    raise
-                return Framed(held, response.release)
-            response.with_header(correlation_id=correlation_id)
-            encoded: bytes = response.encode(header=True, framed=True)
-            return encoded
+            held = response if isinstance(response, Held) else None
+            message = response.response if isinstance(response, Held) else response
+            try:
+                message.with_header(correlation_id=correlation_id)
+                encoded: bytes = message.encode(header=True, framed=True)
+            except BaseException:
+                if held is not None:
+                    held.release()
+                raise
+            return encoded if held is None else Framed(encoded, held.release)
 
         return respond
 

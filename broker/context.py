@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from agents.agent import Agent
 from broker.budget import ByteBudget
@@ -23,7 +23,7 @@ class BrokerContext:
     config: BrokerConfig
     clock: Clock
     # Shared by every connection of the listener: the bytes of Fetch answers held at once.
-    fetch_budget: ByteBudget = field(default_factory=lambda: ByteBudget(64 * 1024 * 1024))
+    fetch_budget: ByteBudget
 
     def topic_id(self, info: TopicInfo) -> uuid.UUID:
         return uuid.uuid5(_TOPIC_ID_NAMESPACE, f"{info.name}\x00{info.created_ms}")

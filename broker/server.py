@@ -7,7 +7,6 @@ import asyncio
 import logging
 from dataclasses import replace
 
-from broker.budget import ByteBudget
 from broker.connection import Connection
 from broker.context import BrokerContext
 
@@ -16,7 +15,7 @@ log = logging.getLogger("strata.kafka")
 
 class KafkaServer:
     def __init__(self, ctx: BrokerContext) -> None:
-        self.ctx = replace(ctx, fetch_budget=ByteBudget(ctx.config.fetch_buffer_bytes))
+        self.ctx = ctx
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(ctx.config.max_connections)

@@ -126,14 +126,30 @@ def _assignment(ctx: BrokerContext, topic: Any) -> int | tuple[int, str]:
     indexes = sorted(a.partition_index for a in topic.assignments)
     if indexes != list(range(len(indexes))):
         return errors.INVALID_REPLICA_ASSIGNMENT, "assigned partitions must be 0..n-1, each once"
+    problem = _unknown_replicas(ctx, topic.assignments)
+    return len(indexes) if problem is None else (errors.INVALID_REPLICA_ASSIGNMENT, problem)
+
+
+async def _new_partitions_problem(ctx: BrokerContext, topic: Any) -> tuple[int, str] | None:
+    """CreatePartitions' assignment: one replica list per new partition, as Kafka checks it."""
+    info = await asyncio.to_thread(ctx.metadata.get_topic, topic.name)
+    new = topic.count - info.partitions
+    if len(topic.assignments) != new:
+        return (
+            errors.INVALID_REPLICA_ASSIGNMENT,
+            f"{len(topic.assignments)} assignments for {new} new partitions",
+        )
+    problem = _unknown_replicas(ctx, topic.assignments)
+    return None if problem is None else (errors.INVALID_REPLICA_ASSIGNMENT, problem)
+
+
+def _unknown_replicas(ctx: BrokerContext, assignments: Any) -> str | None:
+    """Why an assignment names no replica or one that is not a broker id this agent shows; None if fine."""
     known = {node for node, _, _ in ctx.config.brokers}
-    for a in topic.assignments:
+    for a in assignments:
         if not a.broker_ids or not set(a.broker_ids) <= known:
-            return (
-                errors.INVALID_REPLICA_ASSIGNMENT,
-                f"partition {a.partition_index} is assigned to {a.broker_ids}; brokers: {sorted(known)}",
-            )
-    return len(indexes)
+            return f"a partition is assigned to {a.broker_ids}; the brokers are {sorted(known)}"
+    return None
 
 
 async def handle_create_partitions(
@@ -147,31 +163,10 @@ async def handle_create_partitions(
             validate_topic_name(topic.name)
             if not 1 <= topic.count <= MAX_PARTITIONS:
                 raise InvalidPartitionCount(f"partitions must be 1..{MAX_PARTITIONS}, got {topic.count}")
-            if topic.assignments:
-                # One replica list per new partition, each of broker ids this agent shows (as Kafka checks).
-                info = await asyncio.to_thread(ctx.metadata.get_topic, topic.name)
-                known = {node for node, _, _ in ctx.config.brokers}
-                if len(topic.assignments) != topic.count - info.partitions:
-                    code, message = (
-                        errors.INVALID_REPLICA_ASSIGNMENT,
-                        (
-                            f"{len(topic.assignments)} assignments for "
-                            f"{topic.count - info.partitions} new partitions"
-                        ),
-                    )
-                elif any(not a.broker_ids or not set(a.broker_ids) <= known for a in topic.assignments):
-                    code, message = (
-                        errors.INVALID_REPLICA_ASSIGNMENT,
-                        f"replicas must be among {sorted(known)}",
-                    )
-                if code != errors.NONE:
-                    results.append(
-                        CreatePartitionsResponse.CreatePartitionsTopicResult(
-                            name=topic.name, error_code=code, error_message=message
-                        )
-                    )
-                    continue
-            if req.validate_only:
+            problem = await _new_partitions_problem(ctx, topic) if topic.assignments else None
+            if problem is not None:
+                code, message = problem
+            elif req.validate_only:
                 info = await asyncio.to_thread(ctx.metadata.get_topic, topic.name)
                 if topic.count <= info.partitions:
                     raise InvalidPartitionCount(

@@ -245,44 +245,11 @@ def test_connections_past_the_limit_are_refused_and_others_keep_working(
 
 def test_a_fetch_of_many_partitions_reads_each_file_with_one_get(kafka_factory: Callable[..., Any]) -> None:
     with kafka_factory() as writer:
-        create(writer, "wide", 8)
-        with Wire(writer.port) as wire:
-            # One request, one flush: one file holding a chunk for each of the 8 partitions.
-            response = wire.call(
-                produce("wide", {p: batch([b"x" * 1000] * 5) for p in range(8)}), ProduceResponse
-            )
-            assert all(code == 0 for code, _ in partition_results(response).values())
+        write_one_wide_file(writer, "wide", 8)
     with kafka_factory() as reader:  # a fresh agent: nothing cached
-        FT = FetchRequest.FetchTopic
-        request = FetchRequest[11](
-            replica_id=-1,
-            max_wait_ms=0,
-            min_bytes=1,
-            max_bytes=1 << 24,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            forgotten_topics_data=[],
-            rack_id="",
-            topics=[
-                FT(
-                    topic="wide",
-                    partitions=[
-                        FT.FetchPartition(
-                            partition=p,
-                            current_leader_epoch=-1,
-                            fetch_offset=0,
-                            log_start_offset=-1,
-                            partition_max_bytes=1 << 20,
-                        )
-                        for p in range(8)
-                    ],
-                )
-            ],
-        )
         before = reader.runtime.counters.get(GET)
         with Wire(reader.port) as wire:
-            parts = wire.call(request, FetchResponse).responses[0].partitions
+            parts = wire.call(fetch_request("wide", list(range(8))), FetchResponse).responses[0].partitions
         assert [len(list(records.decode_records(p.records))) for p in parts] == [5] * 8
         assert reader.runtime.counters.get(GET) - before == 1
 
@@ -372,7 +339,11 @@ def test_a_client_gone_before_its_answer_leaves_no_error_and_the_agent_serves_on
         assert partition_results(response) == {0: (0, 20)}
 
 
-def fetch_request(topic: str, partitions: list[int], offset: int = 0, version: int = 11) -> FetchRequest:
+def fetch_request(
+    topic: str, partitions: list[int] | dict[int, int], offset: int = 0, version: int = 11
+) -> FetchRequest:
+    """A Fetch of ``partitions`` from ``offset``, or from each partition's own offset given a dict."""
+    offsets = partitions if isinstance(partitions, dict) else dict.fromkeys(partitions, offset)
     FT = FetchRequest.FetchTopic
     return FetchRequest[version](
         replica_id=-1,
@@ -391,11 +362,11 @@ def fetch_request(topic: str, partitions: list[int], offset: int = 0, version: i
                     FT.FetchPartition(
                         partition=p,
                         current_leader_epoch=-1,
-                        fetch_offset=offset,
+                        fetch_offset=o,
                         log_start_offset=-1,
                         partition_max_bytes=1 << 20,
                     )
-                    for p in partitions
+                    for p, o in offsets.items()
                 ],
             )
         ],
@@ -545,23 +516,7 @@ def test_a_catch_up_fetch_reads_the_oldest_files_first_and_each_file_once(
             for call in range(20):
                 if all(o == 30 for o in offsets.values()):
                     break
-                FT = FetchRequest.FetchTopic
-                request = fetch_request("old", [0])
-                request.topics = [
-                    FT(
-                        topic="old",
-                        partitions=[
-                            FT.FetchPartition(
-                                partition=p,
-                                current_leader_epoch=-1,
-                                fetch_offset=o,
-                                log_start_offset=-1,
-                                partition_max_bytes=1 << 20,
-                            )
-                            for p, o in offsets.items()
-                        ],
-                    )
-                ]
+                request = fetch_request("old", dict(offsets))
                 for part in wire.call(request, FetchResponse, call).responses[0].partitions:
                     got = [r.offset for r in records.decode_records(part.records)] if part.records else []
                     got = [o for o in got if o >= offsets[part.partition_index]]
