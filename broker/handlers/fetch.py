@@ -11,6 +11,7 @@ Kafka answers clients too old to decode zstd (KIP-110).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,30 +42,31 @@ class _Read:
 
 
 async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> Held:
-    """The answer, holding its grant of the listener's fetch budget until the connection has written it."""
-    response_max = req.max_bytes if req.API_VERSION >= 3 else 2**31 - 1
-    grant = await ctx.fetch_budget.acquire(response_max)
-    try:
-        response = await _fetch(ctx, req, grant)
-    except BaseException:
-        ctx.fetch_budget.release(grant)
-        raise
-    return Held(response, lambda: ctx.fetch_budget.release(grant))
+    """The answer, holding its grant of the listener's fetch budget until the connection has written it.
 
-
-async def _fetch(ctx: BrokerContext, req: FetchRequest, response_max: int) -> FetchResponse:
+    Each read of the long poll takes a grant; one that does not answer gives it back before waiting, so
+    a consumer waiting for new records holds no budget.
+    """
     reads = [
         _Read(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
         for t in req.topics
         for p in t.partitions
     ]
+    response_max = req.max_bytes if req.API_VERSION >= 3 else 2**31 - 1
+    budget = ctx.fetch_budget
     deadline = ctx.clock.monotonic() + max(req.max_wait_ms, 0) / 1000
     while True:
-        total = await _read_all(ctx, reads, response_max, zstd_allowed=req.API_VERSION >= 10)
+        grant = await budget.acquire(response_max)
+        try:
+            total = await _read_all(ctx, reads, grant, zstd_allowed=req.API_VERSION >= 10)
+        except BaseException:
+            budget.release(grant)
+            raise
         remaining = deadline - ctx.clock.monotonic()
         errored = any(r.error_code != errors.NONE for r in reads)
         if total >= max(req.min_bytes, 1) or remaining <= 0 or errored or not reads:
-            return _response(req, reads)
+            return Held(_response(req, reads), functools.partial(budget.release, grant))
+        budget.release(grant)
         first = reads[0]
         await ctx.agent.watch.wait(first.topic, first.partition, min(remaining, POLL_INTERVAL_S))
 

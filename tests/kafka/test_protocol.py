@@ -547,3 +547,27 @@ def test_fetch_answers_share_one_byte_budget(kafka_factory: Callable[..., Any]) 
                 break
             time.sleep(0.02)
         assert budget.held == 0
+
+
+def test_a_long_polling_fetch_holds_no_fetch_budget_while_it_waits(broker: RunningBroker) -> None:
+    import threading as _threading
+
+    create(broker, "idle")
+    assert broker.runtime.kafka is not None
+    budget = broker.runtime.kafka.ctx.fetch_budget
+    request = fetch_request("idle", [0])
+    request.max_wait_ms = 2000  # nothing to read: the fetch waits the whole time
+    done = _threading.Event()
+
+    def poll() -> None:
+        with Wire(broker.port) as wire:
+            wire.call(request, FetchResponse)
+        done.set()
+
+    thread = _threading.Thread(target=poll)
+    thread.start()
+    time.sleep(0.5)
+    assert not done.is_set()
+    assert budget.held == 0
+    thread.join(10)
+    assert done.is_set()
