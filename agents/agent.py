@@ -32,7 +32,7 @@ from agents.metrics import Metrics
 from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
 from storage.clock import Clock
-from storage.errors import StrataError, Unavailable
+from storage.errors import StrataError, Unavailable, UnknownTopic
 from storage.metadata.base import PRODUCER_ID_EXPIRATION_MS, LogStore, TopicInfo
 from storage.objectstore.base import AsyncObjectStore
 from storage.topic_config import TopicConfig
@@ -97,6 +97,7 @@ class Agent:
         )
         self.fetcher = Fetcher(store, metadata, self.cache, self.watch, clock)
         self._topics: dict[str, CachedTopic] = {}
+        self._reloads: dict[str, asyncio.Task[None]] = {}
         self._inflight_keys: dict[str, asyncio.Future[list[tuple[int, int]]]] = {}
         self._inflight_appends = InflightAppends()
         self._wakeup = asyncio.Event()
@@ -121,6 +122,10 @@ class Agent:
         if self._housekeeping_task is not None:
             self._housekeeping_task.cancel()
             await asyncio.gather(self._housekeeping_task, return_exceptions=True)
+        reloads = list(self._reloads.values())
+        for task in reloads:
+            task.cancel()
+        await asyncio.gather(*reloads, return_exceptions=True)
         if self._flush_tasks:
             await asyncio.gather(*self._flush_tasks)
 
@@ -136,6 +141,29 @@ class Agent:
         )
         self._topics[name] = cached
         return cached
+
+    def cached_topic(self, name: str) -> CachedTopic | None:
+        """The topic from the cache without waiting, or None if it was never loaded (or was forgotten).
+
+        An entry past its time to live is still returned, and a reload starts in the background: a front
+        door admitting requests synchronously never waits for the metadata store while the topic is known.
+        A config change or a topic deletion therefore takes effect on this path one reload later than on
+        ``topic``; a produce to a deleted topic still fails at its commit.
+        """
+        cached = self._topics.get(name)
+        if cached is not None and cached.expires <= self.clock.monotonic() and name not in self._reloads:
+            task = asyncio.get_running_loop().create_task(self._reload_topic(name))
+            self._reloads[name] = task
+            task.add_done_callback(lambda _: self._reloads.pop(name, None))
+        return cached
+
+    async def _reload_topic(self, name: str) -> None:
+        try:
+            await self.topic(name)
+        except UnknownTopic:
+            self._topics.pop(name, None)
+        except StrataError as exc:
+            log.warning("reloading topic %r failed: %s", name, exc.message)
 
     def forget_topic(self, name: str) -> None:
         self._topics.pop(name, None)

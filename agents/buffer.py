@@ -40,7 +40,9 @@ class PartitionBatch:
 
     topic: str
     partition: int
-    data: bytes
+    # The batch as its producer sent it (a view into a Kafka request frame) or as HTTP encoded it; never
+    # written to.
+    data: bytes | memoryview
     record_count: int
     min_timestamp: int
     max_timestamp: int
@@ -179,14 +181,19 @@ class ProduceBuffer:
         return len(self._requests)
 
     def add(self, request: PendingRequest, reservation: Reservation, now: float) -> None:
-        """Queue ``request``, consuming ``reservation``; BufferFull (reservation kept) if it can't fit.
+        """Queue ``request``, consuming its size of ``reservation``; BufferFull (reservation kept) if it
+        cannot fit.
 
-        The request's bytes replace the reservation's; only growth beyond what was reserved needs admission.
+        The request's bytes replace as much of the reservation; only growth beyond what was reserved needs
+        admission.
         """
         size = request.request.size
         if size > reservation.size:
             self._admit(size - reservation.size)
-        reservation.release()
+            reservation.release()
+        else:
+            # The rest stays reserved for the request's other partitions, which the front door adds next.
+            reservation.shrink_to(reservation.size - size)
         request.size = size
         self._requests.append(request)
         self._open_bytes += size

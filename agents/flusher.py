@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import struct
 from dataclasses import dataclass, field
 
 from agents.buffer import PendingFlush, PendingRequest, TopicPartition
@@ -34,7 +35,7 @@ from agents.cache import ObjectCache
 from agents.metrics import Metrics
 from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
-from storage import fileformat, records
+from storage import fileformat
 from storage.clock import Clock
 from storage.errors import (
     CommitConflict,
@@ -55,7 +56,7 @@ from storage.metadata.base import (
     NewFile,
     ProducerBatch,
 )
-from storage.objectstore.base import AsyncObjectStore
+from storage.objectstore.base import AsyncObjectStore, Piece, body_bytes, body_size
 
 log = logging.getLogger("strata.flush")
 
@@ -63,11 +64,16 @@ log = logging.getLogger("strata.flush")
 _MAX_CONFLICT_ROUNDS = 4
 COMMIT_ATTEMPTS = 4
 COMMIT_BACKOFF_S = 0.05
+# A RecordBatch's first field (storage/record_codec.py): baseOffset, int64, outside the batch's CRC.
+_BASE_OFFSET = struct.Struct(">q")
 
 
 @dataclass(slots=True)
 class BuiltFile:
-    data: bytes
+    # The file as its pieces (fileformat.FileBuilder.finish_pieces): not joined, so a store that writes
+    # pieces as they are (the local directory) never copies the batches.
+    pieces: list[Piece]
+    size: int
     chunks: list[NewChunk]
     tps: list[TopicPartition]
     # starts[r][b]: the relative offset, within its chunk, of request r's batch b's first record.
@@ -108,7 +114,13 @@ class BuiltFile:
 
 
 def build_file(requests: list[PendingRequest]) -> BuiltFile:
-    """Encode one multi-partition file holding ``requests``' batches. Pure: the inputs are not changed."""
+    """Lay out one multi-partition file holding ``requests``' batches. Pure: the inputs are not changed.
+
+    No batch is copied. A batch's baseOffset (its first 8 bytes) becomes its first record's offset
+    relative to its chunk (ARCHITECTURE: the commit assigns the chunk's absolute base): the file holds a
+    new 8-byte piece for it, then a view of the batch's bytes after it. The CRC does not cover baseOffset,
+    so the batch stays valid, and the producer's bytes are never written to.
+    """
     per_tp: dict[TopicPartition, list[tuple[int, int]]] = {}  # tp -> [(request index, batch index)]
     starts = [[0] * len(req.batches) for req in requests]
     for r, req in enumerate(requests):
@@ -117,30 +129,27 @@ def build_file(requests: list[PendingRequest]) -> BuiltFile:
     builder = fileformat.FileBuilder()
     chunks: list[NewChunk] = []
     tps = sorted(per_tp)
+    pack_base = _BASE_OFFSET.pack
     for tp in tps:
-        buf = bytearray()
+        pieces: list[Piece] = []
         count = 0
         min_ts, max_ts = 2**63 - 1, -(2**63)
         for r, b in per_tp[tp]:
             batch = requests[r].batches[b]
-            position = len(buf)
-            buf += batch.data
-            # Batch base offsets inside a chunk are relative to the chunk's base (ARCHITECTURE: the commit
-            # assigns the absolute base). Not covered by the batch CRC, so patching the copy is safe.
-            records.set_base_offset(buf, position, count)
+            pieces.append(pack_base(count))
+            pieces.append(memoryview(batch.data)[_BASE_OFFSET.size :])
             starts[r][b] = count
             count += batch.record_count
             min_ts = min(min_ts, batch.min_timestamp)
             max_ts = max(max_ts, batch.max_timestamp)
-        meta = builder.add_chunk(
+        meta = builder.add_chunk_pieces(
             tp[0],
             tp[1],
-            buf,
+            pieces,
             record_count=count,
             last_offset_delta=count - 1,
             min_timestamp=min_ts,
             max_timestamp=max_ts,
-            take=True,  # ``buf`` is this chunk's alone and is not touched again
         )
         chunks.append(
             NewChunk(
@@ -154,7 +163,8 @@ def build_file(requests: list[PendingRequest]) -> BuiltFile:
                 crc=meta.crc,
             )
         )
-    return BuiltFile(builder.finish(), chunks, tps, starts)
+    pieces = builder.finish_pieces()
+    return BuiltFile(pieces, body_size(pieces), chunks, tps, starts)
 
 
 class Flusher:
@@ -287,7 +297,10 @@ class Flusher:
         built = build_file(requests)
         key = new_object_key(LEVEL_INGEST, self.clock, self.rng)
         started = self.clock.monotonic()
-        await self.store.put(key, built.data)
+        # A remote store's body is one buffer anyway, which the cache then keeps; a local one writes the
+        # pieces as they are.
+        joined = body_bytes(built.pieces) if self.store.remote else None
+        await self.store.put(key, built.pieces if joined is None else joined)
         placements = [built.placements(i, req) for i, req in enumerate(requests)]
         entries = [
             IdempotencyEntry(req.idempotency_key, req.topic, placements[i])
@@ -295,15 +308,16 @@ class Flusher:
             if req.idempotency_key is not None
         ]
         producers = built.producer_batches(requests)
-        new_file = NewFile(key, len(built.data), LEVEL_INGEST, self.clock.now_ms())
+        new_file = NewFile(key, built.size, LEVEL_INGEST, self.clock.now_ms())
         await self.sequencer.wait_turn(seq)
         result = await self._commit(new_file, built.chunks, entries, producers)
         await self.sequencer.done(seq)
         # Committed: from here on the records are durable and visible, so waiters may be acknowledged.
-        self.cache.put_file(key, built.data)
+        if joined is not None:
+            self.cache.put_file(key, joined)
         self.watch.notify(built.tps)
         self.metrics.observe_flush(
-            nbytes=len(built.data),
+            nbytes=built.size,
             nrecords=sum(c.record_count for c in built.chunks),
             npartitions=len(built.chunks),
             seconds=self.clock.monotonic() - started,

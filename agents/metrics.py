@@ -56,6 +56,12 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.kafka_produce_latency = Histogram(
+            "strata_kafka_produce_latency_seconds",
+            "Kafka Produce request latency (admission to answer; acks 1 and -1)",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self.fetch_requests = Counter(
             "strata_fetch_requests", "Fetch requests by outcome", ["outcome"], registry=r
         )

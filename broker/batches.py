@@ -66,19 +66,27 @@ def _reject(code: int, message: str) -> BatchRejected:
 
 
 def check_batches(
-    topic: str, partition: int, data: bytes, config: TopicConfig, now_ms: int, zstd_allowed: bool = True
+    topic: str,
+    partition: int,
+    data: bytes | memoryview,
+    config: TopicConfig,
+    now_ms: int,
+    zstd_allowed: bool = True,
 ) -> list[PartitionBatch]:
     """One PartitionBatch per producer batch in ``data``, or BatchRejected. ``zstd_allowed``: the request's
     version may carry zstd (Produce v7 and later)."""
-    codecs = _precheck(data)
-    if not zstd_allowed and compression.ZSTD in codecs:
-        raise _reject(
-            errors.UNSUPPORTED_COMPRESSION_TYPE, "zstd batches need Produce version 7 or later (KIP-110)"
-        )
+    view = memoryview(data)
+    end = len(view)
     target = config.compression_codec
+    compacted = config.compacted
+    max_bytes = config.max_message_bytes
     out: list[PartitionBatch] = []
+    pos = 0
     try:
-        for header, view in records.iter_batches(data, verify_crc=True):
+        # One pass, no generator: this runs once per partition of every Produce request, on the loop.
+        while pos < end:
+            codec = _precheck(view, pos, zstd_allowed)
+            header = records.read_header(view, pos, True)
             if header.attributes & (_TRANSACTIONAL | _CONTROL):
                 raise _reject(errors.INVALID_RECORD, "transactional and control batches are not supported")
             if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
@@ -87,23 +95,22 @@ def check_batches(
                     f"a batch with {header.records_count} records has lastOffsetDelta "
                     f"{header.last_offset_delta}; expected records at relative offsets 0..n-1",
                 )
-            if header.size > config.max_message_bytes:
-                raise RecordTooLarge(
-                    f"a batch of {header.size} bytes exceeds max.message.bytes={config.max_message_bytes}"
-                )
-            for ts in {header.base_timestamp, header.max_timestamp}:
-                check_timestamp(0, ts, now_ms, config)
+            size = header.size
+            if size > max_bytes:
+                raise RecordTooLarge(f"a batch of {size} bytes exceeds max.message.bytes={max_bytes}")
+            check_timestamp(0, header.base_timestamp, now_ms, config)
+            if header.max_timestamp != header.base_timestamp:
+                check_timestamp(0, header.max_timestamp, now_ms, config)
             if header.producer_id >= 0 and (header.base_sequence < 0 or header.producer_epoch < 0):
                 raise _reject(
                     errors.INVALID_RECORD,
                     f"a batch of producer {header.producer_id} has sequence {header.base_sequence} and"
                     f" epoch {header.producer_epoch}; both must be >= 0",
                 )
-            # The common case, one batch filling the partition's records, keeps the bytes object the
-            # request already holds: one copy of a buffered batch in memory, not two.
-            batch = data if len(view) == len(data) and isinstance(data, bytes) else bytes(view)
-            codec = header.attributes & _COMPRESSION
-            if config.compacted:
+            # A view into the request frame: the batch is stored from the frame's buffer, never copied.
+            batch: bytes | memoryview = view[pos : pos + size]
+            pos += size
+            if compacted:
                 for record in records.decode_records(batch, verify_crc=False):
                     if record.key is None:
                         raise InvalidPayload(f"a record has no key; topic {topic!r} is compacted")
@@ -111,10 +118,10 @@ def check_batches(
                 records.check_framing(batch, header)
             if target is not None and codec != target:
                 batch = records.recompress_batch(batch, header, target)
-                if len(batch) > config.max_message_bytes:
+                if len(batch) > max_bytes:
                     raise RecordTooLarge(
                         f"a batch stored with compression.type={config.compression_type} takes "
-                        f"{len(batch)} bytes, over max.message.bytes={config.max_message_bytes}"
+                        f"{len(batch)} bytes, over max.message.bytes={max_bytes}"
                     )
             out.append(
                 PartitionBatch(
@@ -139,7 +146,7 @@ def check_batches(
     return out
 
 
-def _headers(data: bytes) -> Iterator[tuple[int, int]]:
+def _headers(data: bytes | memoryview) -> Iterator[tuple[int, int]]:
     """(position, attributes) of each batch in ``data``, from the headers alone; stops at a length the
     codec will report."""
     pos = 0
@@ -152,23 +159,26 @@ def _headers(data: bytes) -> Iterator[tuple[int, int]]:
         pos += records.LOG_OVERHEAD + length
 
 
-def codecs_in(data: bytes) -> set[int]:
+def codecs_in(data: bytes | memoryview) -> set[int]:
     """The compression codecs of the batches in ``data``, from their headers alone."""
     return {attributes & _COMPRESSION for _, attributes in _headers(data)}
 
 
-def _precheck(data: bytes) -> set[int]:
-    """Refuse codecs Kafka does not define with their own code before the codec calls them corrupt; the
-    codecs of the batches."""
-    codecs = set()
-    for pos, attributes in _headers(data):
-        if data[pos + _MAGIC_AT] != records.MAGIC:
-            raise _reject(errors.CORRUPT_MESSAGE, f"a batch has magic {data[pos + _MAGIC_AT]}, expected 2")
-        codec = attributes & _COMPRESSION
-        if codec not in compression.CODEC_NAMES:
-            raise _reject(
-                errors.UNSUPPORTED_COMPRESSION_TYPE,
-                f"compression codec {codec} is not one of Kafka's (none, gzip, snappy, lz4, zstd)",
-            )
-        codecs.add(codec)
-    return codecs
+def _precheck(view: memoryview, pos: int, zstd_allowed: bool) -> int:
+    """The codec of the batch at ``pos``, from its header bytes; refuses a wrong magic, a codec Kafka does
+    not define (its own code, before the codec would call the batch corrupt) and zstd below Produce v7."""
+    if pos + records.RECORD_BATCH_OVERHEAD > len(view):
+        return 0  # too short for a header: read_header says so
+    if view[pos + _MAGIC_AT] != records.MAGIC:
+        raise _reject(errors.CORRUPT_MESSAGE, f"a batch has magic {view[pos + _MAGIC_AT]}, expected 2")
+    codec: int = _ATTRIBUTES.unpack_from(view, pos + _ATTRIBUTES_AT)[0] & _COMPRESSION
+    if codec not in compression.CODEC_NAMES:
+        raise _reject(
+            errors.UNSUPPORTED_COMPRESSION_TYPE,
+            f"compression codec {codec} is not one of Kafka's (none, gzip, snappy, lz4, zstd)",
+        )
+    if codec == compression.ZSTD and not zstd_allowed:
+        raise _reject(
+            errors.UNSUPPORTED_COMPRESSION_TYPE, "zstd batches need Produce version 7 or later (KIP-110)"
+        )
+    return codec

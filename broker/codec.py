@@ -44,7 +44,7 @@ class UnsupportedApiVersions:
     correlation_id: int
 
 
-def decode(frame: bytes) -> Decoded | UnsupportedApiVersions:
+def decode(frame: bytes | bytearray) -> Decoded | UnsupportedApiVersions:
     """The typed request in ``frame`` (everything after the size). BadRequest: the connection is closed."""
     peek = frames.peek(frame)
     api = apis.TABLE.get(peek.api_key)
@@ -58,7 +58,7 @@ def decode(frame: bytes) -> Decoded | UnsupportedApiVersions:
         # The hot path, decoded by hand (broker/produce_codec.py says why); it raises only BadRequest.
         return Decoded(peek, api, produce_codec.decode_request(frame))
     try:
-        request = api.request.decode(frame, version=peek.api_version, header=True)
+        request = api.request.decode(bytes(frame), version=peek.api_version, header=True)
     except _DECODE_ERRORS as exc:
         raise BadRequest(f"API {peek.api_key} v{peek.api_version} request does not decode: {exc}") from None
     return Decoded(peek, api, request)

@@ -1,23 +1,46 @@
-"""One client connection: frames in, handlers run, responses out strictly in request order.
+"""One client connection: frames in, requests admitted in arrival order, answers out in request order.
 
-- Requests are read one after another. Before a frame's body is read, its size is reserved from the
-  agent's produce budget, waiting for room if the buffer is full (Kafka's memory pool likewise stops
-  reading sockets): memory for requests is bounded by the same configuration as HTTP's.
-- Produce is admitted (checked and put in the buffer) before the next frame is read; every other request,
-  and Produce's wait for its flush, runs concurrently. Responses go out in the order the requests came,
-  as kafka-python and aiokafka require (they close the connection on a correlation id out of order).
+It is an ``asyncio.BufferedProtocol``, not a StreamReader/StreamWriter pair with tasks. Measured (py-spy,
+docs/benchmarks.md section 4): at 6,000 small Produce requests a second the streams' per-request machinery
+(``readexactly``, a queue put and get, a sender task's step, ``drain``) took a third of the event loop, and
+at 1 MiB requests two copies of every byte (the StreamReader's buffer, then ``readexactly``'s bytes) took a
+quarter of it. Here the kernel writes a large frame straight into a buffer of its own, whose batches are
+then stored from it without another copy (broker/handlers/produce.py, agents/flusher.py), and a Produce
+request is admitted and answered by plain callbacks.
+
+Reading:
+- A frame of up to ``SMALL_FRAME`` bytes (size prefix included) is received into this connection's small
+  buffer and copied out; a larger one gets a buffer of its declared size and the kernel fills it directly.
+- Before a frame is kept, its size is reserved from the agent's produce budget (agents/buffer.py), so
+  request memory is bounded by the same configuration as HTTP's. If the budget is full, reading pauses
+  until memory frees up (Kafka's memory pool likewise mutes sockets); the client times out and retries.
+- A Produce request is admitted (checked and put in the agent's buffer) before the next frame is looked
+  at, so a connection's produce requests enter the buffer in the order they were sent; when a topic is not
+  in the agent's topic cache, processing stops until it is loaded. Every other request runs as a task,
+  concurrently with later ones.
 - At most ``max_inflight_per_connection`` requests are unanswered; reading pauses at that many.
 - ApiVersions at an unknown version gets the v0-format UNSUPPORTED_VERSION reply with the supported
   ranges (never a closed socket: librdkafka would reconnect in a loop). Any other unknown API or version,
-  a frame that does not decode, or an oversize frame closes the connection, as Kafka's broker does.
+  a frame that does not decode, or a frame over ``socket.request.max.bytes`` closes the connection, as
+  Kafka's broker does.
+
+Writing: answers go out in request order, as kafka-python and aiokafka require (they close the connection
+on a correlation id out of order). Answers that became ready in one turn of the event loop are written
+together. While the transport's write buffer is over its high-water mark, no more answers are handed to it
+(they wait, counted as unanswered, so reading pauses too). A Fetch answer's budget grant
+(broker/budget.py) goes back once the transport has taken its bytes below the high-water mark.
+
+At end of stream the connection answers what it was asked, then closes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+import struct
+from collections import deque
+from collections.abc import Coroutine
+from typing import Any, Protocol, cast
 
 from kafka.protocol.api_message import ApiMessage
 
@@ -25,141 +48,444 @@ from agents.buffer import Reservation
 from broker import apis, codec, errors, frames
 from broker.budget import Answer, Framed, Held
 from broker.context import BrokerContext
-from broker.handlers.produce import admit_produce
-from storage.errors import BadRequest, StrataError
+from broker.handlers.produce import PendingAnswer, admit_produce, cached_topics, load_topics
+from broker.produce_codec import ProduceRequest
+from storage.errors import BadRequest, BufferFull, StrataError
 
 log = logging.getLogger("strata.kafka")
 
-Responder = Callable[[], Coroutine[Any, Any, Answer]]
+# Frames up to this size (with their 4-byte size) go through the connection's small buffer; larger ones
+# get a buffer of their own. Fixed cost per connection: this many bytes.
+SMALL_FRAME = 32 * 1024
+# The transport's write buffer limits: above HIGH no more answers are handed over; grants of answers
+# written above it are returned once it drains below LOW.
+WRITE_HIGH = 256 * 1024
+WRITE_LOW = 64 * 1024
+
+_SIZE = struct.Struct(">i")
+
+# Why reading is paused; processing of buffered frames stops for all of them.
+_INFLIGHT = "inflight"  # max_inflight_per_connection answers outstanding
+_MEMORY = "memory"  # waiting for the produce budget to reserve a frame
+_ADMITTING = "admitting"  # a Produce request waits for its topics to be loaded
+_CLOSING = "closing"  # end of stream or a fatal error: nothing more is read
 
 
-class Connection:
-    def __init__(
-        self, ctx: BrokerContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+class Registry(Protocol):
+    """The listener's view of its connections (broker/server.py): the connection limit, and shutdown."""
+
+    def opened(self, connection: Connection) -> bool: ...
+
+    def lost(self, connection: Connection) -> None: ...
+
+
+class _Slot:
+    """One request's place in the answer order; a waiting Produce answer's expiry and deadline."""
+
+    __slots__ = ("answer", "connection", "deadline", "pending", "ready")
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.answer: Answer = None
+        self.ready = False
+        self.pending: PendingAnswer | None = None
+        self.deadline = 0.0
+
+    def __call__(self, answer: Answer) -> None:
+        """The request's answer is ready (None: nothing is sent)."""
+        self.connection._fill(self, answer)
+
+
+class Connection(asyncio.BufferedProtocol):
+    def __init__(self, ctx: BrokerContext, registry: Registry) -> None:
         self.ctx = ctx
-        self.reader = reader
-        self.writer = writer
-        self.peer = writer.get_extra_info("peername")
-        self._pending: asyncio.Queue[asyncio.Future[Answer] | None] = asyncio.Queue(
-            maxsize=ctx.config.max_inflight_per_connection
-        )
+        self._registry = registry
+        self._loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.peer: object = None
+        self._small = bytearray(SMALL_FRAME)
+        self._start = 0  # unprocessed bytes of the small buffer: [_start, _end)
+        self._end = 0
+        self._big: bytearray | None = None  # the large frame being received, and how much of it is
+        self._big_filled = 0
+        # The reservation of the frame whose size has been read and whose body is not yet handled.
+        self._reservation: Reservation | None = None
+        self._slots: deque[_Slot] = deque()
+        self._stalls: set[str] = set()
+        self._reading = True
+        self._process_scheduled = False
+        self._write_scheduled = False
+        self._write_paused = False
+        self._held: list[Framed] = []  # written above the high-water mark: grants not yet returned
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._deadline_timer: asyncio.TimerHandle | None = None
+        self._eof = False
+        self._lost = False
 
-    async def run(self) -> None:
-        sender = asyncio.create_task(self._send_in_order(), name="strata-kafka-send")
-        reader = asyncio.create_task(self._read_requests(), name="strata-kafka-read")
+    # --- asyncio.Protocol ----------------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not registered as asyncio.Transport subclasses, but have its interface.
+        self.transport = transport = cast(asyncio.Transport, transport)
+        self.peer = transport.get_extra_info("peername")
+        transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
+        if not self._registry.opened(self):
+            self._close()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled :]
+        if self._end == len(self._small):
+            self._compact()
+            if self._end == len(self._small):
+                # Only reachable while frames are held back (a stall), when reading is paused anyway:
+                # make room rather than hand the transport an empty buffer (a new buffer: the old one
+                # may still be exported to the transport, which forbids resizing it).
+                self._small = self._small + bytes(SMALL_FRAME)
+        return memoryview(self._small)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._big is not None:
+            self._big_filled += nbytes
+        else:
+            self._end += nbytes
+        self._process()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._check_eof()
+        return True  # keep the transport open to write the answers still owed
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        self._release_reservation()
+        for slot in self._slots:
+            if isinstance(slot.answer, Framed):
+                slot.answer.release()
+        self._slots.clear()
+        self._release_held()
+        self._registry.lost(self)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._release_held()
+        self._schedule_write()
+
+    # --- reading -------------------------------------------------------------------------------------------
+    def _process(self) -> None:
+        """Handle every complete frame received, until one stalls processing."""
+        self._process_scheduled = False
         try:
-            # Whichever ends first ends the connection: the client closed or sent garbage (reader), or a
-            # response could not be produced or written (sender).
-            await asyncio.wait([reader, sender], return_when=asyncio.FIRST_COMPLETED)
-            clean_eof = reader.done() and not reader.cancelled() and reader.exception() is None
-            if clean_eof and not sender.done():
-                await self._pending.put(None)  # the client closed: answer what it asked, then close
-            else:
-                reader.cancel()  # garbage, or a response that could not be made: drop the connection
-                sender.cancel()
-            for task, what in ((reader, "read"), (sender, "write")):
-                try:
-                    await task
-                except (BadRequest, ConnectionError, asyncio.IncompleteReadError) as exc:
-                    log.info("closing Kafka connection from %s (%s): %s", self.peer, what, exc)
-                except asyncio.CancelledError:
-                    if not task.cancelled():
-                        raise
+            while not self._stalls:
+                if self._big is not None:
+                    if self._big_filled < len(self._big):
+                        return
+                    frame, self._big = self._big, None
+                    self._handle(frame)
+                    continue
+                available = self._end - self._start
+                if available < 4:
+                    break
+                if self._reservation is None:
+                    size = self._read_size()
+                    if not self._reserve(size):
+                        return  # stalled for memory: resumed by _wait_for_memory
+                else:
+                    (size,) = _SIZE.unpack_from(self._small, self._start)
+                if 4 + size <= available:
+                    body = self._start + 4
+                    self._start = body + size
+                    self._handle(self._small[body : self._start])
+                elif 4 + size > len(self._small):
+                    # A large frame: its own buffer, which the kernel fills from here on.
+                    big = bytearray(size)
+                    have = available - 4
+                    big[:have] = self._small[self._start + 4 : self._end]
+                    self._big, self._big_filled = big, have
+                    self._start = self._end = 0
+                else:
+                    break  # a small frame, not complete yet
+        except BadRequest as exc:
+            log.info("closing Kafka connection from %s: %s", self.peer, exc.message)
+            self._close()
+            return
         finally:
-            for task in (reader, sender):
-                task.cancel()
-            while not self._pending.empty():
-                pending = self._pending.get_nowait()
-                if pending is not None:
-                    pending.cancel()
-                    _release_unsent(pending)
-            self.writer.close()
+            if self._start == self._end:
+                self._start = self._end = 0
+        if self._end - self._start < len(self._small) // 2 and self._start > len(self._small) // 2:
+            self._compact()
+        if self._eof:
+            self._check_eof()
 
-    async def _read_requests(self) -> None:
-        buffer = self.ctx.agent.buffer
+    def _read_size(self) -> int:
+        size: int = _SIZE.unpack_from(self._small, self._start)[0]
+        if size < frames.MIN_REQUEST_SIZE:
+            raise BadRequest(f"a frame declares {size} bytes, fewer than a request header")
         max_bytes = self.ctx.config.max_request_bytes
-        while True:
-            size = await frames.read_size(self.reader, max_bytes)
-            if size is None:
-                return
-            reservation = await buffer.reserve_when_free(size)
-            try:
-                frame = await self.reader.readexactly(size)
-                answer = await self._admit(frame, reservation)
-            finally:
-                if reservation.size:
-                    reservation.release()  # non-produce requests: nothing stays buffered
-            await self._pending.put(answer)
+        if size > max_bytes:
+            raise BadRequest(f"a frame declares {size} bytes, more than socket.request.max.bytes={max_bytes}")
+        return size
 
-    async def _admit(self, frame: bytes, reservation: Reservation) -> asyncio.Future[Answer]:
-        """The future of the request's framed answer (None: no answer is sent)."""
-        decoded = codec.decode(frame)
+    def _reserve(self, size: int) -> bool:
+        try:
+            self._reservation = self.ctx.agent.buffer.reserve(size)
+            return True
+        except BufferFull:
+            self._stall(_MEMORY)
+            self._spawn(self._wait_for_memory(size))
+            return False
+
+    async def _wait_for_memory(self, size: int) -> None:
+        reservation = await self.ctx.agent.buffer.reserve_when_free(size)
+        if self._lost:
+            reservation.release()
+            return
+        self._reservation = reservation
+        self._unstall(_MEMORY)
+
+    def _compact(self) -> None:
+        if self._start:
+            pending = self._end - self._start
+            self._small[:pending] = self._small[self._start : self._end]
+            self._start, self._end = 0, pending
+
+    def _take_reservation(self) -> Reservation:
+        reservation = self._reservation
+        assert reservation is not None  # every frame is reserved before it is handled
+        self._reservation = None
+        return reservation
+
+    def _release_reservation(self) -> None:
+        if self._reservation is not None:
+            self._reservation.release()
+            self._reservation = None
+
+    def _handle(self, frame: bytearray) -> None:
+        reservation = self._take_reservation()
+        try:
+            decoded = codec.decode(frame)
+        except BadRequest:
+            reservation.release()
+            raise
+        handler = decoded.api.handler if isinstance(decoded, codec.Decoded) else None
+        if isinstance(decoded, codec.Decoded) and handler is None:
+            self._admit_produce(decoded.request, reservation)
+            return
+        reservation.release()  # only Produce keeps request bytes
         if isinstance(decoded, codec.UnsupportedApiVersions):
-            return asyncio.ensure_future(self._unsupported_api_versions(decoded.correlation_id)())
-        correlation_id, request = decoded.peek.correlation_id, decoded.request
-        handler = decoded.api.handler
-        if handler is None:
-            # Produce answers come framed from its callbacks (broker/handlers/produce.py), task-free.
-            return await admit_produce(self.ctx, request, reservation)
-        ctx = self.ctx
-        return asyncio.ensure_future(self._encoder(correlation_id, lambda: handler(ctx, request))())
-
-    def _encoder(
-        self, correlation_id: int, produce: Callable[[], Awaitable[ApiMessage | Held | None]]
-    ) -> Responder:
-        async def respond() -> bytes | Framed | None:
-            try:
-                response = await produce()
-            except StrataError as exc:
-                # A handler answers its own per-item errors; what escapes it (say, the metadata store down
-                # for a Metadata request) has no per-API error shape here, so the connection is closed and
-                # the client retries on a new one.
-                raise ConnectionError(f"request {correlation_id} failed: {exc.message}") from exc
-            if response is None:
-                return None
-            held = response if isinstance(response, Held) else None
-            message = response.response if isinstance(response, Held) else response
-            try:
-                message.with_header(correlation_id=correlation_id)
-                encoded: bytes = message.encode(header=True, framed=True)
-            except BaseException:
-                if held is not None:
-                    held.release()
-                raise
-            return encoded if held is None else Framed(encoded, held.release)
-
-        return respond
-
-    def _unsupported_api_versions(self, correlation_id: int) -> Responder:
-        async def respond() -> bytes:
             # KIP-511: the v0 body, with the supported ranges, whatever version was asked for.
             body = apis.api_versions_response(0, errors.UNSUPPORTED_VERSION).encode()
-            return frames.frame(correlation_id, False, body)
+            self._fill(self._new_slot(), frames.frame(decoded.correlation_id, False, body))
+            return
+        assert handler is not None
+        self._spawn(self._respond(self._new_slot(), decoded.peek.correlation_id, handler, decoded.request))
 
-        return respond
+    def _admit_produce(self, request: ProduceRequest, reservation: Reservation) -> None:
+        slot = self._new_slot()
+        topics = cached_topics(self.ctx, request)
+        if topics is not None:
+            try:
+                self._admitted(slot, request, admit_produce(self.ctx, request, reservation, topics, slot))
+            finally:
+                reservation.release()  # whatever the admitted partitions did not consume
+            return
+        # A topic to load first: later frames wait, so produce requests keep their order.
+        self._stall(_ADMITTING)
+        self._spawn(self._admit_produce_later(request, reservation, slot))
 
-    async def _send_in_order(self) -> None:
-        while (task := await self._pending.get()) is not None:
-            answer = await task
+    async def _admit_produce_later(
+        self, request: ProduceRequest, reservation: Reservation, slot: _Slot
+    ) -> None:
+        try:
+            topics = await load_topics(self.ctx, request)
+            if not self._lost:
+                self._admitted(slot, request, admit_produce(self.ctx, request, reservation, topics, slot))
+        finally:
+            reservation.release()
+        self._unstall(_ADMITTING)
+
+    def _admitted(self, slot: _Slot, request: ProduceRequest, pending: PendingAnswer | None) -> None:
+        """A waiting Produce answer gets its deadline: the request's timeout from now."""
+        if pending is None or slot.ready:
+            return
+        slot.pending = pending
+        slot.deadline = self._loop.time() + max(request.timeout_ms, 1) / 1000
+        if self._deadline_timer is None:
+            self._deadline_timer = self._loop.call_at(slot.deadline, self._expire)
+
+    def _expire(self) -> None:
+        """Answer the requests whose timeout has passed, up to the first that still has time; one timer per
+        connection, armed for the oldest unanswered request (answers go out in order anyway)."""
+        self._deadline_timer = None
+        now = self._loop.time()
+        for slot in list(self._slots):
+            if slot.ready or slot.pending is None:
+                continue
+            if slot.deadline > now:
+                self._deadline_timer = self._loop.call_at(slot.deadline, self._expire)
+                return
+            slot.pending.expire()
+
+    async def _respond(
+        self, slot: _Slot, correlation_id: int, handler: apis.Handler, request: object
+    ) -> None:
+        try:
+            response = await handler(self.ctx, request)
+        except StrataError as exc:
+            # A handler answers its own per-item errors; what escapes it (say, the metadata store down for
+            # a Metadata request) has no per-API error shape here, so the connection is closed and the
+            # client retries on a new one.
+            log.info(
+                "closing Kafka connection from %s: request %d failed: %s",
+                self.peer,
+                correlation_id,
+                exc.message,
+            )
+            self._close()
+            return
+        if response is None:
+            self._fill(slot, None)
+            return
+        held = response if isinstance(response, Held) else None
+        message: ApiMessage = response.response if isinstance(response, Held) else response
+        try:
+            message.with_header(correlation_id=correlation_id)
+            encoded: bytes = message.encode(header=True, framed=True)
+        except BaseException:
+            if held is not None:
+                held.release()
+            raise
+        if self._lost:
+            if held is not None:
+                held.release()
+            return
+        self._fill(slot, encoded if held is None else Framed(encoded, held.release))
+
+    # --- stalls --------------------------------------------------------------------------------------------
+    def _stall(self, reason: str) -> None:
+        self._stalls.add(reason)
+        if self._reading and self.transport is not None and not self._lost:
+            self._reading = False
+            self.transport.pause_reading()
+
+    def _unstall(self, reason: str) -> None:
+        self._stalls.discard(reason)
+        if self._stalls or self._lost:
+            return
+        if not self._reading and self.transport is not None:
+            self._reading = True
+            self.transport.resume_reading()
+        if not self._process_scheduled:
+            # Frames received while stalled are waiting in the buffers: handle them on the next turn.
+            self._process_scheduled = True
+            self._loop.call_soon(self._process)
+
+    # --- answers -------------------------------------------------------------------------------------------
+    def _new_slot(self) -> _Slot:
+        slot = _Slot(self)
+        self._slots.append(slot)
+        if len(self._slots) >= self.ctx.config.max_inflight_per_connection:
+            self._stall(_INFLIGHT)
+        return slot
+
+    def _fill(self, slot: _Slot, answer: Answer) -> None:
+        if self._lost:
+            if isinstance(answer, Framed):
+                answer.release()
+            return
+        slot.answer, slot.ready, slot.pending = answer, True, None
+        if self._slots and self._slots[0].ready:
+            self._schedule_write()
+
+    def _schedule_write(self) -> None:
+        if not self._write_scheduled:
+            self._write_scheduled = True
+            self._loop.call_soon(self._write_ready)
+
+    def _write_ready(self) -> None:
+        """Write every answer that is ready at the head of the order, in one call."""
+        self._write_scheduled = False
+        transport = self.transport
+        if self._lost or transport is None or transport.is_closing():
+            return
+        out: list[bytes] = []
+        written: list[Framed] = []
+        slots = self._slots
+        while slots and slots[0].ready and not self._write_paused:
+            answer = slots.popleft().answer
             if answer is None:
                 continue
-            data = answer.data if isinstance(answer, Framed) else answer
-            try:
-                if self.writer.is_closing():
-                    # The peer went away while the answer was pending (uvloop raises RuntimeError on a
-                    # write to a closed transport, asyncio's loop ignores it): end the connection cleanly.
-                    raise ConnectionError("the client closed the connection before its answer was ready")
-                self.writer.write(data)
-                await self.writer.drain()
-            finally:
-                if isinstance(answer, Framed):
-                    answer.release()  # written (or dropped with the connection): the budget is free again
+            if isinstance(answer, Framed):
+                out.append(answer.data)
+                written.append(answer)
+            else:
+                out.append(answer)
+            if len(out) >= 1024:
+                self._write(out, written)
+                out, written = [], []
+        if out:
+            self._write(out, written)
+        if _INFLIGHT in self._stalls and len(slots) < self.ctx.config.max_inflight_per_connection:
+            self._unstall(_INFLIGHT)
+        self._close_if_done()
 
+    def _write(self, out: list[bytes], written: list[Framed]) -> None:
+        assert self.transport is not None
+        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        # write() may call pause_writing: then the bytes of these answers still sit in the transport.
+        if self._write_paused:
+            self._held.extend(written)
+        else:
+            for answer in written:
+                answer.release()
 
-def _release_unsent(pending: asyncio.Future[Answer]) -> None:
-    """A fetch answer that was ready but will never be written still gives its grant back."""
-    if pending.done() and not pending.cancelled() and pending.exception() is None:
-        answer = pending.result()
-        if isinstance(answer, Framed):
+    def _release_held(self) -> None:
+        held, self._held = self._held, []
+        for answer in held:
             answer.release()
+
+    # --- lifecycle -----------------------------------------------------------------------------------------
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = self._loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("closing Kafka connection from %s: unexpected error", self.peer, exc_info=exc)
+            self._close()
+        elif self._eof:
+            self._close_if_done()
+
+    def _check_eof(self) -> None:
+        """After end of stream: once every complete frame is handled, a partial one is garbage."""
+        if self._stalls:
+            return  # frames may still be waiting to be handled
+        if self._big is not None or self._end > self._start:
+            log.info("closing Kafka connection from %s: it ended inside a frame", self.peer)
+            self._close()
+            return
+        self._close_if_done()
+
+    def _close_if_done(self) -> None:
+        if self._eof and not self._slots and not self._tasks and self.transport is not None:
+            self.transport.close()
+
+    def _close(self) -> None:
+        self._stall(_CLOSING)
+        if self.transport is not None:
+            self.transport.close()
+
+    def close(self) -> None:
+        """Close from the server's side (shutdown)."""
+        self._close()

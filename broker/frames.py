@@ -41,7 +41,7 @@ class FramePeek:
     correlation_id: int
 
 
-def peek(frame: bytes) -> FramePeek:
+def peek(frame: bytes | bytearray) -> FramePeek:
     if len(frame) < MIN_REQUEST_SIZE:
         raise BadRequest(f"a request frame of {len(frame)} bytes is shorter than a request header")
     key, version, correlation = _PEEK.unpack_from(frame, 0)

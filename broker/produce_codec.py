@@ -41,7 +41,9 @@ Tagged fields are read and skipped (none is defined for Produce up to v9) and wr
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from storage.errors import BadRequest
 
@@ -58,7 +60,8 @@ _PARTITION_V3 = struct.Struct(">ihqq")  # v3-4: no log start offset
 @dataclass(slots=True)
 class PartitionData:
     index: int
-    records: bytes | None
+    # A view into the request frame, not a copy: the batches are stored from the frame's own buffer.
+    records: memoryview | None
 
 
 @dataclass(slots=True)
@@ -87,7 +90,7 @@ class PartitionResponse:
     error_message: str | None = None
 
 
-def _uv(data: bytes, pos: int) -> tuple[int, int]:
+def _uv(data: bytes | bytearray, pos: int) -> tuple[int, int]:
     """An unsigned varint at ``pos``: (value, next position). IndexError past the end."""
     byte = data[pos]
     if byte < 0x80:  # nearly every length and count in a Produce request
@@ -104,7 +107,7 @@ def _uv(data: bytes, pos: int) -> tuple[int, int]:
             raise BadRequest("Produce request has a varint longer than 5 bytes")
 
 
-def _skip_tags(data: bytes, pos: int) -> int:
+def _skip_tags(data: bytes | bytearray, pos: int) -> int:
     count, pos = _uv(data, pos)
     for _ in range(count):
         _, pos = _uv(data, pos)  # tag
@@ -113,7 +116,7 @@ def _skip_tags(data: bytes, pos: int) -> int:
     return pos
 
 
-def decode_request(frame: bytes) -> ProduceRequest:
+def decode_request(frame: bytes | bytearray) -> ProduceRequest:
     """A Produce request frame (after the size). BadRequest on anything that does not fit the schema.
 
     Straight-line code on purpose (no reader object, lengths checked where bytes are taken): this runs
@@ -128,8 +131,9 @@ def decode_request(frame: bytes) -> ProduceRequest:
         raise BadRequest("Produce request has a string that is not UTF-8") from None
 
 
-def _decode(frame: bytes) -> ProduceRequest:
+def _decode(frame: bytes | bytearray) -> ProduceRequest:
     end = len(frame)
+    view = memoryview(frame)
     key, version, correlation_id = _HEAD.unpack_from(frame, 0)
     if key != 0 or not 3 <= version <= 9:
         raise BadRequest(f"not a Produce request of version 3-9: key {key} version {version}")
@@ -194,11 +198,11 @@ def _decode(frame: bytes) -> ProduceRequest:
             else:
                 (length,) = _I32.unpack_from(frame, pos)
                 pos += 4
-            records: bytes | None = None
+            records: memoryview | None = None
             if length >= 0:
                 if pos + length > end:
                     raise IndexError
-                records = frame[pos : pos + length]
+                records = view[pos : pos + length]
                 pos += length
             elif length != -1:
                 raise BadRequest(f"Produce request has a records length of {length}")
@@ -224,40 +228,54 @@ def _uvarint(n: int) -> bytes:
     return bytes(out)
 
 
+class PartitionResult(Protocol):
+    """What a partition's answer is encoded from: PartitionResponse, or the handler's own record."""
+
+    index: int
+    error_code: int
+    base_offset: int
+    error_message: str | None
+
+
+_NULL_CLASSIC = _I16.pack(-1)
+_EMPTY_ARRAY_CLASSIC = _I32.pack(0)  # record_errors, v8
+_THROTTLE = _I32.pack(0)
+
+
+def _count(n: int, flexible: bool) -> bytes:
+    return _uvarint(n + 1) if flexible else _I32.pack(n)
+
+
+def _string(s: str | None, flexible: bool) -> bytes:
+    if s is None:
+        return b"\x00" if flexible else _NULL_CLASSIC
+    raw = s.encode("utf-8")
+    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+
+
 def encode_response(
-    correlation_id: int, version: int, topics: list[tuple[str, list[PartitionResponse]]]
+    correlation_id: int, version: int, topics: Sequence[tuple[str, Sequence[PartitionResult]]]
 ) -> bytes:
-    """The whole response frame, size included."""
+    """The whole response frame, size included. Runs once per answered Produce request, on the loop."""
     flexible = version >= FLEXIBLE_FROM
-    parts: list[bytes] = [_I32.pack(correlation_id)]
-    if flexible:
-        parts.append(b"\x00")  # response header v1: no tagged fields
-
-    def count(n: int) -> bytes:
-        return _uvarint(n + 1) if flexible else _I32.pack(n)
-
-    def string(s: str | None) -> bytes:
-        if s is None:
-            return b"\x00" if flexible else b"\xff\xff"
-        raw = s.encode("utf-8")
-        return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
-
     tags = b"\x00" if flexible else b""
-    parts.append(count(len(topics)))
+    # Response header: correlation id, then (v1, flexible versions) an empty tagged-field section.
+    parts: list[bytes] = [_I32.pack(correlation_id), tags, _count(len(topics), flexible)]
+    append = parts.append
     for name, partitions in topics:
-        parts.append(string(name))
-        parts.append(count(len(partitions)))
+        append(_string(name, flexible))
+        append(_count(len(partitions), flexible))
         for p in partitions:
             if version >= 5:
-                parts.append(_PARTITION.pack(p.index, p.error_code, p.base_offset, -1, -1))
+                append(_PARTITION.pack(p.index, p.error_code, p.base_offset, -1, -1))
             else:
-                parts.append(_PARTITION_V3.pack(p.index, p.error_code, p.base_offset, -1))
+                append(_PARTITION_V3.pack(p.index, p.error_code, p.base_offset, -1))
             if version >= 8:
-                parts.append(count(0))  # record_errors
-                parts.append(string(p.error_message))
-            parts.append(tags)
-        parts.append(tags)
-    parts.append(_I32.pack(0))  # throttle_time_ms
-    parts.append(tags)
+                append(b"\x01" if flexible else _EMPTY_ARRAY_CLASSIC)  # record_errors: empty
+                append(_string(p.error_message, flexible))
+            append(tags)
+        append(tags)
+    append(_THROTTLE)
+    append(tags)
     body = b"".join(parts)
     return _I32.pack(len(body)) + body

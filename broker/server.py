@@ -1,5 +1,5 @@
 """The Kafka listener: one asyncio TCP server per lane (broker/config.py says why lanes), whose
-connections all share one agent core and one connection limit."""
+connections (broker/connection.py) all share one agent core and one connection limit."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ class KafkaServer:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self._servers: list[asyncio.Server] = []
-        self._connections: set[asyncio.Task[None]] = set()
-        self._slots = asyncio.Semaphore(ctx.config.max_connections)
+        self._connections: set[Connection] = set()
+        self._none_left = asyncio.Event()
+        self._none_left.set()
 
     @property
     def port(self) -> int:
@@ -27,10 +28,13 @@ class KafkaServer:
 
     async def start(self) -> None:
         config = self.ctx.config
+        loop = asyncio.get_running_loop()
         try:
             for lane in range(config.lanes):
                 self._servers.append(
-                    await asyncio.start_server(self._accept, config.host, config.lane_bind_port(lane))
+                    await loop.create_server(
+                        lambda: Connection(self.ctx, self), config.host, config.lane_bind_port(lane)
+                    )
                 )
         except OSError:
             await self.close()
@@ -50,21 +54,22 @@ class KafkaServer:
             server.close()
         for server in servers:
             await server.wait_closed()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        for connection in list(self._connections):
+            connection.close()
+        await self._none_left.wait()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._slots.locked():
+    # --- the connections' registry (broker/connection.py) ---------------------------------------------------
+    def opened(self, connection: Connection) -> bool:
+        """Whether ``connection`` may stay open: at most ``max_connections`` at once."""
+        if len(self._connections) >= self.ctx.config.max_connections:
             # Over max.connections: refuse at once rather than hold a socket nobody serves.
             log.warning("refusing a Kafka connection: %d connections open", self.ctx.config.max_connections)
-            writer.close()
-            return
-        async with self._slots:
-            task = asyncio.current_task()
-            assert task is not None
-            self._connections.add(task)
-            try:
-                await Connection(self.ctx, reader, writer).run()
-            finally:
-                self._connections.discard(task)
+            return False
+        self._connections.add(connection)
+        self._none_left.clear()
+        return True
+
+    def lost(self, connection: Connection) -> None:
+        self._connections.discard(connection)
+        if not self._connections:
+            self._none_left.set()

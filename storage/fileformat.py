@@ -164,10 +164,11 @@ class FileBuilder:
     """Accumulates chunks in (topic, partition) order and produces the whole object in one piece."""
 
     def __init__(self) -> None:
-        self._parts: list[bytes | bytearray] = []
+        self._parts: list[bytes | bytearray | memoryview] = []
         self._chunks: list[ChunkMeta] = []
         self._size = 0
         self._finished: bytes | None = None
+        self._pieces_done: list[bytes | bytearray | memoryview] | None = None
 
     @property
     def size(self) -> int:
@@ -199,7 +200,70 @@ class FileBuilder:
         offset 0..last_offset_delta is stored as dense (None): ``present is not None`` means the chunk has
         holes, in the builder's output and in every index read back.
         """
-        if self._finished is not None:
+        if present is not None:
+            if len(present) == 0:
+                raise ValueError("a present-offsets bitmap must not be empty")
+            # A private copy, because the caller's bitmap may change after this returns.
+            present = None if present.min() == 0 and len(present) == present.max() + 1 else BitMap(present)
+        chunk: bytes | bytearray = data if take and isinstance(data, bytearray) else bytes(data)
+        return self._add(
+            topic,
+            partition,
+            [chunk],
+            len(chunk),
+            crc32c(chunk),
+            record_count,
+            last_offset_delta,
+            min_timestamp,
+            max_timestamp,
+            present,
+        )
+
+    def add_chunk_pieces(
+        self,
+        topic: str,
+        partition: int,
+        pieces: list[bytes | bytearray | memoryview],
+        *,
+        record_count: int,
+        last_offset_delta: int,
+        min_timestamp: int,
+        max_timestamp: int,
+    ) -> ChunkMeta:
+        """``add_chunk`` for a dense chunk given as pieces, kept as they are, not copied: the caller hands
+        them over and never changes them (the flusher's batches, as their producers sent them)."""
+        crc = 0
+        length = 0
+        for piece in pieces:
+            crc = crc32c(piece, crc)
+            length += len(piece)
+        return self._add(
+            topic,
+            partition,
+            pieces,
+            length,
+            crc,
+            record_count,
+            last_offset_delta,
+            min_timestamp,
+            max_timestamp,
+            None,
+        )
+
+    def _add(
+        self,
+        topic: str,
+        partition: int,
+        pieces: list[bytes | bytearray | memoryview],
+        length: int,
+        crc: int,
+        record_count: int,
+        last_offset_delta: int,
+        min_timestamp: int,
+        max_timestamp: int,
+        present: BitMap | None,
+    ) -> ChunkMeta:
+        if self._finished is not None or self._pieces_done is not None:
             raise ValueError("add_chunk after finish")
         if self._chunks:
             last = self._chunks[-1]
@@ -208,16 +272,10 @@ class FileBuilder:
                     f"chunk {topic}/{partition} sorts before {last.topic}/{last.partition}: "
                     "chunks must arrive in (topic, partition) order"
                 )
-        if present is not None:
-            if len(present) == 0:
-                raise ValueError("a present-offsets bitmap must not be empty")
-            # A private copy, because the caller's bitmap may change after this returns.
-            present = None if present.min() == 0 and len(present) == present.max() + 1 else BitMap(present)
-        chunk: bytes | bytearray = data if take and isinstance(data, bytearray) else bytes(data)
         problem = _check_meta_values(
             topic.encode("utf-8"),
             partition,
-            len(chunk),
+            length,
             record_count,
             last_offset_delta,
             min_timestamp,
@@ -230,30 +288,39 @@ class FileBuilder:
             topic=topic,
             partition=partition,
             position=self._size,
-            length=len(chunk),
+            length=length,
             record_count=record_count,
             last_offset_delta=last_offset_delta,
             min_timestamp=min_timestamp,
             max_timestamp=max_timestamp,
-            crc=crc32c(chunk),
+            crc=crc,
             present=present,
         )
-        self._parts.append(chunk)
+        self._parts.extend(pieces)
         self._chunks.append(meta)
-        self._size += len(chunk)
+        self._size += length
         return meta
 
     def finish(self) -> bytes:
         """Return the whole object: chunks, footer, trailer. Idempotent; no chunks may follow."""
+        if self._finished is None:
+            self._finished = b"".join(self.finish_pieces())
+        return self._finished
+
+    def finish_pieces(self) -> list[bytes | bytearray | memoryview]:
+        """The whole object as its pieces in order, not joined (for a writer that writes pieces as they
+        are). No chunks may follow."""
         if self._finished is not None:
-            return self._finished
+            return [self._finished]
+        if self._pieces_done is not None:
+            return self._pieces_done
         if not self._chunks:
             raise ValueError("a file needs at least one chunk (an idle flush writes nothing)")
         footer = _encode_footer(self._chunks)
         trailer = _TRAILER.pack(len(footer), crc32c(footer), FORMAT_VERSION, MAGIC)
-        self._finished = b"".join([*self._parts, footer, trailer])
+        self._pieces_done = [*self._parts, footer, trailer]
         self._parts = []
-        return self._finished
+        return self._pieces_done
 
 
 def _encode_footer(chunks: Sequence[ChunkMeta]) -> bytes:

@@ -85,6 +85,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -103,6 +104,7 @@ __all__ = [
     "count_records",
     "decode_records",
     "iter_batches",
+    "read_header",
 ]
 
 MAGIC = 2
@@ -150,9 +152,12 @@ class Record:
     headers: tuple[Header, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The 61-byte batch header, plus ``size``: the whole batch in bytes, including the 12-byte prefix."""
+class BatchHeader(NamedTuple):
+    """The 61-byte batch header, plus ``size``: the whole batch in bytes, including the 12-byte prefix.
+
+    A NamedTuple, not a frozen dataclass: one is made per batch on every produce and read path, and a
+    tuple of 14 fields is several times cheaper to build (measured on the Kafka produce path).
+    """
 
     base_offset: int
     batch_length: int
@@ -184,7 +189,9 @@ def _as_bytes(buf: _Buffer) -> bytes:
     return buf if isinstance(buf, bytes) else bytes(buf)
 
 
-def _read_header(data: bytes | memoryview, pos: int, verify_crc: bool) -> BatchHeader:
+def read_header(data: bytes | memoryview, pos: int, verify_crc: bool) -> BatchHeader:
+    """The header of the batch at ``pos``, checked (framing, counts, and the CRC if ``verify_crc``);
+    ``CodecError`` otherwise. ``header.size`` is where the next batch starts, relative to ``pos``."""
     remaining = len(data) - pos
     if remaining < RECORD_BATCH_OVERHEAD:
         raise CodecError(
@@ -265,7 +272,7 @@ def iter_batches(
     pos = 0
     end = len(view)
     while pos < end:
-        header = _read_header(view, pos, verify_crc)
+        header = read_header(view, pos, verify_crc)
         yield header, view[pos : pos + header.size]
         pos += header.size
 
@@ -325,7 +332,7 @@ def _decode_headers(data: bytes, pos: int, end: int, count: int) -> tuple[tuple[
     return tuple(headers), pos
 
 
-def _expand_batch(data: bytes, pos: int, header: BatchHeader) -> tuple[bytes, int, int]:
+def _expand_batch(data: bytes | memoryview, pos: int, header: BatchHeader) -> tuple[bytes, int, int]:
     """The batch at ``pos`` in its expanded form: (buffer, position of its header, end of its records).
 
     An uncompressed batch is its own expanded form (``data`` is returned as is, no copy). A compressed one
@@ -333,7 +340,7 @@ def _expand_batch(data: bytes, pos: int, header: BatchHeader) -> tuple[bytes, in
     """
     codec = header.attributes & _COMPRESSION_MASK
     if not codec:
-        return data, pos, pos + header.size
+        return _as_bytes(data), pos, pos + header.size
     stored = memoryview(data)[pos + RECORD_BATCH_OVERHEAD : pos + header.size]
     records = compression.decompress(codec, stored, compression.output_limit(len(stored)))
     if header.records_count * _MIN_RECORD_SIZE > len(records):
@@ -341,10 +348,11 @@ def _expand_batch(data: bytes, pos: int, header: BatchHeader) -> tuple[bytes, in
             f"compressed record batch declares {header.records_count} records "
             f"but holds only {len(records)} bytes of records"
         )
-    return data[pos : pos + RECORD_BATCH_OVERHEAD] + records, 0, RECORD_BATCH_OVERHEAD + len(records)
+    header_bytes = bytes(memoryview(data)[pos : pos + RECORD_BATCH_OVERHEAD])
+    return header_bytes + records, 0, RECORD_BATCH_OVERHEAD + len(records)
 
 
-def check_framing(batch: bytes, header: BatchHeader) -> None:
+def check_framing(batch: bytes | memoryview, header: BatchHeader) -> None:
     """Check that ``batch`` (one whole batch) holds exactly recordsCount length-delimited records.
 
     Decompresses a compressed batch (bounded, see the layout doc) and walks the records' length varints
@@ -477,6 +485,6 @@ def decode_records(
     pos = 0
     end = len(data)
     while pos < end:
-        header = _read_header(data, pos, verify_crc)
+        header = read_header(data, pos, verify_crc)
         yield from _decode_batch(data, pos, header, offset_base)
         pos += header.size

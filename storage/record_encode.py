@@ -163,7 +163,7 @@ def encode_batch(
     return _assemble_batch(base_offset, covered_header, b"".join(parts))
 
 
-def _assemble_batch(base_offset: int, covered_header: bytes, records_bytes: bytes) -> bytes:
+def _assemble_batch(base_offset: int, covered_header: bytes, records_bytes: bytes | memoryview) -> bytes:
     """A whole batch from its CRC-covered header (``_CRC_HEADER``) and its *uncompressed* records.
 
     The records are compressed with the codec the header's attributes name; the CRC is computed over the

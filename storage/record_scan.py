@@ -187,7 +187,7 @@ def filter_batch(
     return _assemble_batch(base_offset, covered, b"".join(expanded[span.start : span.end] for span in kept))
 
 
-def recompress_batch(batch: bytes, header: BatchHeader, codec: int) -> bytes:
+def recompress_batch(batch: bytes | memoryview, header: BatchHeader, codec: int) -> bytes:
     """``batch`` (one whole batch, as ``iter_batches`` yields it) with its records stored with ``codec``.
 
     Every header field but the codec bits of attributes stays as it was (baseOffset, timestamps, producer

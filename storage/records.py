@@ -24,6 +24,7 @@ from storage.record_codec import (
     count_records,
     decode_records,
     iter_batches,
+    read_header,
 )
 from storage.record_encode import encode_batch, set_base_offset
 from storage.record_scan import RecordSpan, filter_batch, recompress_batch, scan_batch
@@ -43,6 +44,7 @@ __all__ = [
     "encode_batch",
     "filter_batch",
     "iter_batches",
+    "read_header",
     "recompress_batch",
     "scan_batch",
     "set_base_offset",

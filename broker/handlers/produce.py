@@ -1,8 +1,10 @@
 """Produce (key 0): client batches go to the agent's buffer as they came, one request per topic.
 
-Admission runs before the connection reads its next request (``admit_produce``), so pipelined requests
-on one connection enter the buffer in the order they were sent, and, since flushes commit in cut order,
-get increasing offsets (invariant 8). Waiting for the flush runs concurrently with later requests.
+Admission (``admit_produce``) is synchronous and runs before the connection handles its next request, so
+pipelined requests on one connection enter the buffer in the order they were sent, and, since flushes
+commit in cut order, get increasing offsets (invariant 8). It takes the request's topics from the agent's
+topic cache (``cached_topics``); on a miss the connection loads them first (``load_topics``) and holds
+its later requests back meanwhile. Waiting for the flush runs concurrently with later requests.
 
 acks=0 gets no response (the records are still admitted). Each partition is answered with the offset of
 its first record, or its own error code; one partition's bad batch does not fail the others.
@@ -16,15 +18,17 @@ partitions of the same produce request.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from agents.buffer import PartitionBatch, Reservation
+from agents.agent import CachedTopic
 from agents.buffer import ProduceRequest as AgentRequest
+from agents.buffer import Reservation
 from broker import errors
 from broker.batches import BatchRejected, check_batches
 from broker.budget import Answer
 from broker.context import BrokerContext
-from broker.produce_codec import PartitionResponse, ProduceRequest, TopicData, encode_response
+from broker.produce_codec import ProduceRequest, TopicData, encode_response
 from storage.errors import StrataError
 
 
@@ -38,100 +42,158 @@ class _PartitionResult:
     future: asyncio.Future[list[tuple[int, int]]] | None = None
 
 
-@dataclass(slots=True)
-class _TopicPlan:
-    name: str
-    results: list[_PartitionResult] = field(default_factory=list)
+# A topic's name and its partitions' results, in request order: what its answer is encoded from.
+_TopicPlan = tuple[str, list[_PartitionResult]]
 
 
-async def admit_produce(
-    ctx: BrokerContext, req: ProduceRequest, reservation: Reservation
-) -> asyncio.Future[Answer]:
-    """Check and buffer the request now; return the future of its framed answer (None for acks=0).
+Topics = dict[str, CachedTopic | StrataError]
 
-    No task per request: the answer is built by a callback when the last partition's flush settles, or
-    by a timer at the request's timeout (measured: at thousands of small requests a second, a task and an
-    ``asyncio.wait`` per request were a tenth of the event loop).
+
+def cached_topics(ctx: BrokerContext, req: ProduceRequest) -> Topics | None:
+    """Every topic of ``req`` from the agent's topic cache, or None if one must be loaded first."""
+    out: Topics = {}
+    for topic_data in req.topic_data:
+        cached = ctx.agent.cached_topic(topic_data.name)
+        if cached is None:
+            return None
+        out[topic_data.name] = cached
+    return out
+
+
+async def load_topics(ctx: BrokerContext, req: ProduceRequest) -> Topics:
+    """Every topic of ``req``, loaded from the metadata store where the cache misses, or its error."""
+    out: Topics = {}
+    for topic_data in req.topic_data:
+        if topic_data.name not in out:
+            try:
+                out[topic_data.name] = await ctx.agent.topic(topic_data.name)
+            except StrataError as exc:
+                out[topic_data.name] = exc
+    return out
+
+
+def admit_produce(
+    ctx: BrokerContext,
+    req: ProduceRequest,
+    reservation: Reservation,
+    topics: Topics,
+    answer: Callable[[Answer], None],
+) -> PendingAnswer | None:
+    """Check and buffer the request now; ``answer`` gets its framed answer (None for acks=0) later.
+
+    Synchronous, so a connection's requests enter the buffer in the order they came. No task and no
+    timer per request: the answer is built by a callback when the last partition's flush settles, and the
+    connection, which knows the request's deadline, calls ``PendingAnswer.expire`` if it passes first
+    (measured at thousands of small requests a second: a task and an ``asyncio.wait`` per request were a
+    tenth of the event loop, and a timer per request another 4 %). Returns None when the answer was
+    given at once. The caller releases what ``reservation`` still holds.
     """
-    plans = [await _admit_topic(ctx, req, topic_data, reservation) for topic_data in req.topic_data]
-    reservation.release()  # whatever the admitted topics did not consume
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[Answer] = loop.create_future()
-    results = [r for plan in plans for r in plan.results if r.future is not None]
+    plans = [_admit_topic(ctx, req, topic_data, topics, reservation) for topic_data in req.topic_data]
+    results = [r for plan in plans for r in plan[1] if r.future is not None]
     if req.acks == 0:
         for result in results:
             assert result.future is not None
             result.future.add_done_callback(_ignore)
-        answer.set_result(None)
-        return answer
+        answer(None)
+        return None
+    pending = PendingAnswer(req, plans, results, answer, ctx)
+    if pending.waiting == 0:
+        pending.finish()
+        return None
+    for result in results:
+        assert result.future is not None
+        if not result.future.done():
+            result.future.add_done_callback(pending.settled)
+    return pending
 
-    # The answer needs only these: holding ``req`` until the flush commits would keep a second copy of
-    # every buffered batch alive (the decoded request's records), unaccounted by the buffer's bound.
-    version, correlation_id = req.API_VERSION, req.correlation_id
-    waiting = sum(1 for r in results if r.future is not None and not r.future.done())
 
-    def finish() -> None:
-        if answer.done():  # the connection closed and cancelled it, or the timer and the flush raced
+class PendingAnswer:
+    """A Produce request waiting for its partitions' flushes; answered once, whichever comes first: the
+    last flush settling, or ``expire`` (its timeout, REQUEST_TIMED_OUT for the partitions still waiting).
+
+    It holds only what the answer needs: holding the request until its flush commits would keep the
+    request's objects alive, unaccounted by the buffer's bound (its batches are the buffer's, counted).
+    """
+
+    __slots__ = (
+        "_answer",
+        "_latency",
+        "_plans",
+        "_results",
+        "_started",
+        "clock",
+        "correlation_id",
+        "version",
+        "waiting",
+    )
+
+    def __init__(
+        self,
+        req: ProduceRequest,
+        plans: list[_TopicPlan],
+        results: list[_PartitionResult],
+        answer: Callable[[Answer], None],
+        ctx: BrokerContext,
+    ) -> None:
+        self.version, self.correlation_id = req.API_VERSION, req.correlation_id
+        self._plans: list[_TopicPlan] | None = plans
+        self._results = results
+        self._answer = answer
+        self.clock = ctx.clock
+        self._latency = ctx.agent.metrics.kafka_produce_latency
+        self._started = self.clock.monotonic()
+        self.waiting = sum(1 for r in results if r.future is not None and not r.future.done())
+
+    def settled(self, _: object) -> None:
+        self.waiting -= 1
+        if self.waiting == 0:
+            self.finish()
+
+    def expire(self) -> None:
+        """The request's timeout passed: answer now. The flush owns the futures, and a late commit stays
+        committed."""
+        self.finish()
+
+    def finish(self) -> None:
+        plans, self._plans = self._plans, None
+        if plans is None:  # answered already: the timeout and the flush raced
             return
-        timer.cancel()
-        _settle(results)
-        answer.set_result(_response(correlation_id, version, plans))
-
-    def settled(_: object) -> None:
-        nonlocal waiting
-        waiting -= 1
-        if waiting == 0:
-            finish()
-
-    # The timer only stops the waiting: the flush owns the futures, and a late commit stays committed.
-    timer = loop.call_later(max(req.timeout_ms / 1000, 0.001), finish)
-    if waiting == 0:
-        finish()
-    else:
-        for result in results:
-            assert result.future is not None
-            if not result.future.done():
-                result.future.add_done_callback(settled)
-    return answer
+        _settle(self._results)
+        self._answer(encode_response(self.correlation_id, self.version, plans))
+        self._latency.observe(self.clock.monotonic() - self._started)
 
 
-async def _admit_topic(
+def _admit_topic(
     ctx: BrokerContext,
     req: ProduceRequest,
     topic_data: TopicData,
+    topics: Topics,
     reservation: Reservation,
 ) -> _TopicPlan:
-    plan = _TopicPlan(topic_data.name, [_PartitionResult(p.index) for p in topic_data.partition_data])
+    plan = (topic_data.name, [_PartitionResult(p.index) for p in topic_data.partition_data])
     refusal = _refusal(req)
+    cached = topics[topic_data.name]
+    if refusal is None and isinstance(cached, StrataError):
+        refusal = errors.kafka_error(cached), cached.message
     if refusal is not None:
-        for result in plan.results:
+        for result in plan[1]:
             result.error_code, result.error_message = refusal
         return plan
-    try:
-        cached = await ctx.agent.topic(topic_data.name)
-    except StrataError as exc:
-        for result in plan.results:
-            result.error_code, result.error_message = errors.kafka_error(exc), exc.message
-        return plan
+    assert isinstance(cached, CachedTopic)
     now = ctx.clock.now_ms()
     zstd_allowed = req.API_VERSION >= 7  # KIP-110
-    checked: list[tuple[_PartitionResult, list[PartitionBatch]]] = []
-    for result, pdata in zip(plan.results, topic_data.partition_data, strict=True):
+    for result, pdata in zip(plan[1], topic_data.partition_data, strict=True):
         if not 0 <= pdata.index < cached.info.partitions:
             result.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
             result.error_message = f"topic {topic_data.name!r} has no partition {pdata.index}"
             continue
-        data = pdata.records if isinstance(pdata.records, bytes) else b""
+        data = pdata.records if pdata.records is not None else b""
         try:
             batches = check_batches(topic_data.name, pdata.index, data, cached.config, now, zstd_allowed)
-            checked.append((result, batches))
-        except BatchRejected as exc:
-            result.error_code, result.error_message = exc.code, exc.message
-    # No await from here on: the partitions enter the buffer back to back, in request order.
-    for result, batches in checked:
-        try:
             # The first record of the partition's first batch.
             result.future = ctx.agent.enqueue(AgentRequest(topic_data.name, batches, [(0, 0)]), reservation)
+        except BatchRejected as exc:
+            result.error_code, result.error_message = exc.code, exc.message
         except StrataError as exc:
             result.error_code, result.error_message = errors.kafka_error(exc), exc.message
     return plan
@@ -164,20 +226,3 @@ def _settle(results: list[_PartitionResult]) -> None:
 def _ignore(future: asyncio.Future[list[tuple[int, int]]]) -> None:
     if not future.cancelled():
         future.exception()  # retrieved: nobody waits for an acks=0 or timed-out answer
-
-
-def _response(correlation_id: int, version: int, plans: list[_TopicPlan]) -> bytes:
-    return encode_response(
-        correlation_id,
-        version,
-        [
-            (
-                plan.name,
-                [
-                    PartitionResponse(r.index, r.error_code, r.base_offset, r.error_message)
-                    for r in plan.results
-                ],
-            )
-            for plan in plans
-        ],
-    )

@@ -116,14 +116,34 @@ class ObjectStore(ABC):
         """Release connections."""
 
 
+# An object's bytes for ``AsyncObjectStore.put``: one buffer, or its pieces in order. With pieces a backend
+# that can write them as they are (the local directory: ``os.writev``) saves joining them: a flush file is
+# its producers' batches, as they were received, between the few bytes the flusher writes itself.
+Piece = bytes | bytearray | memoryview
+Body = bytes | list[Piece]
+
+
+def body_size(body: Body) -> int:
+    return len(body) if isinstance(body, bytes) else sum(len(piece) for piece in body)
+
+
+def body_bytes(body: Body) -> bytes:
+    """The body as one buffer: joined (a copy) when it came in pieces."""
+    return body if isinstance(body, bytes) else b"".join(body)
+
+
 class AsyncObjectStore(ABC):
     """The async subset the agent's flush and fetch paths use."""
 
     counters: RequestCounters
     url: str
+    # Whether reading back what was just written costs a request worth saving: the agent then keeps the
+    # files it flushes in its cache, for tailing consumers. A local directory's reads are served from the
+    # OS page cache, so the agent keeps no copy of its own (and joins no flush file to make one).
+    remote: bool = True
 
     @abstractmethod
-    async def put(self, key: str, data: bytes) -> None: ...
+    async def put(self, key: str, data: Body) -> None: ...
 
     @abstractmethod
     async def get(self, key: str) -> bytes: ...
@@ -185,8 +205,11 @@ class StoreWrapper(Generic[StoreT]):
     inner: StoreT
     counters: RequestCounters
     url: str
+    remote: bool
 
     def __init__(self, inner: StoreT) -> None:
         self.inner = inner
         self.counters = inner.counters
         self.url = inner.url
+        if isinstance(inner, AsyncObjectStore):
+            self.remote = inner.remote

@@ -30,6 +30,7 @@ from storage.objectstore.base import (
     PUT,
     REQUEST_KINDS,
     AsyncObjectStore,
+    Body,
     ObjectInfo,
     ObjectStore,
     ObjectStream,
@@ -203,7 +204,7 @@ class FaultyObjectStore(_Faulty[ObjectStore], ObjectStore):
 
 
 class FaultyAsyncObjectStore(_Faulty[AsyncObjectStore], AsyncObjectStore):
-    async def put(self, key: str, data: bytes) -> None:
+    async def put(self, key: str, data: Body) -> None:
         with self.plan.request(PUT, key):
             await self.inner.put(key, data)
 

@@ -33,6 +33,7 @@ from storage.clock import Clock
 from storage.errors import TransientStoreError
 from storage.objectstore.base import (
     AsyncObjectStore,
+    Body,
     ObjectInfo,
     ObjectStore,
     ObjectStream,
@@ -221,7 +222,7 @@ class RetryingAsyncObjectStore(_Retrying[AsyncObjectStore], AsyncObjectStore):
                     raise
             await self._clock.asleep(attempts.delay_s())
 
-    async def put(self, key: str, data: bytes) -> None:
+    async def put(self, key: str, data: Body) -> None:
         await self._call(lambda: self.inner.put(key, data))
 
     async def get(self, key: str) -> bytes:

@@ -23,7 +23,15 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.exceptions import BotoCoreError, ClientError
 
-from storage.objectstore.base import GET, PUT, AsyncObjectStore, RequestCounters, empty_range
+from storage.objectstore.base import (
+    GET,
+    PUT,
+    AsyncObjectStore,
+    Body,
+    RequestCounters,
+    body_bytes,
+    empty_range,
+)
 from storage.objectstore.s3 import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_MAX_POOL_CONNECTIONS,
@@ -91,8 +99,9 @@ class AsyncS3ObjectStore(S3StoreBase, AsyncObjectStore):
                     raise self._client_failed(exc) from exc
             return self._client
 
-    async def put(self, key: str, data: bytes) -> None:
+    async def put(self, key: str, data: Body) -> None:
         client = await self._get_client()
+        data = body_bytes(data)  # one request body; aiobotocore signs and sends a single buffer
         self.counters.incr(PUT, written=len(data))
         with translate_errors(self._where("PUT", key), ASYNC_TRANSIENT_ERRORS):
             await client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data)

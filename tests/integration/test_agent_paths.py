@@ -14,6 +14,7 @@ from storage.errors import Unavailable
 from storage.metadata import open_metadata_store
 from storage.metadata.base import ChunkRow, FlushResult, IdempotencyEntry, MetadataStore, NewChunk, NewFile
 from storage.objectstore.base import GET
+from tests.fixtures.server import local_settings, run_server
 
 pytestmark = pytest.mark.integration
 
@@ -59,8 +60,13 @@ def test_lost_commit_reply_is_replayed_not_duplicated(
         assert body["high_watermark"] == 2
 
 
-def test_tailing_consumer_on_the_writing_agent_costs_no_get(server_factory: Callable[..., Any]) -> None:
-    with server_factory() as srv:
+def test_tailing_consumer_on_the_writing_agent_costs_no_get(
+    tmp_path: Path, moto_server: str, s3_bucket: str
+) -> None:
+    # On a remote store the agent keeps what it flushed for tailing readers. (A local directory's reads
+    # come from the OS page cache instead: the agent keeps no copy there, storage/objectstore/base.py.)
+    settings = local_settings(tmp_path, bucket=f"s3://{s3_bucket}", s3_endpoint=moto_server)
+    with run_server(settings) as srv:
         srv.create_topic("tail", partitions=2)
         position = [0, 0]
         gets = srv.runtime.counters.get(GET)

@@ -56,14 +56,25 @@ def test_reserve_refuses_past_the_bound_but_an_empty_buffer_admits_anything() ->
     assert buf.bytes_held == 0
 
 
-def test_add_consumes_the_reservation() -> None:
+def test_add_consumes_the_requests_size_of_the_reservation() -> None:
     buf = ProduceBuffer(100)
     r = buf.reserve(50)
     buf.add(request(20), r, now=1.0)
-    assert (buf.bytes_held, buf.open_bytes, buf.reserved_bytes, r.size) == (20, 20, 0, 0)
-    r.release()  # after add: a no-op, the bytes now belong to the queued request
-    assert buf.bytes_held == 20
+    # The rest stays reserved: a Kafka request's other partitions are added from the same reservation.
+    assert (buf.bytes_held, buf.open_bytes, buf.reserved_bytes, r.size) == (50, 20, 30, 30)
+    buf.add(request(30), r, now=2.0)
+    assert (buf.bytes_held, buf.open_bytes, buf.reserved_bytes, r.size) == (50, 50, 0, 0)
+    r.release()  # after add: a no-op, the bytes now belong to the queued requests
+    assert buf.bytes_held == 50
     assert buf.first_append_at == 1.0
+
+
+def test_release_gives_back_what_add_left_of_the_reservation() -> None:
+    buf = ProduceBuffer(100)
+    r = buf.reserve(50)
+    buf.add(request(20), r, now=1.0)
+    r.release()
+    assert (buf.bytes_held, buf.reserved_bytes, r.size) == (20, 0, 0)
 
 
 def test_add_admits_only_growth_beyond_the_reservation() -> None:

@@ -8,6 +8,7 @@ import copy
 from agents.buffer import PartitionBatch, PendingRequest, ProduceRequest
 from agents.flusher import build_file
 from storage import fileformat, records
+from storage.objectstore.base import body_bytes
 
 
 def batch(topic: str, partition: int, values: list[bytes], ts: int = 1000) -> PartitionBatch:
@@ -39,13 +40,39 @@ def test_chunks_sorted_relative_offsets_and_placements() -> None:
     assert built.placements(0, r0) == [(1, 0), (0, 0), (1, 1)]
     assert built.placements(1, r1) == [(0, 1), (0, 2), (0, 3)]
 
-    index = fileformat.read_index(built.data)
+    data = body_bytes(built.pieces)
+    assert built.size == len(data)
+    index = fileformat.read_index(data)
     assert [(m.topic, m.partition, m.position, m.length) for m in index] == [
         (c.topic, c.partition, c.position, c.length) for c in built.chunks
     ]
-    chunk_a = built.data[index[0].position : index[0].end]
+    chunk_a = data[index[0].position : index[0].end]
     fileformat.verify_chunk(chunk_a, built.chunks[0].crc)
     decoded = list(records.decode_records(chunk_a, offset_base=100))
     # Relative base offsets patched to 0, 1: absolute offsets follow once the base is known.
     assert [(r.offset, r.value) for r in decoded] == [(100, b"p"), (101, b"q"), (102, b"r"), (103, b"s")]
     assert (built.chunks[0].min_timestamp, built.chunks[0].max_timestamp) == (1000, 1002)
+
+
+def test_batches_in_a_request_frame_are_laid_out_without_being_copied_or_changed() -> None:
+    # A Kafka request's batches are views into its frame: the file's pieces are views of the same bytes,
+    # with each batch's base offset given as a piece of its own, so the frame is never written to.
+    first, second = (
+        records.encode_batch([records.Record(0, 5, None, b"a")]),
+        records.encode_batch([records.Record(0, 6, None, b"b"), records.Record(1, 7, None, b"c")]),
+    )
+    frame = bytearray(b"header" + first + second)
+    view = memoryview(frame)
+    a = PartitionBatch("t", 0, view[6 : 6 + len(first)], 1, 5, 5)
+    b = PartitionBatch("t", 0, view[6 + len(first) :], 2, 6, 7)
+    original = bytes(frame)
+
+    built = build_file([pending([a], [(0, 0)]), pending([b], [(0, 0)])])
+
+    assert bytes(frame) == original
+    assert any(isinstance(p, memoryview) and p.obj is frame for p in built.pieces)
+    data = body_bytes(built.pieces)
+    [meta] = fileformat.read_index(data)
+    chunk = data[meta.position : meta.end]
+    fileformat.verify_chunk(chunk, meta.crc)
+    assert [(r.offset, r.value) for r in records.decode_records(chunk)] == [(0, b"a"), (1, b"b"), (2, b"c")]
