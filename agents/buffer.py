@@ -24,31 +24,18 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from agents.layout import FileLayout, PartitionBatch, TopicPartition
 from storage.errors import BufferFull
 
-TopicPartition = tuple[str, int]
-
-
-@dataclass(slots=True)
-class PartitionBatch:
-    """One request's records for one partition, encoded as a single RecordBatch (relative base 0).
-
-    An idempotent Kafka producer's batch carries its header's producer id, epoch and base sequence, which
-    the flush commit checks (storage/metadata/sql/producers.py); every other batch (HTTP's included) has
-    producer id -1 and skips those checks.
-    """
-
-    topic: str
-    partition: int
-    # The batch as its producer sent it (a view into a Kafka request frame) or as HTTP encoded it; never
-    # written to.
-    data: bytes | memoryview
-    record_count: int
-    min_timestamp: int
-    max_timestamp: int
-    producer_id: int = -1
-    producer_epoch: int = -1
-    base_sequence: int = -1
+__all__ = [
+    "PartitionBatch",
+    "PendingFlush",
+    "PendingRequest",
+    "ProduceBuffer",
+    "ProduceRequest",
+    "Reservation",
+    "TopicPartition",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +77,8 @@ class PendingRequest:
 
 @dataclass(slots=True)
 class PendingFlush:
-    """Everything one flush writes: the requests, in arrival order, and their bytes.
+    """Everything one flush writes: the requests, in arrival order, their bytes, and their file's layout,
+    built as they arrived (agents/layout.py).
 
     ``seq`` is the flush's place in cut order: flushes commit in this order (agents/sequencer.py).
     """
@@ -98,6 +86,7 @@ class PendingFlush:
     requests: list[PendingRequest]
     size: int
     seq: int = 0
+    layout: FileLayout = field(default_factory=FileLayout)
 
 
 class Reservation:
@@ -133,6 +122,7 @@ class Reservation:
 class ProduceBuffer:
     max_bytes: int
     _requests: list[PendingRequest] = field(default_factory=list)
+    _layout: FileLayout = field(default_factory=FileLayout)  # the open requests' file, so far
     _open_bytes: int = 0
     _inflight_bytes: int = 0
     _reserved: int = 0
@@ -196,16 +186,18 @@ class ProduceBuffer:
             reservation.shrink_to(reservation.size - size)
         request.size = size
         self._requests.append(request)
+        self._layout.add(request.request.batches)
         self._open_bytes += size
         if self.first_append_at is None:
             self.first_append_at = now
 
     def drain(self) -> PendingFlush:
         """Hand the open buffer to the next flush in cut order. Its bytes stay counted until ``release``."""
-        flush = PendingFlush(self._requests, self._open_bytes, self._next_seq)
+        flush = PendingFlush(self._requests, self._open_bytes, self._next_seq, self._layout)
         self._next_seq += 1
         self._inflight_bytes += self._open_bytes
         self._requests = []
+        self._layout = FileLayout()
         self._open_bytes = 0
         self.first_append_at = None
         return flush

@@ -27,15 +27,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import struct
-from dataclasses import dataclass, field
 
-from agents.buffer import PendingFlush, PendingRequest, TopicPartition
+from agents.buffer import PendingFlush, PendingRequest
 from agents.cache import ObjectCache
+from agents.layout import BuiltFile, build_file
 from agents.metrics import Metrics
 from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
-from storage import fileformat
 from storage.clock import Clock
 from storage.errors import (
     CommitConflict,
@@ -56,7 +54,7 @@ from storage.metadata.base import (
     NewFile,
     ProducerBatch,
 )
-from storage.objectstore.base import AsyncObjectStore, Piece, body_bytes, body_size
+from storage.objectstore.base import AsyncObjectStore, body_bytes
 
 log = logging.getLogger("strata.flush")
 
@@ -64,107 +62,6 @@ log = logging.getLogger("strata.flush")
 _MAX_CONFLICT_ROUNDS = 4
 COMMIT_ATTEMPTS = 4
 COMMIT_BACKOFF_S = 0.05
-# A RecordBatch's first field (storage/record_codec.py): baseOffset, int64, outside the batch's CRC.
-_BASE_OFFSET = struct.Struct(">q")
-
-
-@dataclass(slots=True)
-class BuiltFile:
-    # The file as its pieces (fileformat.FileBuilder.finish_pieces): not joined, so a store that writes
-    # pieces as they are (the local directory) never copies the batches.
-    pieces: list[Piece]
-    size: int
-    chunks: list[NewChunk]
-    tps: list[TopicPartition]
-    # starts[r][b]: the relative offset, within its chunk, of request r's batch b's first record.
-    starts: list[list[int]]
-    # The chunk index of each topic-partition (positions in ``tps``), built once per file.
-    index_of: dict[TopicPartition, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.index_of = {tp: i for i, tp in enumerate(self.tps)}
-
-    def placements(self, index: int, req: PendingRequest) -> list[tuple[int, int]]:
-        """(chunk index, relative offset in the chunk) of each record of ``req`` (request ``index``)."""
-        index_of = self.index_of
-        starts = self.starts[index]
-        out = []
-        for batch_index, record_index in req.request.order:
-            batch = req.batches[batch_index]
-            out.append((index_of[(batch.topic, batch.partition)], starts[batch_index] + record_index))
-        return out
-
-    def producer_batches(self, requests: list[PendingRequest]) -> list[ProducerBatch]:
-        """The idempotent producers' batches of ``requests`` (the file's), each request one append."""
-        index_of = self.index_of
-        return [
-            ProducerBatch(
-                append=r,
-                chunk=index_of[(batch.topic, batch.partition)],
-                relative=self.starts[r][b],
-                record_count=batch.record_count,
-                producer_id=batch.producer_id,
-                epoch=batch.producer_epoch,
-                first_seq=batch.base_sequence,
-            )
-            for r, req in enumerate(requests)
-            for b, batch in enumerate(req.batches)
-            if batch.producer_id >= 0
-        ]
-
-
-def build_file(requests: list[PendingRequest]) -> BuiltFile:
-    """Lay out one multi-partition file holding ``requests``' batches. Pure: the inputs are not changed.
-
-    No batch is copied. A batch's baseOffset (its first 8 bytes) becomes its first record's offset
-    relative to its chunk (ARCHITECTURE: the commit assigns the chunk's absolute base): the file holds a
-    new 8-byte piece for it, then a view of the batch's bytes after it. The CRC does not cover baseOffset,
-    so the batch stays valid, and the producer's bytes are never written to.
-    """
-    per_tp: dict[TopicPartition, list[tuple[int, int]]] = {}  # tp -> [(request index, batch index)]
-    starts = [[0] * len(req.batches) for req in requests]
-    for r, req in enumerate(requests):
-        for b, batch in enumerate(req.batches):
-            per_tp.setdefault((batch.topic, batch.partition), []).append((r, b))
-    builder = fileformat.FileBuilder()
-    chunks: list[NewChunk] = []
-    tps = sorted(per_tp)
-    pack_base = _BASE_OFFSET.pack
-    for tp in tps:
-        pieces: list[Piece] = []
-        count = 0
-        min_ts, max_ts = 2**63 - 1, -(2**63)
-        for r, b in per_tp[tp]:
-            batch = requests[r].batches[b]
-            pieces.append(pack_base(count))
-            pieces.append(memoryview(batch.data)[_BASE_OFFSET.size :])
-            starts[r][b] = count
-            count += batch.record_count
-            min_ts = min(min_ts, batch.min_timestamp)
-            max_ts = max(max_ts, batch.max_timestamp)
-        meta = builder.add_chunk_pieces(
-            tp[0],
-            tp[1],
-            pieces,
-            record_count=count,
-            last_offset_delta=count - 1,
-            min_timestamp=min_ts,
-            max_timestamp=max_ts,
-        )
-        chunks.append(
-            NewChunk(
-                topic=tp[0],
-                partition=tp[1],
-                record_count=count,
-                position=meta.position,
-                length=meta.length,
-                min_timestamp=min_ts,
-                max_timestamp=max_ts,
-                crc=meta.crc,
-            )
-        )
-    pieces = builder.finish_pieces()
-    return BuiltFile(pieces, body_size(pieces), chunks, tps, starts)
 
 
 class Flusher:
@@ -193,17 +90,21 @@ class Flusher:
     async def flush(self, flush: PendingFlush) -> None:
         """Write and commit ``flush`` in its turn, then settle every waiting request's future."""
         requests = list(flush.requests)
+        # The first attempt writes the file laid out as the requests arrived; a retry without some of them
+        # lays out a new one.
+        built: BuiltFile | None = flush.layout.finish() if requests else None
         try:
             for _ in range(_MAX_CONFLICT_ROUNDS):
                 if not requests:
                     return
                 try:
-                    await self._write_and_commit(flush.seq, requests)
+                    await self._write_and_commit(flush.seq, requests, built)
                     return
                 except IdempotencyConflict as conflict:
                     requests = self._answer_duplicates(requests, conflict)
                 except ProducerConflict as conflict:
                     requests = self._answer_producer_conflict(requests, conflict)
+                built = None
             raise Unavailable("flush gave up after repeated idempotency conflicts")
         except StrataError as exc:
             log.warning("flush failed, %d request(s) not acknowledged: %s", len(requests), exc.message)
@@ -293,21 +194,24 @@ class Flusher:
                 await self.clock.asleep(COMMIT_BACKOFF_S * 2**attempt)
         raise AssertionError("unreachable")
 
-    async def _write_and_commit(self, seq: int, requests: list[PendingRequest]) -> None:
-        built = build_file(requests)
+    async def _write_and_commit(
+        self, seq: int, requests: list[PendingRequest], built: BuiltFile | None
+    ) -> None:
+        if built is None:
+            built = build_file([req.batches for req in requests])
         key = new_object_key(LEVEL_INGEST, self.clock, self.rng)
         started = self.clock.monotonic()
         # A remote store's body is one buffer anyway, which the cache then keeps; a local one writes the
         # pieces as they are.
         joined = body_bytes(built.pieces) if self.store.remote else None
         await self.store.put(key, built.pieces if joined is None else joined)
-        placements = [built.placements(i, req) for i, req in enumerate(requests)]
+        placements = [built.placements(i, req.batches, req.request.order) for i, req in enumerate(requests)]
         entries = [
             IdempotencyEntry(req.idempotency_key, req.topic, placements[i])
             for i, req in enumerate(requests)
             if req.idempotency_key is not None
         ]
-        producers = built.producer_batches(requests)
+        producers = built.producer_batches([req.batches for req in requests])
         new_file = NewFile(key, built.size, LEVEL_INGEST, self.clock.now_ms())
         await self.sequencer.wait_turn(seq)
         result = await self._commit(new_file, built.chunks, entries, producers)

@@ -62,6 +62,9 @@ SMALL_FRAME = 32 * 1024
 WRITE_HIGH = 256 * 1024
 WRITE_LOW = 64 * 1024
 
+# Answers written together at most; see _fill.
+WRITE_BATCH = 64
+
 _SIZE = struct.Struct(">i")
 
 # Why reading is paused; processing of buffered frames stops for all of them.
@@ -115,6 +118,7 @@ class Connection(asyncio.BufferedProtocol):
         self._reading = True
         self._process_scheduled = False
         self._write_scheduled = False
+        self._ready = 0  # answers made and not yet handed to the transport
         self._write_paused = False
         self._held: list[Framed] = []  # written above the high-water mark: grants not yet returned
         self._tasks: set[asyncio.Task[None]] = set()
@@ -400,8 +404,14 @@ class Connection(asyncio.BufferedProtocol):
                 answer.release()
             return
         slot.answer, slot.ready, slot.pending = answer, True, None
+        self._ready += 1
         if self._slots and self._slots[0].ready:
-            self._schedule_write()
+            if self._ready >= WRITE_BATCH:
+                # A flush settles thousands of requests in one burst: answers go out every WRITE_BATCH
+                # as they are made, instead of all after the burst.
+                self._write_ready()
+            else:
+                self._schedule_write()
 
     def _schedule_write(self) -> None:
         if not self._write_scheduled:
@@ -419,6 +429,7 @@ class Connection(asyncio.BufferedProtocol):
         slots = self._slots
         while slots and slots[0].ready and not self._write_paused:
             answer = slots.popleft().answer
+            self._ready -= 1
             if answer is None:
                 continue
             if isinstance(answer, Framed):

@@ -169,6 +169,7 @@ class FileBuilder:
         self._size = 0
         self._finished: bytes | None = None
         self._pieces_done: list[bytes | bytearray | memoryview] | None = None
+        self.object_size = 0  # the whole object's bytes, once finished
 
     @property
     def size(self) -> int:
@@ -229,14 +230,18 @@ class FileBuilder:
         last_offset_delta: int,
         min_timestamp: int,
         max_timestamp: int,
+        length: int | None = None,
+        crc: int | None = None,
     ) -> ChunkMeta:
         """``add_chunk`` for a dense chunk given as pieces, kept as they are, not copied: the caller hands
-        them over and never changes them (the flusher's batches, as their producers sent them)."""
-        crc = 0
-        length = 0
-        for piece in pieces:
-            crc = crc32c(piece, crc)
-            length += len(piece)
+        them over and never changes them (the flusher's batches, as their producers sent them). A caller
+        that built the pieces up incrementally may pass their total ``length`` and ``crc`` (CRC-32C of
+        their concatenation); otherwise both are computed here."""
+        if length is None or crc is None:
+            crc = length = 0
+            for piece in pieces:
+                crc = crc32c(piece, crc)
+                length += len(piece)
         return self._add(
             topic,
             partition,
@@ -319,6 +324,7 @@ class FileBuilder:
         footer = _encode_footer(self._chunks)
         trailer = _TRAILER.pack(len(footer), crc32c(footer), FORMAT_VERSION, MAGIC)
         self._pieces_done = [*self._parts, footer, trailer]
+        self.object_size = self._size + len(footer) + len(trailer)
         self._parts = []
         return self._pieces_done
 

@@ -90,7 +90,8 @@ _IOV_MAX = 1024
 def _write_all(fd: int, pieces: list[Piece]) -> None:
     """Write ``pieces`` in order, with as few ``writev`` calls as the kernel allows (a short write resumes
     where it stopped)."""
-    views = [memoryview(piece).cast("B") for piece in pieces if len(piece)]
+    # Pieces are bytes, bytearrays or byte-format memoryviews, so len() counts bytes.
+    views: list[Piece] = pieces
     while views:
         batch = views[:_IOV_MAX]
         written = os.writev(fd, batch)
@@ -100,7 +101,7 @@ def _write_all(fd: int, pieces: list[Piece]) -> None:
             done += 1
         views = views[done:]
         if written:
-            views[0] = views[0][written:]
+            views[0] = memoryview(views[0])[written:]
 
 
 def _fsync_dir(path: Path) -> None:

@@ -1,12 +1,12 @@
-"""build_file: one multi-partition file from the drained requests, without touching them."""
+"""build_file and FileLayout: one multi-partition file from the requests, without touching them."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
 
-from agents.buffer import PartitionBatch, PendingRequest, ProduceRequest
-from agents.flusher import build_file
+from agents.buffer import PartitionBatch, PendingRequest, ProduceBuffer, ProduceRequest
+from agents.layout import build_file
 from storage import fileformat, records
 from storage.objectstore.base import body_bytes
 
@@ -32,13 +32,13 @@ def test_chunks_sorted_relative_offsets_and_placements() -> None:
     r1 = pending([batch("a", 1, [b"q", b"r", b"s"])], [(0, 0), (0, 1), (0, 2)])
     before = copy.deepcopy([r.request for r in (r0, r1)])
 
-    built = build_file([r0, r1])
+    built = build_file([r0.batches, r1.batches])
 
     assert [r.request for r in (r0, r1)] == before  # pure: the inputs are unchanged
     assert built.tps == [("a", 1), ("b", 0)]
     assert [(c.topic, c.partition, c.record_count) for c in built.chunks] == [("a", 1, 4), ("b", 0, 2)]
-    assert built.placements(0, r0) == [(1, 0), (0, 0), (1, 1)]
-    assert built.placements(1, r1) == [(0, 1), (0, 2), (0, 3)]
+    assert built.placements(0, r0.batches, r0.request.order) == [(1, 0), (0, 0), (1, 1)]
+    assert built.placements(1, r1.batches, r1.request.order) == [(0, 1), (0, 2), (0, 3)]
 
     data = body_bytes(built.pieces)
     assert built.size == len(data)
@@ -67,7 +67,7 @@ def test_batches_in_a_request_frame_are_laid_out_without_being_copied_or_changed
     b = PartitionBatch("t", 0, view[6 + len(first) :], 2, 6, 7)
     original = bytes(frame)
 
-    built = build_file([pending([a], [(0, 0)]), pending([b], [(0, 0)])])
+    built = build_file([[a], [b]])
 
     assert bytes(frame) == original
     assert any(isinstance(p, memoryview) and p.obj is frame for p in built.pieces)
@@ -76,3 +76,29 @@ def test_batches_in_a_request_frame_are_laid_out_without_being_copied_or_changed
     chunk = data[meta.position : meta.end]
     fileformat.verify_chunk(chunk, meta.crc)
     assert [(r.offset, r.value) for r in records.decode_records(chunk)] == [(0, b"a"), (1, b"b"), (2, b"c")]
+
+
+def test_the_buffer_lays_out_each_flush_as_its_requests_arrive() -> None:
+    # Each drained flush carries the layout of exactly its own requests, in arrival order.
+    buffer = ProduceBuffer(1 << 20)
+    first = pending([batch("a", 0, [b"1", b"2"])], [(0, 0), (0, 1)])
+    second = pending([batch("a", 0, [b"3"]), batch("b", 0, [b"4"])], [(0, 0), (1, 0)])
+    third = pending([batch("a", 0, [b"5"])], [(0, 0)])
+    buffer.add(first, buffer.reserve(0), now=0.0)
+    buffer.add(second, buffer.reserve(0), now=0.0)
+    flush = buffer.drain()
+    buffer.add(third, buffer.reserve(0), now=0.0)
+    later = buffer.drain()
+
+    built = flush.layout.finish()
+    data = body_bytes(built.pieces)
+    values = {
+        (m.topic, m.partition): [
+            (r.offset, r.value) for r in records.decode_records(data[m.position : m.end])
+        ]
+        for m in fileformat.read_index(data)
+    }
+    assert values == {("a", 0): [(0, b"1"), (1, b"2"), (2, b"3")], ("b", 0): [(0, b"4")]}
+    assert built.starts == [[0], [2, 0]]
+    [(meta)] = fileformat.read_index(body_bytes(later.layout.finish().pieces))
+    assert (meta.topic, meta.record_count) == ("a", 1)

@@ -1,0 +1,189 @@
+"""The flush file's layout, built while its requests arrive: chunks, pieces, relative offsets and CRCs.
+
+A flush file (storage/fileformat.py) holds one chunk per topic-partition, each the concatenation of its
+requests' batches in arrival order, with every batch's baseOffset set to its first record's offset
+relative to the chunk (ARCHITECTURE: the commit gives the chunk its absolute base). Everything about a
+chunk but its position in the file is known as soon as its batches are: so ``FileLayout.add`` places each
+request's batches as the request enters the buffer (agents/buffer.py), and cutting a flush only sorts the
+chunks and writes the footer. Measured at 6,000 small Kafka requests a second: laying out a flush of
+~1,700 requests at the cut took ~8 ms of event loop, all of it added to the acknowledgement latency of
+every request in the flush; spread over the 250 ms the requests took to arrive, it is not.
+
+No batch is copied or written to. A batch's baseOffset (its first 8 bytes, outside its CRC) is given as a
+new 8-byte piece, followed by a view of the batch's bytes after it: the file is a list of pieces, which a
+store writes as they are (the local directory: ``os.writev``) or joins once (S3).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from crc32c import crc32c
+
+from storage import fileformat
+from storage.metadata.base import NewChunk, ProducerBatch
+from storage.objectstore.base import Piece
+
+TopicPartition = tuple[str, int]
+
+# A RecordBatch's first field (storage/record_codec.py): baseOffset, int64, outside the batch's CRC.
+_BASE_OFFSET = struct.Struct(">q")
+
+
+@dataclass(slots=True)
+class PartitionBatch:
+    """One request's records for one partition, encoded as a single RecordBatch (relative base 0).
+
+    An idempotent Kafka producer's batch carries its header's producer id, epoch and base sequence, which
+    the flush commit checks (storage/metadata/sql/producers.py); every other batch (HTTP's included) has
+    producer id -1 and skips those checks.
+    """
+
+    topic: str
+    partition: int
+    # The batch as its producer sent it (a view into a Kafka request frame) or as HTTP encoded it; never
+    # written to.
+    data: bytes | memoryview
+    record_count: int
+    min_timestamp: int
+    max_timestamp: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+
+
+class _OpenChunk:
+    """One topic-partition's chunk so far: its pieces, records, bytes, timestamps and running CRC-32C."""
+
+    __slots__ = ("count", "crc", "length", "max_ts", "min_ts", "pieces")
+
+    def __init__(self) -> None:
+        self.pieces: list[Piece] = []
+        self.count = 0
+        self.length = 0
+        self.crc = 0
+        self.min_ts = 2**63 - 1
+        self.max_ts = -(2**63)
+
+
+@dataclass(slots=True)
+class BuiltFile:
+    # The file as its pieces (fileformat.FileBuilder.finish_pieces): not joined.
+    pieces: list[Piece]
+    size: int
+    chunks: list[NewChunk]
+    tps: list[TopicPartition]
+    # starts[r][b]: the relative offset, within its chunk, of request r's batch b's first record.
+    starts: list[list[int]]
+    # The chunk index of each topic-partition (positions in ``tps``), built once per file.
+    index_of: dict[TopicPartition, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.index_of = {tp: i for i, tp in enumerate(self.tps)}
+
+    def placements(
+        self, index: int, batches: list[PartitionBatch], order: list[tuple[int, int]]
+    ) -> list[tuple[int, int]]:
+        """(chunk index, relative offset in the chunk) of each record ``order`` names, for request
+        ``index`` whose batches are ``batches``."""
+        index_of = self.index_of
+        starts = self.starts[index]
+        out = []
+        for batch_index, record_index in order:
+            batch = batches[batch_index]
+            out.append((index_of[(batch.topic, batch.partition)], starts[batch_index] + record_index))
+        return out
+
+    def producer_batches(self, requests: list[list[PartitionBatch]]) -> list[ProducerBatch]:
+        """The idempotent producers' batches of the file's requests (their batches, in file order), each
+        request one append."""
+        index_of = self.index_of
+        return [
+            ProducerBatch(
+                append=r,
+                chunk=index_of[(batch.topic, batch.partition)],
+                relative=self.starts[r][b],
+                record_count=batch.record_count,
+                producer_id=batch.producer_id,
+                epoch=batch.producer_epoch,
+                first_seq=batch.base_sequence,
+            )
+            for r, batches in enumerate(requests)
+            for b, batch in enumerate(batches)
+            if batch.producer_id >= 0
+        ]
+
+
+class FileLayout:
+    """A flush file being laid out, one request at a time, in the order the requests entered the buffer."""
+
+    def __init__(self) -> None:
+        self._chunks: dict[TopicPartition, _OpenChunk] = {}
+        self._starts: list[list[int]] = []
+
+    def add(self, batches: list[PartitionBatch]) -> None:
+        """Place one request's batches (request index: the number of requests added before it)."""
+        chunks = self._chunks
+        pack = _BASE_OFFSET.pack
+        skip = _BASE_OFFSET.size
+        starts = []
+        for batch in batches:
+            tp = (batch.topic, batch.partition)
+            chunk = chunks.get(tp)
+            if chunk is None:
+                chunk = chunks[tp] = _OpenChunk()
+            base = pack(chunk.count)
+            rest = memoryview(batch.data)[skip:]
+            chunk.pieces.append(base)
+            chunk.pieces.append(rest)
+            chunk.crc = crc32c(rest, crc32c(base, chunk.crc))
+            chunk.length += len(batch.data)
+            starts.append(chunk.count)
+            chunk.count += batch.record_count
+            if batch.min_timestamp < chunk.min_ts:
+                chunk.min_ts = batch.min_timestamp
+            if batch.max_timestamp > chunk.max_ts:
+                chunk.max_ts = batch.max_timestamp
+        self._starts.append(starts)
+
+    def finish(self) -> BuiltFile:
+        """The whole file: chunks sorted by (topic, partition), then the footer. At least one request."""
+        builder = fileformat.FileBuilder()
+        chunks: list[NewChunk] = []
+        tps = sorted(self._chunks)
+        for tp in tps:
+            chunk = self._chunks[tp]
+            meta = builder.add_chunk_pieces(
+                tp[0],
+                tp[1],
+                chunk.pieces,
+                record_count=chunk.count,
+                last_offset_delta=chunk.count - 1,
+                min_timestamp=chunk.min_ts,
+                max_timestamp=chunk.max_ts,
+                length=chunk.length,
+                crc=chunk.crc,
+            )
+            chunks.append(
+                NewChunk(
+                    topic=tp[0],
+                    partition=tp[1],
+                    record_count=chunk.count,
+                    position=meta.position,
+                    length=meta.length,
+                    min_timestamp=chunk.min_ts,
+                    max_timestamp=chunk.max_ts,
+                    crc=meta.crc,
+                )
+            )
+        pieces = builder.finish_pieces()
+        return BuiltFile(pieces, builder.object_size, chunks, tps, self._starts)
+
+
+def build_file(requests: list[list[PartitionBatch]]) -> BuiltFile:
+    """Lay out one file holding ``requests``' batches (each request's, in request order) at once."""
+    layout = FileLayout()
+    for batches in requests:
+        layout.add(batches)
+    return layout.finish()
