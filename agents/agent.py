@@ -278,10 +278,14 @@ class Agent:
                 continue
             # Wait for a flush slot before draining, so the buffer keeps growing while uploads are busy.
             await self._slots.acquire()
-            pending = self.buffer.drain()
-            task = asyncio.create_task(self._flush(pending))
-            self._flush_tasks.add(task)
-            task.add_done_callback(self._flush_tasks.discard)
+            self._start_flush(self.buffer.drain())
+
+    def _start_flush(self, pending: PendingFlush) -> None:
+        # Not inline in _flush_loop: a local there would keep the last flush's requests (and their bytes,
+        # no longer counted by the buffer) alive while the loop waits for the next one.
+        task = asyncio.create_task(self._flush(pending))
+        self._flush_tasks.add(task)
+        task.add_done_callback(self._flush_tasks.discard)
 
     async def _flush(self, pending: PendingFlush) -> None:
         try:
