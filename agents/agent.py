@@ -10,7 +10,7 @@ partitioned and encoded, plus the memory ``Reservation`` the front door took bef
 batches.
 
 Flush trigger: ``flush_interval_ms`` after the first record entered the open buffer, or as soon as the
-open buffer holds ``flush_bytes``. Up to ``max_inflight_flushes`` flushes may upload/commit at once; the
+open buffer holds ``flush_bytes``. Up to ``inflight_flushes`` flushes may upload/commit at once; the
 buffer keeps filling meanwhile, bounded by ``buffer_bytes`` (open + in flight).
 """
 
@@ -49,11 +49,21 @@ class AgentConfig:
     flush_bytes: int = 8 * MiB
     buffer_bytes: int = 64 * MiB
     cache_bytes: int = 64 * MiB
+    # At least this many flushes may upload at once; more when the buffer holds more flush-size files
+    # (``inflight_flushes``).
     max_inflight_flushes: int = 4
     idempotency_window_ms: int = 3_600_000
     topic_cache_ttl_s: float = 1.0
     # Kafka's producer.id.expiration.ms: how long idempotent producer state outlives its last append.
     producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
+
+    @property
+    def inflight_flushes(self) -> int:
+        """Flushes that may upload at once: enough that the buffer's bound, not this count, is what stops
+        cutting. With fewer, a backlog behind slow uploads grows into one file as large as the whole buffer,
+        and a remote store's upload joins it into a second copy of that size (measured: a 63 MiB flush,
+        RSS +60 MiB at once, on moto S3 under overload); with these, files stay near ``flush_bytes``."""
+        return max(self.max_inflight_flushes, -(-self.buffer_bytes // max(self.flush_bytes, 1)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +90,10 @@ class Agent:
         self.clock = clock
         self.rng = rng
         self.buffer = ProduceBuffer(config.buffer_bytes)
-        self.cache = ObjectCache(config.cache_bytes)
+        # The cache uses what the produce buffer does not: record memory stays within buffer_bytes.
+        buffer = self.buffer
+        self.cache = ObjectCache(config.cache_bytes, room=lambda: buffer.max_bytes - buffer.bytes_held)
+        buffer.grew = self.cache.make_room
         self.watch = PartitionWatch()
         self.encoder = RequestEncoder(rng)
         self.sequencer = CommitSequencer()
@@ -101,7 +114,7 @@ class Agent:
         self._inflight_keys: dict[str, asyncio.Future[list[tuple[int, int]]]] = {}
         self._inflight_appends = InflightAppends()
         self._wakeup = asyncio.Event()
-        self._slots = asyncio.Semaphore(config.max_inflight_flushes)
+        self._slots = asyncio.Semaphore(config.inflight_flushes)
         self._flush_tasks: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None
         self._housekeeping_task: asyncio.Task[None] | None = None

@@ -16,12 +16,14 @@ HTTP 429, Kafka's throttling) without spending memory or CPU on it. A reservatio
 - released once (``release``), by whoever gives up on the request; releasing again, or after ``add``
   consumed it, does nothing. So every path (success, validation error, cancelled client) can release in a
   ``finally`` without double-counting.
-Nothing else holds records (the object cache has its own bound), so ``max_bytes`` bounds produce memory.
+Nothing else holds records but the object cache, which gives way as the buffer fills (``grew``;
+agents/cache.py), so ``max_bytes`` bounds produce memory, cached flushes included.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agents.layout import FileLayout, PartitionBatch, TopicPartition
@@ -129,6 +131,8 @@ class ProduceBuffer:
     _next_seq: int = 0
     # Set whenever bytes are given back, for front doors that wait for room instead of refusing.
     _freed: asyncio.Event = field(default_factory=asyncio.Event)
+    # Called whenever the bytes held grow: the agent's cache gives way (agents/cache.py).
+    grew: Callable[[], None] | None = None
     first_append_at: float | None = None  # monotonic time of the first record in the open buffer
 
     @property
@@ -154,6 +158,8 @@ class ProduceBuffer:
         """Hold ``nbytes`` of the budget for a request about to be read; BufferFull if it can't fit."""
         self._admit(nbytes)
         self._reserved += nbytes
+        if self.grew is not None:
+            self.grew()
         return Reservation(self, nbytes)
 
     async def reserve_when_free(self, nbytes: int) -> Reservation:
@@ -181,6 +187,8 @@ class ProduceBuffer:
         if size > reservation.size:
             self._admit(size - reservation.size)
             reservation.release()
+            if self.grew is not None:
+                self.grew()
         else:
             # The rest stays reserved for the request's other partitions, which the front door adds next.
             reservation.shrink_to(reservation.size - size)

@@ -3,17 +3,24 @@
 A tailing consumer on the agent that wrote the data is served from the flushed file without a GET.
 Entries are immutable (objects are never rewritten under the same key), so the cache never needs
 invalidation; an entry for a file that GC deletes simply ages out.
+
+The cache holds at most ``max_bytes``, and at most the ``room`` its owner leaves it: the agent gives it
+what its produce buffer does not hold of its budget, and the buffer calls ``make_room`` as it fills. So
+under produce load the cache gives way (evicting its least recently used entries), and record memory stays
+within the produce buffer's bound instead of the buffer's plus the cache's.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 
 class ObjectCache:
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, room: Callable[[], int] | None = None) -> None:
         self.max_bytes = max_bytes
+        self._room = room
         self._lock = threading.Lock()
         self._files: OrderedDict[str, bytes] = OrderedDict()
         self._ranges: OrderedDict[tuple[str, int, int], bytes] = OrderedDict()
@@ -25,24 +32,39 @@ class ObjectCache:
     def size(self) -> int:
         return self._bytes
 
+    def limit(self) -> int:
+        """How many bytes the cache may hold now."""
+        if self._room is None:
+            return self.max_bytes
+        return max(0, min(self.max_bytes, self._room()))
+
+    def make_room(self) -> None:
+        """Evict down to ``limit()``: the owner needs the memory back."""
+        limit = self.limit()
+        if self._bytes > limit:
+            with self._lock:
+                self._evict(limit)
+
     def put_file(self, key: str, data: bytes) -> None:
-        if len(data) > self.max_bytes:
+        limit = self.limit()
+        if len(data) > limit:
             return
         with self._lock:
             if key not in self._files:
                 self._files[key] = data
                 self._bytes += len(data)
-            self._evict()
+            self._evict(limit)
 
     def put_range(self, key: str, start: int, data: bytes) -> None:
-        if len(data) > self.max_bytes:
+        limit = self.limit()
+        if len(data) > limit:
             return
         with self._lock:
             rkey = (key, start, start + len(data))
             if rkey not in self._ranges and key not in self._files:
                 self._ranges[rkey] = data
                 self._bytes += len(data)
-            self._evict()
+            self._evict(limit)
 
     def has_file(self, key: str) -> bool:
         """Whether the whole object is cached (no LRU update, no hit counted)."""
@@ -76,11 +98,11 @@ class ObjectCache:
             self.misses += 1
             return None
 
-    def _evict(self) -> None:
+    def _evict(self, limit: int) -> None:
         # Evict least recently used, ranges before whole files: whole files serve tailing consumers.
-        while self._bytes > self.max_bytes and self._ranges:
+        while self._bytes > limit and self._ranges:
             _, data = self._ranges.popitem(last=False)
             self._bytes -= len(data)
-        while self._bytes > self.max_bytes and self._files:
+        while self._bytes > limit and self._files:
             _, data = self._files.popitem(last=False)
             self._bytes -= len(data)

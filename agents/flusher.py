@@ -201,9 +201,12 @@ class Flusher:
             built = build_file([req.batches for req in requests])
         key = new_object_key(LEVEL_INGEST, self.clock, self.rng)
         started = self.clock.monotonic()
-        # A remote store's body is one buffer anyway, which the cache then keeps; a local one writes the
-        # pieces as they are.
-        joined = body_bytes(built.pieces) if self.store.remote else None
+        # A remote store's body is one buffer anyway, which the cache then keeps, and the batches move into
+        # it; a local one writes the pieces as they are.
+        joined = None
+        if self.store.remote:
+            joined = body_bytes(built.pieces)
+            built.rebase([req.batches for req in requests], joined)
         await self.store.put(key, built.pieces if joined is None else joined)
         placements = [built.placements(i, req.batches, req.request.order) for i, req in enumerate(requests)]
         entries = [

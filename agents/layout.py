@@ -76,6 +76,8 @@ class BuiltFile:
     tps: list[TopicPartition]
     # starts[r][b]: the relative offset, within its chunk, of request r's batch b's first record.
     starts: list[list[int]]
+    # offsets[r][b]: where request r's batch b starts, in bytes from the start of its chunk.
+    offsets: list[list[int]]
     # The chunk index of each topic-partition (positions in ``tps``), built once per file.
     index_of: dict[TopicPartition, int] = field(default_factory=dict)
 
@@ -94,6 +96,20 @@ class BuiltFile:
             batch = batches[batch_index]
             out.append((index_of[(batch.topic, batch.partition)], starts[batch_index] + record_index))
         return out
+
+    def rebase(self, requests: list[list[PartitionBatch]], body: bytes) -> None:
+        """Point every batch of the file's requests at its copy in ``body``, the file joined into one buffer,
+        so that the buffers the batches came in (Kafka request frames) are freed now rather than when the
+        flush ends: while a remote store uploads, the file's bytes then exist once, not twice. The copy's
+        baseOffset is the relative one; nothing reads it (a file laid out again writes its own)."""
+        view = memoryview(body)
+        chunks, index_of = self.chunks, self.index_of
+        for r, batches in enumerate(requests):
+            offsets = self.offsets[r]
+            for b, batch in enumerate(batches):
+                start = chunks[index_of[(batch.topic, batch.partition)]].position + offsets[b]
+                batch.data = view[start : start + len(batch.data)]
+        self.pieces = [body]
 
     def producer_batches(self, requests: list[list[PartitionBatch]]) -> list[ProducerBatch]:
         """The idempotent producers' batches of the file's requests (their batches, in file order), each
@@ -121,6 +137,7 @@ class FileLayout:
     def __init__(self) -> None:
         self._chunks: dict[TopicPartition, _OpenChunk] = {}
         self._starts: list[list[int]] = []
+        self._offsets: list[list[int]] = []
 
     def add(self, batches: list[PartitionBatch]) -> None:
         """Place one request's batches (request index: the number of requests added before it)."""
@@ -128,6 +145,7 @@ class FileLayout:
         pack = _BASE_OFFSET.pack
         skip = _BASE_OFFSET.size
         starts = []
+        offsets = []
         for batch in batches:
             tp = (batch.topic, batch.partition)
             chunk = chunks.get(tp)
@@ -138,6 +156,7 @@ class FileLayout:
             chunk.pieces.append(base)
             chunk.pieces.append(rest)
             chunk.crc = crc32c(rest, crc32c(base, chunk.crc))
+            offsets.append(chunk.length)
             chunk.length += len(batch.data)
             starts.append(chunk.count)
             chunk.count += batch.record_count
@@ -146,14 +165,18 @@ class FileLayout:
             if batch.max_timestamp > chunk.max_ts:
                 chunk.max_ts = batch.max_timestamp
         self._starts.append(starts)
+        self._offsets.append(offsets)
 
     def finish(self) -> BuiltFile:
-        """The whole file: chunks sorted by (topic, partition), then the footer. At least one request."""
+        """The whole file: chunks sorted by (topic, partition), then the footer. At least one request.
+
+        The layout is used up: it lets go of its pieces, which the file now holds."""
         builder = fileformat.FileBuilder()
         chunks: list[NewChunk] = []
-        tps = sorted(self._chunks)
+        open_chunks, self._chunks = self._chunks, {}
+        tps = sorted(open_chunks)
         for tp in tps:
-            chunk = self._chunks[tp]
+            chunk = open_chunks[tp]
             meta = builder.add_chunk_pieces(
                 tp[0],
                 tp[1],
@@ -178,7 +201,7 @@ class FileLayout:
                 )
             )
         pieces = builder.finish_pieces()
-        return BuiltFile(pieces, builder.object_size, chunks, tps, self._starts)
+        return BuiltFile(pieces, builder.object_size, chunks, tps, self._starts, self._offsets)
 
 
 def build_file(requests: list[list[PartitionBatch]]) -> BuiltFile:

@@ -74,17 +74,6 @@ _ADMITTING = "admitting"  # a Produce request waits for its topics to be loaded
 _CLOSING = "closing"  # end of stream or a fatal error: nothing more is read
 
 
-import weakref
-LIVE = [0, 0]
-class _Frame(bytearray):
-    pass
-def _track(b: bytearray, n: int) -> None:
-    LIVE[0] += n; LIVE[1] += 1
-    def fin() -> None:
-        LIVE[0] -= n; LIVE[1] -= 1
-    weakref.finalize(b, fin)
-
-
 class Registry(Protocol):
     """The listener's view of its connections (broker/server.py): the connection limit, and shutdown."""
 
@@ -219,8 +208,7 @@ class Connection(asyncio.BufferedProtocol):
                     self._handle(self._small[body : self._start])
                 elif 4 + size > len(self._small):
                     # A large frame: its own buffer, which the kernel fills from here on.
-                    big = _Frame(size)
-                    _track(big, size)
+                    big = bytearray(size)
                     have = available - 4
                     big[:have] = self._small[self._start + 4 : self._end]
                     self._big, self._big_filled = big, have

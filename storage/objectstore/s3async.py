@@ -15,6 +15,7 @@ HTTP connection pool belongs to the event loop that created it, so one store ser
 from __future__ import annotations
 
 import asyncio
+import io
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
@@ -104,7 +105,7 @@ class AsyncS3ObjectStore(S3StoreBase, AsyncObjectStore):
         data = body_bytes(data)  # one request body; aiobotocore signs and sends a single buffer
         self.counters.incr(PUT, written=len(data))
         with translate_errors(self._where("PUT", key), ASYNC_TRANSIENT_ERRORS):
-            await client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data)
+            await client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=_SharedBytesIO(data))
 
     async def get(self, key: str) -> bytes:
         return await self._get_all(key, None)
@@ -144,3 +145,20 @@ class AsyncS3ObjectStore(S3StoreBase, AsyncObjectStore):
 
 
 __all__ = ["AsyncS3ObjectStore"]
+
+
+class _SharedBytesIO(io.BytesIO):
+    """A file-like request body over ``data`` that never copies all of it.
+
+    botocore turns a bytes body into a BytesIO, and aiohttp sizes a BytesIO body with ``getbuffer()``,
+    which makes BytesIO copy the bytes it shares: a second copy of every PUT for as long as it uploads
+    (measured: with flushes in flight, the agent's peak RSS under overload on S3). Reads (aiohttp sends
+    the body in chunks; botocore reads it to sign and checksum, then seeks back) stay BytesIO's own.
+    """
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self._data = data
+
+    def getbuffer(self) -> memoryview:
+        return memoryview(self._data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agents.buffer import ProduceBuffer
 from agents.cache import ObjectCache
 
 
@@ -41,3 +42,24 @@ def test_oversize_entries_are_not_cached_and_duplicates_count_once() -> None:
     cache.put_file("a", b"1234")
     cache.put_file("a", b"1234")
     assert cache.size == 4
+
+
+def test_the_cache_gives_way_to_its_owner() -> None:
+    # The agent's cache holds only what its produce buffer leaves of the budget, and shrinks as it fills.
+    buffer = ProduceBuffer(100)
+    cache = ObjectCache(80, room=lambda: buffer.max_bytes - buffer.bytes_held)
+    buffer.grew = cache.make_room
+    cache.put_file("a", b"a" * 40)
+    cache.put_file("b", b"b" * 40)
+    assert cache.size == 80  # its own bound: 80 of the 100 free
+    held = buffer.reserve(50)
+    assert cache.size == 40
+    assert cache.get("a", 0, 1) is None
+    cache.put_file("c", b"c" * 20)  # only 50 free: b, now the least recently used, goes
+    assert cache.get("b", 0, 1) is None
+    assert cache.size == 20
+    cache.put_file("big", b"x" * 60)  # larger than the room left: not cached at all
+    assert cache.get("big", 0, 1) is None
+    held.release()
+    cache.put_file("d", b"d" * 40)
+    assert cache.size == 60

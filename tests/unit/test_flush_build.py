@@ -102,3 +102,27 @@ def test_the_buffer_lays_out_each_flush_as_its_requests_arrive() -> None:
     assert built.starts == [[0], [2, 0]]
     [(meta)] = fileformat.read_index(body_bytes(later.layout.finish().pieces))
     assert (meta.topic, meta.record_count) == ("a", 1)
+
+
+def test_rebase_moves_the_batches_into_the_joined_file_and_a_new_layout_of_them_is_the_same() -> None:
+    # A remote store's flush joins the file, then lets the batches point into it: their frames are freed.
+    # A retry without some requests lays out the rest again from there.
+    frame = bytearray(b"hdr" + records.encode_batch([records.Record(0, 5, b"k", b"a")]))
+    first = [PartitionBatch("t", 0, memoryview(frame)[3:], 1, 5, 5)]
+    second = [batch("t", 0, [b"b", b"c"]), batch("s", 1, [b"d"])]
+    built = build_file([first, second])
+    body = body_bytes(built.pieces)
+
+    built.rebase([first, second], body)
+
+    assert all(isinstance(b.data, memoryview) and b.data.obj is body for b in first + second)
+    assert built.pieces == [body]
+    assert body_bytes(build_file([first, second]).pieces) == body
+    alone = body_bytes(build_file([second]).pieces)
+    values = {
+        (m.topic, m.partition): [
+            (r.offset, r.value) for r in records.decode_records(alone[m.position : m.end])
+        ]
+        for m in fileformat.read_index(alone)
+    }
+    assert values == {("s", 1): [(0, b"d")], ("t", 0): [(0, b"b"), (1, b"c")]}
