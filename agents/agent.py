@@ -114,7 +114,9 @@ class Agent:
         self._inflight_keys: dict[str, asyncio.Future[list[tuple[int, int]]]] = {}
         self._inflight_appends = InflightAppends()
         self._wakeup = asyncio.Event()
-        self._slots = asyncio.Semaphore(config.inflight_flushes)
+        # Flush slots: a count, not a semaphore, so that a size-triggered cut can take one synchronously.
+        self._free_slots = config.inflight_flushes
+        self._slot_freed = asyncio.Event()
         self._flush_tasks: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None
         self._housekeeping_task: asyncio.Task[None] | None = None
@@ -266,7 +268,12 @@ class Agent:
 
     def _enqueue(self, pending: PendingRequest, reservation: Reservation) -> None:
         self.buffer.add(pending, reservation, self.clock.monotonic())
-        if len(self.buffer) == 1 or self.buffer.open_bytes >= self.config.flush_bytes:
+        if self.buffer.open_bytes >= self.config.flush_bytes and self._free_slots:
+            # The size trigger cuts at once. Left to the flush loop's next turn, it let in whatever the
+            # event loop read before that turn came: at 200 MiB/s, files of ~14 MiB for an 8 MiB trigger,
+            # which then exceeded the fetch path's whole-file reads.
+            self._cut()
+        elif len(self.buffer) == 1 or self.buffer.open_bytes >= self.config.flush_bytes:
             self._wakeup.set()
 
     # --- flushing ----------------------------------------------------------------------------------------
@@ -290,8 +297,16 @@ class Agent:
                     pass
                 continue
             # Wait for a flush slot before draining, so the buffer keeps growing while uploads are busy.
-            await self._slots.acquire()
-            self._start_flush(self.buffer.drain())
+            while not self._free_slots:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+            if len(self.buffer):  # unless a size cut took it meanwhile
+                self._cut()
+
+    def _cut(self) -> None:
+        """Drain the open buffer into a flush of its own, in a free slot."""
+        self._free_slots -= 1
+        self._start_flush(self.buffer.drain())
 
     def _start_flush(self, pending: PendingFlush) -> None:
         # Not inline in _flush_loop: a local there would keep the last flush's requests (and their bytes,
@@ -305,7 +320,10 @@ class Agent:
             await self.flusher.flush(pending)
         finally:
             self.buffer.release(pending)
-            self._slots.release()
+            self._free_slots += 1
+            self._slot_freed.set()
+            if self.buffer.open_bytes >= self.config.flush_bytes:
+                self._wakeup.set()  # a size cut waited for this slot
 
     async def _housekeeping(self) -> None:
         while True:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import gc
 import logging
 
@@ -28,28 +27,6 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
-
-
-# glibc's mallopt parameter for the size above which malloc serves a request with its own mmap.
-_M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 256 * 1024
-
-
-def tune_allocator() -> None:
-    """Large buffers straight from the OS and straight back: a fixed mmap threshold on glibc.
-
-    glibc serves allocations above M_MMAP_THRESHOLD with mmap and unmaps them when freed, but by default
-    the threshold rises (up to 32 MiB) after the first such buffer is freed, and later request frames and
-    flush files then come from heaps that keep freed memory. Measured under produce overload on S3: RSS
-    stayed ~40 MiB above what was in use, and the peak ~60 MiB above. Setting the threshold fixes it (and
-    turns the adjustment off). Elsewhere than glibc this does nothing.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 def serve(settings: Settings) -> int:
@@ -87,6 +64,5 @@ def serve(settings: Settings) -> int:
         http="httptools",
     )
     tune_gc()
-    tune_allocator()
     uvicorn.Server(config).run()
     return 0

@@ -171,7 +171,7 @@ class Sink:
         if not 0 <= partition < self.partitions:
             self.totals["refused"] += 1
             return errors.UNKNOWN_TOPIC_OR_PARTITION, -1
-        data = data if isinstance(data, bytes) else b""
+        data = data if data is not None else b""  # a view into the request frame
         if len(data) > _ATTRIBUTES_AT + 1:
             # The first batch's codec: says whether the client compressed at all (librdkafka sends lz4
             # uncompressed to a broker that does not advertise FindCoordinator).

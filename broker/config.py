@@ -28,9 +28,9 @@ class BrokerConfig:
     # change throughput, never correctness. Each lane has its own port, not just its own id: kafkajs
     # 2.2.4 keeps one broker object per host:port, and with several ids at one address it silently sends
     # only the partitions of the last id it saw (cluster/brokerPool.js, measured here).
-    # Default 1, the single broker the Kafka issue asks for: measured (docs/benchmarks.md), 8 lanes lift one
-    # idempotent librdkafka producer from 17 to ~52 MiB/s, but with many small requests (linger.ms 5) they
-    # made ack latency 5x worse, each producer's 8 broker threads competing with the agent for 2 cores.
+    # Default 1, the single broker the Kafka issue asks for: measured (docs/benchmarks.md), 4-16 lanes lift
+    # one idempotent librdkafka producer from 17 to 45-50 MiB/s, but on a 2-core machine the client's own
+    # CPU grows with its broker connections (1.1-1.5 cores against 0.12 with one) and eats the gain.
     lanes: int = 1
     cluster_id: str = "strata"
     # Kafka's broker defaults: a Metadata request for an unknown topic creates it with num.partitions.
