@@ -229,12 +229,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def _read_size(self) -> int:
         size: int = _SIZE.unpack_from(self._small, self._start)[0]
-        if size < frames.MIN_REQUEST_SIZE:
-            raise BadRequest(f"a frame declares {size} bytes, fewer than a request header")
-        max_bytes = self.ctx.config.max_request_bytes
-        if size > max_bytes:
-            raise BadRequest(f"a frame declares {size} bytes, more than socket.request.max.bytes={max_bytes}")
-        return size
+        return frames.check_size(size, self.ctx.config.max_request_bytes)
 
     def _reserve(self, size: int) -> bool:
         try:
@@ -320,21 +315,34 @@ class Connection(asyncio.BufferedProtocol):
             return
         slot.pending = pending
         slot.deadline = self._loop.time() + max(request.timeout_ms, 1) / 1000
-        if self._deadline_timer is None:
-            self._deadline_timer = self._loop.call_at(slot.deadline, self._expire)
+        self._arm(slot.deadline)
+
+    def _arm(self, deadline: float) -> None:
+        """Have ``_expire`` run by ``deadline``. A client's requests share a timeout, so the timer armed for
+        the oldest one is nearly always early enough and is left alone."""
+        timer = self._deadline_timer
+        if timer is not None:
+            if timer.when() <= deadline:
+                return
+            timer.cancel()
+        self._deadline_timer = self._loop.call_at(deadline, self._expire)
 
     def _expire(self) -> None:
-        """Answer the requests whose timeout has passed, up to the first that still has time; one timer per
-        connection, armed for the oldest unanswered request (answers go out in order anyway)."""
+        """Answer every request whose timeout has passed, then arm for the next deadline: one timer per
+        connection (answers still go out in request order)."""
         self._deadline_timer = None
         now = self._loop.time()
+        later = []
         for slot in list(self._slots):
-            if slot.ready or slot.pending is None:
+            pending = slot.pending
+            if slot.ready or pending is None:
                 continue
-            if slot.deadline > now:
-                self._deadline_timer = self._loop.call_at(slot.deadline, self._expire)
-                return
-            slot.pending.expire()
+            if slot.deadline <= now:
+                pending.expire()
+            else:
+                later.append(slot.deadline)
+        if later:
+            self._arm(min(later))
 
     async def _respond(
         self, slot: _Slot, correlation_id: int, handler: apis.Handler, request: object

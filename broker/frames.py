@@ -56,7 +56,11 @@ async def read_size(reader: asyncio.StreamReader, max_bytes: int) -> int | None:
         if exc.partial:
             raise BadRequest("the connection closed inside a frame's size") from None
         return None
-    size: int = _SIZE.unpack(head)[0]
+    return check_size(_SIZE.unpack(head)[0], max_bytes)
+
+
+def check_size(size: int, max_bytes: int) -> int:
+    """``size`` if a frame may declare it; BadRequest (the connection is closed) otherwise."""
     if size < MIN_REQUEST_SIZE:
         raise BadRequest(f"a frame declares {size} bytes, fewer than a request header")
     if size > max_bytes:
