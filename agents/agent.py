@@ -268,12 +268,13 @@ class Agent:
 
     def _enqueue(self, pending: PendingRequest, reservation: Reservation) -> None:
         self.buffer.add(pending, reservation, self.clock.monotonic())
-        if self.buffer.open_bytes >= self.config.flush_bytes and self._free_slots:
+        full = self.buffer.open_bytes >= self.config.flush_bytes
+        if full and self._free_slots:
             # The size trigger cuts at once. Left to the flush loop's next turn, it let in whatever the
             # event loop read before that turn came: at 200 MiB/s, files of ~14 MiB for an 8 MiB trigger,
             # which then exceeded the fetch path's whole-file reads.
             self._cut()
-        elif len(self.buffer) == 1 or self.buffer.open_bytes >= self.config.flush_bytes:
+        elif full or len(self.buffer) == 1:
             self._wakeup.set()
 
     # --- flushing ----------------------------------------------------------------------------------------

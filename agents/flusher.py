@@ -197,8 +197,9 @@ class Flusher:
     async def _write_and_commit(
         self, seq: int, requests: list[PendingRequest], built: BuiltFile | None
     ) -> None:
+        batches = [req.batches for req in requests]
         if built is None:
-            built = build_file([req.batches for req in requests])
+            built = build_file(batches)
         key = new_object_key(LEVEL_INGEST, self.clock, self.rng)
         started = self.clock.monotonic()
         # A remote store's body is one buffer anyway, which the cache then keeps, and the batches move into
@@ -206,7 +207,7 @@ class Flusher:
         joined = None
         if self.store.remote:
             joined = body_bytes(built.pieces)
-            built.rebase([req.batches for req in requests], joined)
+            built.rebase(batches, joined)
         await self.store.put(key, built.pieces if joined is None else joined)
         placements = [built.placements(i, req.batches, req.request.order) for i, req in enumerate(requests)]
         entries = [
@@ -214,7 +215,7 @@ class Flusher:
             for i, req in enumerate(requests)
             if req.idempotency_key is not None
         ]
-        producers = built.producer_batches([req.batches for req in requests])
+        producers = built.producer_batches(batches)
         new_file = NewFile(key, built.size, LEVEL_INGEST, self.clock.now_ms())
         await self.sequencer.wait_turn(seq)
         result = await self._commit(new_file, built.chunks, entries, producers)

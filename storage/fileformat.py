@@ -191,13 +191,10 @@ class FileBuilder:
         min_timestamp: int,
         max_timestamp: int,
         present: BitMap | None = None,
-        take: bool = False,
     ) -> ChunkMeta:
         """Append one chunk and return its footer entry. ``ValueError`` if out of order or inconsistent.
 
-        ``data`` is copied, so the caller may reuse its buffer, unless ``take``: then the caller hands over
-        a bytearray it never touches again, kept as it is (the flusher's chunks: one copy fewer per flush).
-        A ``present`` bitmap that covers every
+        ``data`` is copied, so the caller may reuse its buffer. A ``present`` bitmap that covers every
         offset 0..last_offset_delta is stored as dense (None): ``present is not None`` means the chunk has
         holes, in the builder's output and in every index read back.
         """
@@ -206,7 +203,7 @@ class FileBuilder:
                 raise ValueError("a present-offsets bitmap must not be empty")
             # A private copy, because the caller's bitmap may change after this returns.
             present = None if present.min() == 0 and len(present) == present.max() + 1 else BitMap(present)
-        chunk: bytes | bytearray = data if take and isinstance(data, bytearray) else bytes(data)
+        chunk = bytes(data)
         return self._add(
             topic,
             partition,
@@ -230,18 +227,13 @@ class FileBuilder:
         last_offset_delta: int,
         min_timestamp: int,
         max_timestamp: int,
-        length: int | None = None,
-        crc: int | None = None,
+        length: int,
+        crc: int,
     ) -> ChunkMeta:
         """``add_chunk`` for a dense chunk given as pieces, kept as they are, not copied: the caller hands
-        them over and never changes them (the flusher's batches, as their producers sent them). A caller
-        that built the pieces up incrementally may pass their total ``length`` and ``crc`` (CRC-32C of
-        their concatenation); otherwise both are computed here."""
-        if length is None or crc is None:
-            crc = length = 0
-            for piece in pieces:
-                crc = crc32c(piece, crc)
-                length += len(piece)
+        them over and never changes them (the flusher's batches, as their producers sent them). The
+        caller built the pieces up incrementally and gives their total ``length`` and ``crc`` (CRC-32C of
+        their concatenation)."""
         return self._add(
             topic,
             partition,

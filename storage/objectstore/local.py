@@ -90,8 +90,9 @@ _IOV_MAX = 1024
 def _write_all(fd: int, pieces: list[Piece]) -> None:
     """Write ``pieces`` in order, with as few ``writev`` calls as the kernel allows (a short write resumes
     where it stopped)."""
-    # Pieces are bytes, bytearrays or byte-format memoryviews, so len() counts bytes.
-    views: list[Piece] = pieces
+    # Pieces are bytes, bytearrays or byte-format memoryviews, so len() counts bytes. A copy of the list:
+    # a short write trims its first piece, and the caller's list must stay whole for a retried put.
+    views: list[Piece] = list(pieces)
     while views:
         batch = views[:_IOV_MAX]
         written = os.writev(fd, batch)
