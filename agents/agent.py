@@ -10,7 +10,8 @@ partitioned and encoded, plus the memory ``Reservation`` the front door took bef
 batches.
 
 Flush trigger: ``flush_interval_ms`` after the first record entered the open buffer, or as soon as the
-open buffer holds ``flush_bytes``. Up to ``inflight_flushes`` flushes may upload/commit at once; the
+open buffer holds ``flush_bytes``, or once it holds ``flush_idle_bytes`` and nothing more has arrived for
+``flush_idle_ms`` (see ``AgentConfig``). Up to ``inflight_flushes`` flushes may upload/commit at once; the
 buffer keeps filling meanwhile, bounded by ``buffer_bytes`` (open + in flight).
 """
 
@@ -32,7 +33,7 @@ from agents.metrics import Metrics
 from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
 from storage.clock import Clock
-from storage.errors import StrataError, Unavailable, UnknownTopic
+from storage.errors import SettingsError, StrataError, Unavailable, UnknownTopic
 from storage.metadata.base import PRODUCER_ID_EXPIRATION_MS, LogStore, TopicInfo
 from storage.objectstore.base import AsyncObjectStore
 from storage.topic_config import TopicConfig
@@ -47,6 +48,16 @@ HOUSEKEEPING_INTERVAL_S = 60.0
 class AgentConfig:
     flush_interval_ms: int = 250
     flush_bytes: int = 8 * MiB
+    # The idle cut: a buffer holding at least flush_idle_bytes is cut once no request has arrived for
+    # flush_idle_ms (0 turns it off). Producers that wait for their acks before sending more stop sending
+    # once their requests are all in the buffer, and waiting out the interval then only adds latency. An
+    # idempotent librdkafka producer is the common case: it keeps one request in flight per partition
+    # (docs/benchmarks.md), so its bytes in flight are about partitions x batch.size and its throughput
+    # that over the ack latency. Under steady load from many producers requests keep arriving and the cut
+    # never fires; below flush_idle_bytes it never fires either, so a trickle still waits for the
+    # interval and PUTs stay at most one per flush_idle_bytes.
+    flush_idle_ms: int = 5
+    flush_idle_bytes: int = 4 * MiB
     buffer_bytes: int = 64 * MiB
     cache_bytes: int = 64 * MiB
     # At least this many flushes may upload at once; more when the buffer holds more flush-size files
@@ -56,6 +67,13 @@ class AgentConfig:
     topic_cache_ttl_s: float = 1.0
     # Kafka's producer.id.expiration.ms: how long idempotent producer state outlives its last append.
     producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
+
+    def __post_init__(self) -> None:
+        for name in ("flush_interval_ms", "flush_bytes", "flush_idle_bytes", "buffer_bytes"):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"STRATA_{name.upper()} must be positive, got {getattr(self, name)}")
+        if self.flush_idle_ms < 0:
+            raise SettingsError(f"STRATA_FLUSH_IDLE_MS must be 0 (off) or positive, got {self.flush_idle_ms}")
 
     @property
     def inflight_flushes(self) -> int:
@@ -116,6 +134,7 @@ class Agent:
         self._wakeup = asyncio.Event()
         # Flush slots: a count, not a semaphore, so that a size-triggered cut can take one synchronously.
         self._free_slots = config.inflight_flushes
+        self._idle_cut = config.flush_idle_ms > 0
         self._slot_freed = asyncio.Event()
         self._flush_tasks: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None
@@ -268,7 +287,8 @@ class Agent:
 
     def _enqueue(self, pending: PendingRequest, reservation: Reservation) -> None:
         self.buffer.add(pending, reservation, self.clock.monotonic())
-        full = self.buffer.open_bytes >= self.config.flush_bytes
+        open_bytes = self.buffer.open_bytes
+        full = open_bytes >= self.config.flush_bytes
         if full and self._free_slots:
             # The size trigger cuts at once. Left to the flush loop's next turn, it let in whatever the
             # event loop read before that turn came: at 200 MiB/s, files of ~14 MiB for an 8 MiB trigger,
@@ -276,10 +296,13 @@ class Agent:
             self._cut()
         elif full or len(self.buffer) == 1:
             self._wakeup.set()
+        elif self._idle_cut and open_bytes - pending.size < self.config.flush_idle_bytes <= open_bytes:
+            self._wakeup.set()  # the idle cut's deadline now applies
 
     # --- flushing ----------------------------------------------------------------------------------------
     async def _flush_loop(self) -> None:
         interval = self.config.flush_interval_ms / 1000
+        idle = self.config.flush_idle_ms / 1000
         while True:
             if len(self.buffer) == 0:
                 if self._closing:
@@ -287,9 +310,13 @@ class Agent:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            first = self.buffer.first_append_at
+            first, last = self.buffer.first_append_at, self.buffer.last_append_at
             assert first is not None  # the buffer is not empty
-            remaining = first + interval - self.clock.monotonic()
+            assert last is not None
+            deadline = first + interval
+            if self._idle_cut and self.buffer.open_bytes >= self.config.flush_idle_bytes:
+                deadline = min(deadline, last + idle)
+            remaining = deadline - self.clock.monotonic()
             if remaining > 0 and self.buffer.open_bytes < self.config.flush_bytes and not self._closing:
                 self._wakeup.clear()
                 try:

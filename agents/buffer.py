@@ -134,6 +134,7 @@ class ProduceBuffer:
     # Called whenever the bytes held grow: the agent's cache gives way (agents/cache.py).
     grew: Callable[[], None] | None = None
     first_append_at: float | None = None  # monotonic time of the first record in the open buffer
+    last_append_at: float | None = None  # and of the latest
 
     @property
     def open_bytes(self) -> int:
@@ -198,6 +199,7 @@ class ProduceBuffer:
         self._open_bytes += size
         if self.first_append_at is None:
             self.first_append_at = now
+        self.last_append_at = now
 
     def drain(self) -> PendingFlush:
         """Hand the open buffer to the next flush in cut order. Its bytes stay counted until ``release``."""
@@ -207,7 +209,7 @@ class ProduceBuffer:
         self._requests = []
         self._layout = FileLayout()
         self._open_bytes = 0
-        self.first_append_at = None
+        self.first_append_at = self.last_append_at = None
         return flush
 
     def release(self, flush: PendingFlush) -> None:

@@ -104,6 +104,8 @@ def agent_config(settings: Settings) -> AgentConfig:
     return AgentConfig(
         flush_interval_ms=settings.flush_interval_ms,
         flush_bytes=settings.flush_bytes,
+        flush_idle_ms=settings.flush_idle_ms,
+        flush_idle_bytes=settings.flush_idle_bytes,
         buffer_bytes=settings.buffer_bytes,
         cache_bytes=settings.cache_bytes,
         idempotency_window_ms=settings.idempotency_window_ms,

@@ -68,6 +68,20 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "flush_bytes", "STRATA_FLUSH_BYTES", int, 8 * MiB, "Flush as soon as this many bytes are buffered"
     ),
+    Setting(
+        "flush_idle_ms",
+        "STRATA_FLUSH_IDLE_MS",
+        int,
+        5,
+        "Also flush once FLUSH_IDLE_BYTES are buffered and no request came for this long (0: off)",
+    ),
+    Setting(
+        "flush_idle_bytes",
+        "STRATA_FLUSH_IDLE_BYTES",
+        int,
+        4 * MiB,
+        "The least buffered bytes that the idle flush cuts",
+    ),
     Setting("buffer_bytes", "STRATA_BUFFER_BYTES", int, 64 * MiB, "Produce buffer bound; past it: HTTP 429"),
     Setting("cache_bytes", "STRATA_CACHE_BYTES", int, 64 * MiB, "Fetch cache size (recent files and ranges)"),
     Setting(
@@ -236,6 +250,8 @@ class Settings:
     metadata: str | None = None
     flush_interval_ms: int = 250
     flush_bytes: int = 8 * MiB
+    flush_idle_ms: int = 5
+    flush_idle_bytes: int = 4 * MiB
     buffer_bytes: int = 64 * MiB
     cache_bytes: int = 64 * MiB
     max_request_bytes: int = 16 * MiB
