@@ -21,20 +21,22 @@ import asyncio
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agents.buffer import PendingFlush, PendingRequest, ProduceBuffer, ProduceRequest, Reservation
 from agents.cache import ObjectCache
 from agents.encode import ProduceRecord, RequestEncoder
 from agents.fetch import Fetcher, FetchResult
 from agents.flusher import Flusher
+from agents.group_coordinator import GroupCoordinator
+from agents.group_state import GroupLimits
 from agents.inflight import InflightAppends, append_key
 from agents.metrics import Metrics
 from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
 from storage.clock import Clock
 from storage.errors import SettingsError, StrataError, Unavailable, UnknownTopic
-from storage.metadata.base import PRODUCER_ID_EXPIRATION_MS, LogStore, TopicInfo
+from storage.metadata.base import PRODUCER_ID_EXPIRATION_MS, AgentMetadata, TopicInfo
 from storage.objectstore.base import AsyncObjectStore
 from storage.topic_config import TopicConfig
 
@@ -67,6 +69,10 @@ class AgentConfig:
     topic_cache_ttl_s: float = 1.0
     # Kafka's producer.id.expiration.ms: how long idempotent producer state outlives its last append.
     producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
+    # Consumer groups: Kafka's group.* broker settings, and how often this agent applies due expiries and
+    # rebalance deadlines to every group (a group whose members all died is moved on by some agent).
+    group_limits: GroupLimits = field(default_factory=GroupLimits)
+    group_sweep_interval_s: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("flush_interval_ms", "flush_bytes", "flush_idle_bytes", "buffer_bytes"):
@@ -96,7 +102,7 @@ class Agent:
         self,
         config: AgentConfig,
         store: AsyncObjectStore,
-        metadata: LogStore,
+        metadata: AgentMetadata,
         metrics: Metrics,
         clock: Clock,
         rng: random.Random,
@@ -127,6 +133,7 @@ class Agent:
             config.producer_id_expiration_ms,
         )
         self.fetcher = Fetcher(store, metadata, self.cache, self.watch, clock)
+        self.groups = GroupCoordinator(metadata, clock, config.group_limits)
         self._topics: dict[str, CachedTopic] = {}
         self._reloads: dict[str, asyncio.Task[None]] = {}
         self._inflight_keys: dict[str, asyncio.Future[list[tuple[int, int]]]] = {}
@@ -139,6 +146,7 @@ class Agent:
         self._flush_tasks: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None
         self._housekeeping_task: asyncio.Task[None] | None = None
+        self._sweep_task: asyncio.Task[None] | None = None
         self._closing = False
         metrics.bind_gauges(lambda: self.buffer.bytes_held, lambda: self.cache.size)
 
@@ -146,6 +154,7 @@ class Agent:
     async def start(self) -> None:
         self._loop_task = asyncio.create_task(self._flush_loop(), name="strata-flush-loop")
         self._housekeeping_task = asyncio.create_task(self._housekeeping(), name="strata-housekeeping")
+        self._sweep_task = asyncio.create_task(self._group_sweep(), name="strata-group-sweep")
 
     async def close(self) -> None:
         """Flush what is buffered, wait for in-flight flushes, stop the loops."""
@@ -153,9 +162,10 @@ class Agent:
         self._wakeup.set()
         if self._loop_task is not None:
             await self._loop_task
-        if self._housekeeping_task is not None:
-            self._housekeeping_task.cancel()
-            await asyncio.gather(self._housekeeping_task, return_exceptions=True)
+        for task in (self._housekeeping_task, self._sweep_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         reloads = list(self._reloads.values())
         for task in reloads:
             task.cancel()
@@ -372,6 +382,14 @@ class Agent:
                 continue
             if removed:
                 log.info("expired %d producer state rows", removed)
+
+    async def _group_sweep(self) -> None:
+        while True:
+            await self.clock.asleep(self.config.group_sweep_interval_s)
+            try:
+                await self.groups.sweep()
+            except Unavailable as exc:
+                log.warning("consumer group sweep skipped: %s", exc.message)
 
     # --- fetch -------------------------------------------------------------------------------------------
     async def fetch(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry
 
 from agents.agent import Agent, AgentConfig
+from agents.group_state import GroupLimits
 from agents.metrics import Metrics
 from api.settings import Settings
 from broker.budget import ByteBudget
@@ -106,6 +107,11 @@ def agent_config(settings: Settings) -> AgentConfig:
         flush_bytes=settings.flush_bytes,
         flush_idle_ms=settings.flush_idle_ms,
         flush_idle_bytes=settings.flush_idle_bytes,
+        group_limits=GroupLimits(
+            initial_delay_ms=settings.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=settings.group_min_session_timeout_ms,
+            max_session_timeout_ms=settings.group_max_session_timeout_ms,
+        ),
         buffer_bytes=settings.buffer_bytes,
         cache_bytes=settings.cache_bytes,
         idempotency_window_ms=settings.idempotency_window_ms,

@@ -82,6 +82,27 @@ SETTINGS: tuple[Setting, ...] = (
         4 * MiB,
         "The least buffered bytes that the idle flush cuts",
     ),
+    Setting(
+        "group_initial_rebalance_delay_ms",
+        "STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS",
+        int,
+        3000,
+        "Kafka's group.initial.rebalance.delay.ms: an empty group waits this long for more members",
+    ),
+    Setting(
+        "group_min_session_timeout_ms",
+        "STRATA_GROUP_MIN_SESSION_TIMEOUT_MS",
+        int,
+        6000,
+        "Kafka's group.min.session.timeout.ms",
+    ),
+    Setting(
+        "group_max_session_timeout_ms",
+        "STRATA_GROUP_MAX_SESSION_TIMEOUT_MS",
+        int,
+        1_800_000,
+        "Kafka's group.max.session.timeout.ms",
+    ),
     Setting("buffer_bytes", "STRATA_BUFFER_BYTES", int, 64 * MiB, "Produce buffer bound; past it: HTTP 429"),
     Setting("cache_bytes", "STRATA_CACHE_BYTES", int, 64 * MiB, "Fetch cache size (recent files and ranges)"),
     Setting(
@@ -252,6 +273,9 @@ class Settings:
     flush_bytes: int = 8 * MiB
     flush_idle_ms: int = 5
     flush_idle_bytes: int = 4 * MiB
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
     buffer_bytes: int = 64 * MiB
     cache_bytes: int = 64 * MiB
     max_request_bytes: int = 16 * MiB

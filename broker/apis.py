@@ -18,9 +18,18 @@ from kafka.protocol.admin.configs import (
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
 )
+from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.admin.topics import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
@@ -38,6 +47,9 @@ from broker.handlers.configs import (
 )
 from broker.handlers.coordinator import handle_find_coordinator
 from broker.handlers.fetch import handle_fetch
+from broker.handlers.group_admin import handle_delete_groups, handle_describe_groups, handle_list_groups
+from broker.handlers.group_offsets import handle_offset_commit, handle_offset_fetch
+from broker.handlers.groups import handle_heartbeat, handle_join_group, handle_leave_group, handle_sync_group
 from broker.handlers.metadata import handle_describe_cluster, handle_metadata
 from broker.handlers.offsets import handle_list_offsets
 from broker.handlers.producer_id import handle_init_producer_id
@@ -77,7 +89,16 @@ TABLE: dict[int, Api] = {
         Api(1, 4, 12, FetchRequest, handle_fetch),
         Api(2, 1, 7, ListOffsetsRequest, handle_list_offsets),
         Api(3, 0, 12, MetadataRequest, handle_metadata),
+        Api(8, 2, 8, OffsetCommitRequest, handle_offset_commit),
+        Api(9, 1, 7, OffsetFetchRequest, handle_offset_fetch),
         Api(10, 0, 3, FindCoordinatorRequest, handle_find_coordinator),
+        Api(11, 0, 7, JoinGroupRequest, handle_join_group),
+        Api(12, 0, 4, HeartbeatRequest, handle_heartbeat),
+        Api(13, 0, 4, LeaveGroupRequest, handle_leave_group),
+        Api(14, 0, 5, SyncGroupRequest, handle_sync_group),
+        Api(15, 0, 5, DescribeGroupsRequest, handle_describe_groups),
+        Api(16, 0, 5, ListGroupsRequest, handle_list_groups),
+        Api(42, 0, 2, DeleteGroupsRequest, handle_delete_groups),
         Api(18, 0, 4, ApiVersionsRequest, handle_api_versions),
         Api(19, 2, 5, CreateTopicsRequest, handle_create_topics),
         Api(20, 1, 4, DeleteTopicsRequest, handle_delete_topics),

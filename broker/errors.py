@@ -11,19 +11,29 @@ from storage.errors import (
     BadRequest,
     BufferFull,
     CorruptObject,
+    FencedInstanceId,
+    GroupIdNotFound,
+    IllegalGeneration,
+    InconsistentGroupProtocol,
     InvalidConfig,
+    InvalidGroupId,
     InvalidPartitionCount,
     InvalidPayload,
     InvalidProducerEpoch,
+    InvalidSessionTimeout,
     InvalidTimestamp,
     InvalidTopicName,
+    MemberIdRequired,
+    NonEmptyGroup,
     OffsetOutOfRange,
     OutOfOrderSequence,
     ProducerFenced,
+    RebalanceInProgress,
     RecordTooLarge,
     StrataError,
     TopicExists,
     Unavailable,
+    UnknownMemberId,
     UnknownPartition,
     UnknownTopic,
 )
@@ -52,6 +62,18 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 KAFKA_STORAGE_ERROR = 56
 UNSUPPORTED_COMPRESSION_TYPE = 76
 INVALID_RECORD = 87
+OFFSET_METADATA_TOO_LARGE = 12
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+MEMBER_ID_REQUIRED = 79
+FENCED_INSTANCE_ID = 82
+GROUP_SUBSCRIBED_TO_TOPIC = 86
 PRODUCER_FENCED = 90
 
 # Most specific class first; the first match by isinstance wins.
@@ -73,6 +95,16 @@ _BY_TYPE: tuple[tuple[type[StrataError], int], ...] = (
     # aborting, where PRODUCER_FENCED is fatal); InitProducerId v4 answers PRODUCER_FENCED.
     (InvalidProducerEpoch, INVALID_PRODUCER_EPOCH),
     (ProducerFenced, PRODUCER_FENCED),
+    (InvalidGroupId, INVALID_GROUP_ID),
+    (UnknownMemberId, UNKNOWN_MEMBER_ID),
+    (GroupIdNotFound, GROUP_ID_NOT_FOUND),
+    (IllegalGeneration, ILLEGAL_GENERATION),
+    (RebalanceInProgress, REBALANCE_IN_PROGRESS),
+    (FencedInstanceId, FENCED_INSTANCE_ID),
+    (NonEmptyGroup, NON_EMPTY_GROUP),
+    (MemberIdRequired, MEMBER_ID_REQUIRED),
+    (InconsistentGroupProtocol, INCONSISTENT_GROUP_PROTOCOL),
+    (InvalidSessionTimeout, INVALID_SESSION_TIMEOUT),
     # KAFKA_STORAGE_ERROR is retriable in every client: "the store is down, nothing was acknowledged".
     (Unavailable, KAFKA_STORAGE_ERROR),
     # Corrupt stored data is not the client's fault and retrying does not fix it.
@@ -85,3 +117,12 @@ def kafka_error(exc: StrataError) -> int:
         if isinstance(exc, cls):
             return code
     return KAFKA_STORAGE_ERROR if exc.retriable else UNKNOWN_SERVER_ERROR
+
+
+def kafka_group_error(exc: StrataError) -> int:
+    """``kafka_error`` for the group APIs: the metadata store unavailable is COORDINATOR_NOT_AVAILABLE
+    there, which clients answer by finding the coordinator again and retrying (Kafka's own answer while
+    its group coordinator cannot serve)."""
+    if isinstance(exc, Unavailable):
+        return COORDINATOR_NOT_AVAILABLE
+    return kafka_error(exc)

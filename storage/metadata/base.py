@@ -51,14 +51,17 @@ package (``storage.metadata.sql``) through a small dialect layer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 # Re-exported: callers import these from here too.
 from storage.errors import IdempotencyConflict as IdempotencyConflict
 from storage.errors import ProducerConflict as ProducerConflict
+from storage.errors import StrataError
 from storage.errors import UnknownJob as UnknownJob
+
+T = TypeVar("T")
 
 # File levels: L0 files come from agent flushes; compaction merges them into L1, L1 into L2.
 LEVEL_INGEST = 0
@@ -196,6 +199,28 @@ class GroupOffset:
     partition: int
     offset: int
     committed_ms: int
+    # Kafka's commit metadata string and the leader epoch the consumer saw (-1: none).
+    metadata: str | None = None
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetToCommit:
+    topic: str
+    partition: int
+    offset: int
+    metadata: str | None = None
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRow:
+    """A consumer group's coordinator state as stored: the phase and protocol type (for listing without
+    decoding) and the whole state as one JSON document (``agents/group_state.py`` owns its meaning)."""
+
+    phase: str
+    protocol_type: str | None
+    doc: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -522,6 +547,48 @@ class AdminStore(TopicReader, Protocol):
     def group_offsets(self, group: str) -> list[GroupOffset]: ...
 
 
+class GroupStore(Protocol):
+    """Consumer group coordinator state: one row per group, changed only by ``update_group``'s
+    read-modify-write, so any agent coordinates any group (agents/group_coordinator.py)."""
+
+    def update_group(self, group: str, change: Callable[[GroupRow | None], tuple[GroupRow | None, T]]) -> T:
+        """In one write transaction holding the group's row: ``change`` gets the stored row (None if
+        none) and returns the row to store (None deletes it) and a result, which this returns. Nothing is
+        written when ``change`` raises, or returns the row it got."""
+        ...
+
+    def load_group(self, group: str) -> GroupRow | None: ...
+
+    def group_offsets(self, group: str) -> list[GroupOffset]: ...
+
+    def list_groups(self) -> list[tuple[str, GroupRow | None]]:
+        """Every group with a state row or committed offsets (None: offsets only), by group id."""
+        ...
+
+    def commit_offsets(
+        self,
+        group: str,
+        check: Callable[[GroupRow | None], None],
+        offsets: Sequence[OffsetToCommit],
+        now_ms: int,
+    ) -> dict[tuple[str, int], StrataError]:
+        """Upsert the offsets of existing partitions in one transaction, after ``check`` accepted the
+        group's row as it is while the row is held (a raise commits nothing). Returns the partitions
+        refused (UnknownTopic, UnknownPartition); the others are committed."""
+        ...
+
+    def delete_group(self, group: str, check: Callable[[GroupRow | None], None]) -> bool:
+        """Delete the group's row and committed offsets if ``check`` accepts the row; False if the group
+        had neither."""
+        ...
+
+    def delete_group_offsets(
+        self, group: str, check: Callable[[GroupRow | None], None], partitions: Sequence[tuple[str, int]]
+    ) -> None:
+        """OffsetDelete: forget the group's offsets of ``partitions`` if ``check`` accepts the row."""
+        ...
+
+
 class ProducerStore(Protocol):
     """Idempotent producers' ids and epochs. The sequence checks run inside ``LogStore.commit_flush``, and
     ``LogStore.expire_producers`` forgets both."""
@@ -537,7 +604,13 @@ class ProducerStore(Protocol):
         ...
 
 
-class MetadataStore(LogStore, CompactionCatalog, FileCatalog, AdminStore, ProducerStore, Protocol):
+class AgentMetadata(LogStore, GroupStore, Protocol):
+    """What an agent uses: the log, and the consumer groups it coordinates."""
+
+
+class MetadataStore(
+    LogStore, CompactionCatalog, FileCatalog, AdminStore, ProducerStore, GroupStore, Protocol
+):
     """Every role at once: what the composition root opens and hands out by role."""
 
     url: str

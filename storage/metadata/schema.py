@@ -206,15 +206,35 @@ def _v3(t: _Types) -> tuple[str, ...]:
     )
 
 
+def _v4(t: _Types) -> tuple[str, ...]:
+    return (
+        # Consumer group coordinator state (agents/group_state.py): one row per group, read and written
+        # whole by each group request, inside one transaction that holds the row. phase and protocol_type
+        # are copies of the document's, for ListGroups without decoding every document.
+        f"""CREATE TABLE consumer_groups (
+            group_id TEXT PRIMARY KEY,
+            phase TEXT NOT NULL,
+            protocol_type TEXT,
+            doc TEXT NOT NULL,
+            updated_ms {t.big} NOT NULL
+        ){t.table_options}""",
+        # Kafka's OffsetCommit carries a metadata string and the leader epoch the consumer fetched at.
+        "ALTER TABLE group_offsets ADD COLUMN metadata TEXT",
+        f"ALTER TABLE group_offsets ADD COLUMN leader_epoch {t.big} NOT NULL DEFAULT -1",
+    )
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_SQLITE)),
     Migration(2, "compaction: cleaner checkpoint, job file claims", _v2(_SQLITE)),
     Migration(3, "idempotent producers: producer ids, per-partition producer state", _v3(_SQLITE)),
+    Migration(4, "consumer groups: coordinator state, commit metadata", _v4(_SQLITE)),
 )
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_POSTGRES)),
     Migration(2, "compaction: cleaner checkpoint, job file claims", _v2(_POSTGRES)),
     Migration(3, "idempotent producers: producer ids, per-partition producer state", _v3(_POSTGRES)),
+    Migration(4, "consumer groups: coordinator state, commit metadata", _v4(_POSTGRES)),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {

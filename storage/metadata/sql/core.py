@@ -21,6 +21,8 @@ global order, so no two transactions can wait on each other in a cycle:
      ``expire_producers`` deletes rows with SKIP LOCKED and never waits;
   6. ``idempotency`` keys, inserted in sorted key order;
   7. ``group_offsets`` rows, upserted in sorted (topic, partition_id) order.
+A ``consumer_groups`` row (one group's coordinator state) is taken first in its transaction, before 1 and
+7; no transaction holding a lock above takes one (``groups``).
 One ``producer_ids`` row is locked alone, by ``init_producer_id``, in a transaction of its own.
 Every transaction that deletes chunk rows (``delete_topic``, ``apply_retention``, ``commit_compaction``)
 first locks the rows' partitions, so once ``commit_compaction`` holds its partitions, its inputs can no
@@ -109,7 +111,8 @@ class SqlBase:
         self.url = url
         self._backend = backend
         self._d = backend.dialect
-        now_ms = (clock or SystemClock()).now_ms()
+        self._clock = clock or SystemClock()
+        now_ms = self._clock.now_ms()
         try:
             self.applied_migrations: tuple[int, ...] = tuple(
                 backend.run(

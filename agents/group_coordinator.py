@@ -1,0 +1,250 @@
+"""The consumer group coordinator: Kafka's classic group protocol over the metadata store, on any agent.
+
+Each group request is one short write transaction on the group's row (``GroupStore.update_group``)
+applying one function of ``agents/group_state.py``; the state is never kept in memory between requests,
+so every agent coordinates every group, and an agent that dies loses nothing but its waiting requests
+(their members rejoin elsewhere).
+
+Waiting. A JoinGroup waits for its rebalance to complete and a follower's SyncGroup for the leader's
+assignment. A waiting request re-reads the group (a read transaction) when a change made on this agent
+wakes it, or every ``poll_s`` (0.1 s) for changes made on other agents. Time-driven changes (a rebalance
+deadline, an expired session) are applied by whichever request or sweep sees them due: a waiter that finds
+one applies it in a write transaction, and ``sweep`` does the same for every group that is not Empty, from
+the agent's background loop.
+
+Metadata store failures come out as ``Unavailable`` (the Kafka door answers COORDINATOR_NOT_AVAILABLE,
+which clients retry); a request never hangs past its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from agents import group_state as gs
+from storage.clock import Clock
+from storage.errors import (
+    GroupIdNotFound,
+    InvalidGroupId,
+    MemberIdRequired,
+    NonEmptyGroup,
+    RebalanceInProgress,
+    StrataError,
+)
+from storage.metadata.base import GroupOffset, GroupRow, GroupStore, OffsetToCommit
+
+R = TypeVar("R")
+
+# A waiting JoinGroup or SyncGroup gives up this long after its member's rebalance timeout, answering
+# REBALANCE_IN_PROGRESS (retriable) rather than holding the client past its own request timeout.
+_WAIT_MARGIN_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    group_id: str
+    phase: str
+    protocol_type: str | None
+
+
+def _row(group: gs.Group) -> GroupRow:
+    return GroupRow(group.phase.value, group.protocol_type, group.to_json())
+
+
+def _group(group_id: str, row: GroupRow | None) -> gs.Group:
+    return gs.Group.from_json(group_id, row.doc) if row is not None else gs.Group(group_id)
+
+
+def check_group_id(group_id: str) -> None:
+    if not group_id:
+        raise InvalidGroupId("the group id is empty")
+
+
+class GroupCoordinator:
+    def __init__(self, store: GroupStore, clock: Clock, limits: gs.GroupLimits, poll_s: float = 0.1) -> None:
+        self.store = store
+        self.clock = clock
+        self.limits = limits
+        self.poll_s = poll_s
+        self._changed: dict[str, asyncio.Event] = {}
+
+    # --- plumbing -----------------------------------------------------------------------------------------
+    async def _update(self, group_id: str, apply: Callable[[gs.Group], R]) -> R:
+        """One write transaction: load, expire what is due, ``apply``, store; wakes this agent's waiters."""
+        now = self.clock.now_ms()
+
+        def change(row: GroupRow | None) -> tuple[GroupRow | None, R | MemberIdRequired]:
+            group = _group(group_id, row)
+            gs.expire(group, self.limits, now)
+            try:
+                result: R | MemberIdRequired = apply(group)
+            except MemberIdRequired as exc:
+                result = exc  # stored: the id handed out must be known when the member comes back with it
+            return _row(group), result
+
+        try:
+            result = await asyncio.to_thread(self.store.update_group, group_id, change)
+        finally:
+            self._wake(group_id)
+        if isinstance(result, MemberIdRequired):
+            raise result
+        return result
+
+    async def _load(self, group_id: str) -> gs.Group:
+        return _group(group_id, await asyncio.to_thread(self.store.load_group, group_id))
+
+    def _wake(self, group_id: str) -> None:
+        event = self._changed.pop(group_id, None)
+        if event is not None:
+            event.set()
+
+    async def _changed_or_poll(self, group_id: str, limit_s: float) -> None:
+        event = self._changed.setdefault(group_id, asyncio.Event())
+        try:
+            await asyncio.wait_for(event.wait(), max(0.0, min(self.poll_s, limit_s)))
+        except TimeoutError:
+            pass
+
+    async def _wait(self, group_id: str, limit_s: float, ready: Callable[[gs.Group], R | None]) -> R:
+        """Re-read the group until ``ready`` gives an answer; apply due expiries seen meanwhile."""
+        deadline = self.clock.monotonic() + limit_s
+        while True:
+            group = await self._load(group_id)
+            if gs.expire(group, self.limits, self.clock.now_ms()):  # something is due: apply it for real
+                group = await self._update(group_id, lambda g: g)
+            answer = ready(group)
+            if answer is not None:
+                return answer
+            left = deadline - self.clock.monotonic()
+            if left <= 0:
+                raise RebalanceInProgress(
+                    f"group {group_id!r} did not complete its rebalance in time; rejoin"
+                )
+            await self._changed_or_poll(group_id, left)
+
+    # --- the group protocol -------------------------------------------------------------------------------
+    async def join(self, group_id: str, req: gs.JoinRequest) -> gs.JoinResult:
+        check_group_id(group_id)
+
+        def apply(group: gs.Group) -> str:
+            member_id = gs.join(group, req, self.limits, self.clock.now_ms())
+            gs.try_complete_join(group, self.clock.now_ms())
+            return member_id
+
+        member_id = await self._update(group_id, apply)
+        limit = req.rebalance_timeout_ms / 1000 + _WAIT_MARGIN_S
+        return await self._wait(group_id, limit, lambda g: gs.join_result(g, member_id))
+
+    async def sync(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        assignments: dict[str, bytes],
+    ) -> bytes:
+        check_group_id(group_id)
+
+        def apply(group: gs.Group) -> int:
+            gs.sync(group, member_id, instance_id, generation, assignments, self.clock.now_ms())
+            member = group.members[member_id]
+            return member.rebalance_timeout_ms
+
+        rebalance_timeout_ms = await self._update(group_id, apply)
+        limit = rebalance_timeout_ms / 1000 + _WAIT_MARGIN_S
+        return await self._wait(group_id, limit, lambda g: gs.sync_result(g, member_id, generation))
+
+    async def heartbeat(
+        self, group_id: str, member_id: str, instance_id: str | None, generation: int
+    ) -> None:
+        check_group_id(group_id)
+        await self._update(
+            group_id, lambda g: gs.heartbeat(g, member_id, instance_id, generation, self.clock.now_ms())
+        )
+
+    async def leave(
+        self, group_id: str, members: Sequence[tuple[str, str | None]]
+    ) -> list[StrataError | None]:
+        """Remove each (member id, instance id); the error of each that could not be, in order."""
+        check_group_id(group_id)
+
+        def apply(group: gs.Group) -> list[StrataError | None]:
+            out: list[StrataError | None] = []
+            for member_id, instance_id in members:
+                try:
+                    gs.leave(group, member_id, instance_id, self.clock.now_ms())
+                    out.append(None)
+                except StrataError as exc:
+                    out.append(exc)
+            return out
+
+        return await self._update(group_id, apply)
+
+    # --- offsets ------------------------------------------------------------------------------------------
+    async def commit(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        offsets: Sequence[OffsetToCommit],
+    ) -> dict[tuple[str, int], StrataError]:
+        """Commit, if the member may (``group_state.check_commit``); the partitions refused, by key."""
+        check_group_id(group_id)
+
+        def check(row: GroupRow | None) -> None:
+            group = None if row is None else _group(group_id, row)
+            gs.check_commit(group, member_id, instance_id, generation)
+
+        return await asyncio.to_thread(
+            self.store.commit_offsets, group_id, check, offsets, self.clock.now_ms()
+        )
+
+    async def offsets(self, group_id: str) -> list[GroupOffset]:
+        check_group_id(group_id)
+        return await asyncio.to_thread(self.store.group_offsets, group_id)
+
+    # --- administration -----------------------------------------------------------------------------------
+    async def describe(self, group_id: str) -> gs.Group:
+        check_group_id(group_id)
+        return await self._load(group_id)
+
+    async def list(self) -> list[GroupSummary]:
+        rows = await asyncio.to_thread(self.store.list_groups)
+        return [
+            GroupSummary(
+                gid, row.phase if row else gs.GroupPhase.EMPTY.value, row.protocol_type if row else None
+            )
+            for gid, row in rows
+        ]
+
+    async def delete(self, group_id: str) -> None:
+        """DeleteGroups: only a group without members (NON_EMPTY_GROUP), and only one that exists."""
+        check_group_id(group_id)
+        now = self.clock.now_ms()
+
+        def check(row: GroupRow | None) -> None:
+            if row is not None:
+                group = _group(group_id, row)
+                gs.expire(group, self.limits, now)
+                if group.members:
+                    raise NonEmptyGroup(f"group {group_id!r} has {len(group.members)} active member(s)")
+
+        if not await asyncio.to_thread(self.store.delete_group, group_id, check):
+            raise GroupIdNotFound(f"no group {group_id!r}")
+
+    async def sweep(self) -> int:
+        """Apply due expiries and rebalance deadlines to every group that is not Empty; returns how many
+        groups changed. Run from the agent's background loop, so a group whose members all died without a
+        request reaching any agent still moves on."""
+        changed = 0
+        for summary in await self.list():
+            if summary.phase == gs.GroupPhase.EMPTY.value:
+                continue
+            group = await self._load(summary.group_id)
+            if gs.expire(group, self.limits, self.clock.now_ms()):
+                await self._update(summary.group_id, lambda g: g)
+                changed += 1
+        return changed

@@ -1,0 +1,518 @@
+"""A consumer group's state and Kafka's classic group protocol as pure functions of (state, request, now).
+
+Every agent coordinates every group, so the state cannot live in one agent's memory: it is a row of the
+metadata store, and each group request is one short transaction that loads it, applies one function of
+this module, and writes it back (``agents/group_coordinator.py``). Nothing here does I/O or reads a clock;
+the caller passes ``now_ms``. The rules are Kafka's ``GroupCoordinator`` (classic protocol):
+
+- **States.** Empty (no members) -> PreparingRebalance (members join; ends when every known member has
+  rejoined, or at the rebalance deadline) -> CompletingRebalance (a new generation; the leader computes
+  the assignment) -> Stable (the leader's SyncGroup stored it). A join of a new member, a member's changed
+  protocols, the leader's rejoin, a leave or an expired member sends a Stable or CompletingRebalance group
+  back to PreparingRebalance.
+- **Members.** A join without a member id gets one, with MEMBER_ID_REQUIRED, and must rejoin with it
+  (KIP-394); the id waits in ``pending`` until then, for one session timeout. A static member
+  (``group.instance.id``, KIP-345) keeps its place across restarts: a join with a known instance id takes
+  over the member, and the old member id is fenced (FENCED_INSTANCE_ID).
+- **The initial rebalance delay.** A join that finds the group Empty waits ``initial_delay_ms``, extended
+  by each new member up to the rebalance timeout (Kafka's ``group.initial.rebalance.delay.ms``), so a
+  group starting many consumers at once does not rebalance once per consumer.
+- **Protocol selection by vote.** Among the protocols every member supports, each member votes for its
+  most preferred one, and the most votes win (ties: the first in the leader's order).
+- **Expiry.** A member not heard from (join, sync or heartbeat) for its session timeout is removed; a
+  member that has not rejoined by the rebalance deadline is removed when the rebalance completes.
+
+Invariants: ``generation`` only grows; every member id in ``members`` is unique and so is every instance
+id; ``leader`` is a member whenever the state is CompletingRebalance or Stable.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+
+from storage.errors import (
+    FencedInstanceId,
+    IllegalGeneration,
+    InconsistentGroupProtocol,
+    InvalidSessionTimeout,
+    MemberIdRequired,
+    RebalanceInProgress,
+    UnknownMemberId,
+)
+
+
+class GroupPhase(Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLimits:
+    """The broker's group settings (Kafka's names)."""
+
+    initial_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
+    min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
+    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+
+
+@dataclass(slots=True)
+class Member:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]  # in the member's order of preference
+    assignment: bytes = b""
+    last_seen_ms: int = 0
+    # True from the member's JoinGroup in a rebalance until that rebalance completes.
+    joining: bool = False
+
+    def metadata_for(self, protocol: str) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol:
+                return metadata
+        return b""
+
+
+@dataclass(slots=True)
+class Group:
+    group_id: str
+    phase: GroupPhase = GroupPhase.EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    # Member ids handed out with MEMBER_ID_REQUIRED, not joined yet: id -> expiry time.
+    pending: dict[str, int] = field(default_factory=dict)
+    # PreparingRebalance ends at this time even if members are missing; and not before delay_until (the
+    # initial rebalance delay), even if every member has joined.
+    rebalance_deadline_ms: int = 0
+    delay_until_ms: int = 0
+    # Fenced static members' old ids: a request carrying one gets FENCED_INSTANCE_ID, not UNKNOWN_MEMBER_ID.
+    fenced: dict[str, int] = field(default_factory=dict)
+
+    # --- (de)serialisation: the metadata store keeps the group as one JSON document -------------------
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "phase": self.phase.value,
+                "generation": self.generation,
+                "protocol_type": self.protocol_type,
+                "protocol": self.protocol,
+                "leader": self.leader,
+                "members": [_member_doc(m) for m in self.members.values()],
+                "pending": self.pending,
+                "rebalance_deadline_ms": self.rebalance_deadline_ms,
+                "delay_until_ms": self.delay_until_ms,
+                "fenced": self.fenced,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, group_id: str, text: str) -> Group:
+        doc = json.loads(text)
+        members = [_member_from_doc(d) for d in doc["members"]]
+        return cls(
+            group_id,
+            GroupPhase(doc["phase"]),
+            int(doc["generation"]),
+            doc["protocol_type"],
+            doc["protocol"],
+            doc["leader"],
+            {m.member_id: m for m in members},
+            {str(k): int(v) for k, v in doc["pending"].items()},
+            int(doc["rebalance_deadline_ms"]),
+            int(doc["delay_until_ms"]),
+            {str(k): int(v) for k, v in doc.get("fenced", {}).items()},
+        )
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _member_doc(m: Member) -> dict[str, object]:
+    return {
+        "id": m.member_id,
+        "instance": m.instance_id,
+        "client": m.client_id,
+        "host": m.client_host,
+        "session": m.session_timeout_ms,
+        "rebalance": m.rebalance_timeout_ms,
+        "type": m.protocol_type,
+        "protocols": [[name, _b64(meta)] for name, meta in m.protocols],
+        "assignment": _b64(m.assignment),
+        "seen": m.last_seen_ms,
+        "joining": m.joining,
+    }
+
+
+def _member_from_doc(d: dict[str, object]) -> Member:
+    protocols = d["protocols"]
+    assert isinstance(protocols, list)
+    return Member(
+        str(d["id"]),
+        None if d["instance"] is None else str(d["instance"]),
+        str(d["client"]),
+        str(d["host"]),
+        int(str(d["session"])),
+        int(str(d["rebalance"])),
+        str(d["type"]),
+        [(str(name), base64.b64decode(meta)) for name, meta in protocols],
+        base64.b64decode(str(d["assignment"])),
+        int(str(d["seen"])),
+        bool(d["joining"]),
+    )
+
+
+# --- requests -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    # JoinGroup v4+ (KIP-394): a new member must first get its id and rejoin with it.
+    require_known_member_id: bool
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    """What a JoinGroup answers once its rebalance completed."""
+
+    generation: int
+    protocol_type: str | None
+    protocol: str | None
+    leader: str
+    member_id: str
+    # Only the leader gets the members: (member id, instance id, metadata for the chosen protocol).
+    members: list[tuple[str, str | None, bytes]]
+
+
+def join(group: Group, req: JoinRequest, limits: GroupLimits, now_ms: int) -> str:
+    """Record ``req``'s join; returns the member id, whose join then waits for ``join_result``.
+
+    Raises MemberIdRequired (with the new id) for a first join that must come back with it.
+    """
+    if not limits.min_session_timeout_ms <= req.session_timeout_ms <= limits.max_session_timeout_ms:
+        raise InvalidSessionTimeout(
+            f"session timeout {req.session_timeout_ms} ms is outside the broker's "
+            f"[{limits.min_session_timeout_ms}, {limits.max_session_timeout_ms}]"
+        )
+    if not req.protocol_type or not req.protocols:
+        raise InconsistentGroupProtocol("a JoinGroup needs a protocol type and at least one protocol")
+    if group.members and req.protocol_type != group.protocol_type:
+        raise InconsistentGroupProtocol(
+            f"protocol type {req.protocol_type!r} differs from the group's {group.protocol_type!r}"
+        )
+    if group.members and not _supported_by_all(group, req.protocols, exclude=req.member_id):
+        raise InconsistentGroupProtocol("none of the member's protocols is supported by every other member")
+    expire(group, limits, now_ms)
+    if req.member_id == "":
+        return _join_new(group, req, limits, now_ms)
+    if req.member_id in group.fenced:
+        raise FencedInstanceId(
+            f"member {req.member_id!r} was replaced by a newer instance of its group.instance.id"
+        )
+    if req.member_id in group.pending:
+        del group.pending[req.member_id]
+        _add_member(group, req, req.member_id, limits, now_ms)
+        return req.member_id
+    member = group.members.get(req.member_id)
+    if member is None:
+        raise UnknownMemberId(f"member {req.member_id!r} is not in group {group.group_id!r}")
+    if req.instance_id is not None and member.instance_id != req.instance_id:
+        raise FencedInstanceId(f"member {req.member_id!r} has another group.instance.id")
+    changed = member.protocols != req.protocols
+    member.protocols = list(req.protocols)
+    member.session_timeout_ms = req.session_timeout_ms
+    member.rebalance_timeout_ms = req.rebalance_timeout_ms
+    member.last_seen_ms = now_ms
+    member.joining = True
+    if group.phase is GroupPhase.PREPARING_REBALANCE:
+        return member.member_id
+    if group.phase is GroupPhase.STABLE and not changed and member.member_id != group.leader:
+        member.joining = False  # Kafka answers a follower's unchanged rejoin of a stable group at once
+        return member.member_id
+    _prepare_rebalance(group, now_ms)
+    return member.member_id
+
+
+def _join_new(group: Group, req: JoinRequest, limits: GroupLimits, now_ms: int) -> str:
+    new_id = f"{req.client_id}-{uuid.uuid4()}"
+    if req.instance_id is not None:
+        old = next((m for m in group.members.values() if m.instance_id == req.instance_id), None)
+        if old is not None:
+            # A static member's restart: it takes over the old member's place, the old id is fenced.
+            del group.members[old.member_id]
+            group.fenced[old.member_id] = now_ms + old.session_timeout_ms
+            if group.leader == old.member_id:
+                group.leader = new_id
+            if group.phase is GroupPhase.STABLE and old.protocols == req.protocols:
+                # KIP-345: the same subscription, so no rebalance: the new member keeps the assignment.
+                group.members[new_id] = _member(req, new_id, now_ms, old.assignment, joining=False)
+            else:
+                _add_member(group, req, new_id, limits, now_ms, assignment=old.assignment)
+            return new_id
+        _add_member(group, req, new_id, limits, now_ms)
+        return new_id
+    if req.require_known_member_id:
+        group.pending[new_id] = now_ms + req.session_timeout_ms
+        raise MemberIdRequired(new_id)
+    _add_member(group, req, new_id, limits, now_ms)
+    return new_id
+
+
+def _add_member(
+    group: Group, req: JoinRequest, member_id: str, limits: GroupLimits, now_ms: int, assignment: bytes = b""
+) -> None:
+    was_empty = group.phase is GroupPhase.EMPTY
+    group.members[member_id] = _member(req, member_id, now_ms, assignment, joining=True)
+    group.protocol_type = req.protocol_type
+    if was_empty:
+        _prepare_rebalance(group, now_ms)
+        # Kafka's InitialDelayedJoin: wait for more members, at most the rebalance timeout in all.
+        group.delay_until_ms = now_ms + min(limits.initial_delay_ms, req.rebalance_timeout_ms)
+        group.rebalance_deadline_ms = max(group.rebalance_deadline_ms, group.delay_until_ms)
+    elif group.phase is GroupPhase.PREPARING_REBALANCE:
+        if group.delay_until_ms > now_ms:  # still in the initial delay: each new member extends it
+            group.delay_until_ms = min(now_ms + limits.initial_delay_ms, group.rebalance_deadline_ms)
+    else:
+        _prepare_rebalance(group, now_ms)
+
+
+def _member(req: JoinRequest, member_id: str, now_ms: int, assignment: bytes, *, joining: bool) -> Member:
+    return Member(
+        member_id,
+        req.instance_id,
+        req.client_id,
+        req.client_host,
+        req.session_timeout_ms,
+        req.rebalance_timeout_ms,
+        req.protocol_type,
+        list(req.protocols),
+        assignment,
+        now_ms,
+        joining=joining,
+    )
+
+
+def _prepare_rebalance(group: Group, now_ms: int) -> None:
+    group.phase = GroupPhase.PREPARING_REBALANCE
+    group.rebalance_deadline_ms = now_ms + max(
+        (m.rebalance_timeout_ms for m in group.members.values()), default=0
+    )
+    group.delay_until_ms = 0
+
+
+def _supported_by_all(group: Group, protocols: list[tuple[str, bytes]], exclude: str) -> bool:
+    names = {name for name, _ in protocols}
+    for member in group.members.values():
+        if member.member_id != exclude:
+            names &= {name for name, _ in member.protocols}
+    return bool(names)
+
+
+def try_complete_join(group: Group, now_ms: int) -> bool:
+    """End PreparingRebalance if every member rejoined (after the initial delay) or the deadline passed.
+    Returns whether the group changed."""
+    if group.phase is not GroupPhase.PREPARING_REBALANCE:
+        return False
+    all_joined = all(m.joining for m in group.members.values())
+    if not (all_joined and now_ms >= group.delay_until_ms) and now_ms < group.rebalance_deadline_ms:
+        return False
+    for member in [m for m in group.members.values() if not m.joining]:
+        _remove(group, member.member_id)
+    group.generation += 1
+    group.delay_until_ms = group.rebalance_deadline_ms = 0
+    if not group.members:
+        group.phase, group.protocol, group.leader, group.protocol_type = GroupPhase.EMPTY, None, None, None
+        return True
+    group.protocol = _vote(group)
+    if group.leader not in group.members:
+        group.leader = next(iter(group.members))
+    for member in group.members.values():
+        member.joining = False
+        member.assignment = b""
+        member.last_seen_ms = now_ms  # the session timer starts again with the join response
+    group.phase = GroupPhase.COMPLETING_REBALANCE
+    return True
+
+
+def _vote(group: Group) -> str:
+    members = list(group.members.values())
+    candidates = set.intersection(*({name for name, _ in m.protocols} for m in members))
+    votes: dict[str, int] = {}
+    for member in members:
+        choice = next(name for name, _ in member.protocols if name in candidates)
+        votes[choice] = votes.get(choice, 0) + 1
+    leader = group.members.get(group.leader or "", members[0])
+    order = [name for name, _ in leader.protocols if name in candidates]
+    return max(order, key=lambda name: (votes.get(name, 0), -order.index(name)))
+
+
+def join_result(group: Group, member_id: str) -> JoinResult | None:
+    """The member's JoinGroup answer once its rebalance completed; None while it still waits. Raises
+    UnknownMemberId if the member was removed meanwhile (it did not rejoin in time)."""
+    if member_id in group.fenced:
+        raise FencedInstanceId(
+            f"member {member_id!r} was replaced by a newer instance of its group.instance.id"
+        )
+    member = group.members.get(member_id)
+    if member is None:
+        raise UnknownMemberId(f"member {member_id!r} is no longer in group {group.group_id!r}")
+    if member.joining or group.phase is GroupPhase.PREPARING_REBALANCE:
+        return None
+    assert group.leader is not None  # CompletingRebalance or Stable
+    members = []
+    if member_id == group.leader:
+        assert group.protocol is not None
+        members = [
+            (m.member_id, m.instance_id, m.metadata_for(group.protocol)) for m in group.members.values()
+        ]
+    return JoinResult(group.generation, group.protocol_type, group.protocol, group.leader, member_id, members)
+
+
+def _check_member(group: Group, member_id: str, instance_id: str | None, generation: int) -> Member:
+    if member_id in group.fenced:
+        raise FencedInstanceId(
+            f"member {member_id!r} was replaced by a newer instance of its group.instance.id"
+        )
+    member = group.members.get(member_id)
+    if member is None:
+        raise UnknownMemberId(f"member {member_id!r} is not in group {group.group_id!r}")
+    if instance_id is not None and member.instance_id != instance_id:
+        raise FencedInstanceId(f"member {member_id!r} has another group.instance.id")
+    if generation != group.generation:
+        raise IllegalGeneration(
+            f"generation {generation} is not group {group.group_id!r}'s current generation {group.generation}"
+        )
+    return member
+
+
+def sync(
+    group: Group,
+    member_id: str,
+    instance_id: str | None,
+    generation: int,
+    assignments: dict[str, bytes],
+    now_ms: int,
+) -> None:
+    """Record a SyncGroup; the leader's stores every member's assignment and makes the group Stable."""
+    member = _check_member(group, member_id, instance_id, generation)
+    member.last_seen_ms = now_ms
+    if group.phase is GroupPhase.PREPARING_REBALANCE:
+        raise RebalanceInProgress(f"group {group.group_id!r} is rebalancing; rejoin")
+    if group.phase is GroupPhase.COMPLETING_REBALANCE and member_id == group.leader:
+        for m in group.members.values():
+            m.assignment = assignments.get(m.member_id, b"")
+        group.phase = GroupPhase.STABLE
+
+
+def sync_result(group: Group, member_id: str, generation: int) -> bytes | None:
+    """The member's assignment once the leader synced; None while it waits."""
+    member = _check_member(group, member_id, None, generation)
+    if group.phase is GroupPhase.PREPARING_REBALANCE:
+        raise RebalanceInProgress(f"group {group.group_id!r} is rebalancing; rejoin")
+    if group.phase is GroupPhase.COMPLETING_REBALANCE:
+        return None
+    return member.assignment
+
+
+def heartbeat(group: Group, member_id: str, instance_id: str | None, generation: int, now_ms: int) -> None:
+    member = _check_member(group, member_id, instance_id, generation)
+    member.last_seen_ms = now_ms
+    if group.phase is GroupPhase.PREPARING_REBALANCE:
+        raise RebalanceInProgress(f"group {group.group_id!r} is rebalancing; rejoin")
+
+
+def leave(group: Group, member_id: str, instance_id: str | None, now_ms: int) -> None:
+    """Remove a member, by member id, or by instance id for a static member leaving (LeaveGroup v3+)."""
+    if instance_id is not None:
+        member = next((m for m in group.members.values() if m.instance_id == instance_id), None)
+        if member is None:
+            raise UnknownMemberId(
+                f"no member of group {group.group_id!r} has group.instance.id {instance_id!r}"
+            )
+        if member_id and member.member_id != member_id:
+            raise FencedInstanceId(f"group.instance.id {instance_id!r} belongs to another member")
+        member_id = member.member_id
+    elif member_id in group.fenced:
+        raise FencedInstanceId(
+            f"member {member_id!r} was replaced by a newer instance of its group.instance.id"
+        )
+    if member_id not in group.members:
+        raise UnknownMemberId(f"member {member_id!r} is not in group {group.group_id!r}")
+    _remove(group, member_id)
+    _after_removal(group, now_ms)
+
+
+def _remove(group: Group, member_id: str) -> None:
+    del group.members[member_id]
+    if group.leader == member_id:
+        group.leader = next(iter(group.members), None)
+
+
+def _after_removal(group: Group, now_ms: int) -> None:
+    if group.phase in (GroupPhase.STABLE, GroupPhase.COMPLETING_REBALANCE):
+        _prepare_rebalance(group, now_ms)
+    if group.phase is GroupPhase.PREPARING_REBALANCE:
+        try_complete_join(group, now_ms)
+
+
+def expire(group: Group, limits: GroupLimits, now_ms: int) -> bool:
+    """Drop members past their session timeout, and pending and fenced ids past theirs; complete a due
+    rebalance. Returns whether the group changed."""
+    changed = False
+    for key in [k for k, until in group.pending.items() if until <= now_ms]:
+        del group.pending[key]
+        changed = True
+    for key in [k for k, until in group.fenced.items() if until <= now_ms]:
+        del group.fenced[key]
+        changed = True
+    # A member waiting in a join is answered by the rebalance deadline instead.
+    dead = [
+        m.member_id
+        for m in group.members.values()
+        if not m.joining and m.last_seen_ms + m.session_timeout_ms <= now_ms
+    ]
+    for member_id in dead:
+        _remove(group, member_id)
+    if dead:
+        changed = True
+        _after_removal(group, now_ms)
+    return try_complete_join(group, now_ms) or changed
+
+
+def check_commit(group: Group | None, member_id: str, instance_id: str | None, generation: int) -> None:
+    """OffsetCommit's rule: a commit with generation -1 and no member id (a consumer without a group, or
+    an admin tool) is accepted unless the group has members; any other commit must come from a member of
+    the current generation, and not while the group rebalances."""
+    if generation < 0 and member_id == "":
+        if group is not None and group.members:
+            raise UnknownMemberId(
+                f"group {group.group_id!r} has active members; commit as one of them, with its generation"
+            )
+        return
+    if group is None:
+        raise IllegalGeneration(f"there is no generation {generation}: the group has no members")
+    _check_member(group, member_id, instance_id, generation)
+    if group.phase in (GroupPhase.PREPARING_REBALANCE, GroupPhase.COMPLETING_REBALANCE):
+        raise RebalanceInProgress(f"group {group.group_id!r} is rebalancing; rejoin")

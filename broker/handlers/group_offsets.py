@@ -1,0 +1,108 @@
+"""OffsetCommit (8) and OffsetFetch (9): a group's committed positions, the same rows the HTTP API's group
+offsets read and write, so a group's position is visible from both front doors.
+
+OffsetCommit: a member commits with its generation (a commit from an old generation, or during a
+rebalance, is refused: ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS); generation -1 with no member id is a
+"simple" commit, accepted while the group has no members (``group_state.check_commit``). The group's error,
+if any, is every partition's error. Partitions of unknown topics are refused one by one; the rest commit.
+Metadata strings over ``offset.metadata.max.bytes`` (4096) get OFFSET_METADATA_TOO_LARGE, as Kafka's.
+OffsetFetch: v1-7; topics null (v2+) means every committed partition; a partition without a commit
+answers offset -1 and no error.
+"""
+
+from __future__ import annotations
+
+from kafka.protocol.consumer.group import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+
+from broker import errors
+from broker.context import BrokerContext
+from storage.errors import StrataError
+from storage.metadata.base import OffsetToCommit
+
+# Kafka's offset.metadata.max.bytes default.
+MAX_METADATA = 4096
+
+_CTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+_CPartition = _CTopic.OffsetCommitResponsePartition
+_FTopic = OffsetFetchResponse.OffsetFetchResponseTopic
+_FPartition = _FTopic.OffsetFetchResponsePartition
+
+
+async def handle_offset_commit(ctx: BrokerContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    version = req.API_VERSION
+    codes: dict[tuple[str, int], int] = {}
+    offsets = []
+    for topic in req.topics:
+        for p in topic.partitions:
+            key = (topic.name, p.partition_index)
+            metadata = p.committed_metadata
+            if metadata is not None and len(metadata.encode()) > MAX_METADATA:
+                codes[key] = errors.OFFSET_METADATA_TOO_LARGE
+                continue
+            epoch = p.committed_leader_epoch if version >= 6 else -1
+            offsets.append(OffsetToCommit(topic.name, p.partition_index, p.committed_offset, metadata, epoch))
+    try:
+        refused = await ctx.agent.groups.commit(
+            req.group_id,
+            req.member_id,
+            req.group_instance_id if version >= 7 else None,
+            req.generation_id_or_member_epoch,
+            offsets,
+        )
+        for o in offsets:
+            exc = refused.get((o.topic, o.partition))
+            codes[(o.topic, o.partition)] = errors.NONE if exc is None else errors.kafka_error(exc)
+    except StrataError as exc:
+        code = errors.kafka_group_error(exc)
+        for o in offsets:
+            codes[(o.topic, o.partition)] = code
+    topics = [
+        _CTopic(
+            name=topic.name,
+            partitions=[
+                _CPartition(
+                    partition_index=p.partition_index, error_code=codes[(topic.name, p.partition_index)]
+                )
+                for p in topic.partitions
+            ],
+        )
+        for topic in req.topics
+    ]
+    return OffsetCommitResponse[version](throttle_time_ms=0, topics=topics)
+
+
+async def handle_offset_fetch(ctx: BrokerContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
+    version = req.API_VERSION
+    try:
+        committed = {(o.topic, o.partition): o for o in await ctx.agent.groups.offsets(req.group_id)}
+    except StrataError as exc:
+        return OffsetFetchResponse[version](
+            throttle_time_ms=0, topics=[], error_code=errors.kafka_group_error(exc), groups=[]
+        )
+    if req.topics is None:  # v2+: every partition the group committed
+        wanted: dict[str, list[int]] = {}
+        for topic, partition in sorted(committed):
+            wanted.setdefault(topic, []).append(partition)
+    else:
+        wanted = {t.name: list(t.partition_indexes) for t in req.topics}
+    topics = []
+    for name, partitions in wanted.items():
+        rows = []
+        for index in partitions:
+            o = committed.get((name, index))
+            rows.append(
+                _FPartition(
+                    partition_index=index,
+                    committed_offset=-1 if o is None else o.offset,
+                    committed_leader_epoch=-1 if o is None else o.leader_epoch,
+                    metadata="" if o is None or o.metadata is None else o.metadata,
+                    error_code=errors.NONE,
+                )
+            )
+        topics.append(_FTopic(name=name, partitions=rows))
+    return OffsetFetchResponse[version](throttle_time_ms=0, topics=topics, error_code=errors.NONE, groups=[])
