@@ -235,6 +235,36 @@ class GroupCoordinator:
         if not await asyncio.to_thread(self.store.delete_group, group_id, check):
             raise GroupIdNotFound(f"no group {group_id!r}")
 
+    async def delete_offsets(
+        self, group_id: str, partitions: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
+        """OffsetDelete: forget the group's offsets of ``partitions`` except those of topics its members
+        subscribe to. Returns the partitions kept because of that (GROUP_SUBSCRIBED_TO_TOPIC), mapped to 0.
+        GroupIdNotFound if the group has neither a state nor offsets; NonEmptyGroup for a group with
+        members whose subscriptions cannot be read (not the "consumer" protocol)."""
+        check_group_id(group_id)
+        group = await self._load(group_id)
+        if group.generation == 0 and not group.members and not await self.offsets(group_id):
+            raise GroupIdNotFound(f"no group {group_id!r}")
+        now = self.clock.now_ms()
+
+        def blocked(g: gs.Group) -> set[str]:
+            gs.expire(g, self.limits, now)
+            if g.members and g.protocol_type != "consumer":
+                raise NonEmptyGroup(f"group {group_id!r} has active members")
+            return gs.subscribed_topics(g)
+
+        subscribed = blocked(group)
+        kept = {key: 0 for key in partitions if key[0] in subscribed}
+        doomed = [key for key in partitions if key[0] not in subscribed]
+
+        def check(row: GroupRow | None) -> None:
+            if row is not None and blocked(_group(group_id, row)) & {topic for topic, _ in doomed}:
+                raise RebalanceInProgress(f"group {group_id!r} changed its subscriptions; retry")
+
+        await asyncio.to_thread(self.store.delete_group_offsets, group_id, check, doomed)
+        return kept
+
     async def sweep(self) -> int:
         """Apply due expiries and rebalance deadlines to every group that is not Empty; returns how many
         groups changed. Run from the agent's background loop, so a group whose members all died without a

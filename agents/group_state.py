@@ -516,3 +516,41 @@ def check_commit(group: Group | None, member_id: str, instance_id: str | None, g
     _check_member(group, member_id, instance_id, generation)
     if group.phase in (GroupPhase.PREPARING_REBALANCE, GroupPhase.COMPLETING_REBALANCE):
         raise RebalanceInProgress(f"group {group.group_id!r} is rebalancing; rejoin")
+
+
+def subscribed_topics(group: Group) -> set[str]:
+    """Topics the members of a "consumer" group subscribe to, from their protocol metadata; OffsetDelete
+    refuses to delete their offsets (GROUP_SUBSCRIBED_TO_TOPIC)."""
+    if group.protocol_type != "consumer":
+        return set()
+    topics: set[str] = set()
+    for member in group.members.values():
+        for _, metadata in member.protocols:
+            topics.update(consumer_subscription_topics(metadata))
+    return topics
+
+
+def consumer_subscription_topics(metadata: bytes) -> list[str]:
+    """The topics of a ConsumerProtocolSubscription (the "consumer" protocol's member metadata), every
+    version: int16 version, int32 topic count, then per topic an int16 length and UTF-8 name; the rest
+    (user data, owned partitions, rack) is not needed. Metadata that does not parse gives no topics: it
+    is the client's, and a bad one must not fail a group request."""
+    view = memoryview(metadata)
+    if len(view) < 6:
+        return []
+    count = int.from_bytes(view[2:6], "big", signed=True)
+    topics: list[str] = []
+    pos = 6
+    for _ in range(max(0, count)):
+        if pos + 2 > len(view):
+            return topics
+        size = int.from_bytes(view[pos : pos + 2], "big", signed=True)
+        pos += 2
+        if size < 0 or pos + size > len(view):
+            return topics
+        try:
+            topics.append(bytes(view[pos : pos + size]).decode("utf-8"))
+        except UnicodeDecodeError:
+            return topics
+        pos += size
+    return topics

@@ -27,6 +27,7 @@ from kafka.protocol.consumer.group import (
     JoinGroupRequest,
     LeaveGroupRequest,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
     OffsetFetchRequest,
     SyncGroupRequest,
 )
@@ -48,7 +49,7 @@ from broker.handlers.configs import (
 from broker.handlers.coordinator import handle_find_coordinator
 from broker.handlers.fetch import handle_fetch
 from broker.handlers.group_admin import handle_delete_groups, handle_describe_groups, handle_list_groups
-from broker.handlers.group_offsets import handle_offset_commit, handle_offset_fetch
+from broker.handlers.group_offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 from broker.handlers.groups import handle_heartbeat, handle_join_group, handle_leave_group, handle_sync_group
 from broker.handlers.metadata import handle_describe_cluster, handle_metadata
 from broker.handlers.offsets import handle_list_offsets
@@ -99,6 +100,7 @@ TABLE: dict[int, Api] = {
         Api(15, 0, 5, DescribeGroupsRequest, handle_describe_groups),
         Api(16, 0, 5, ListGroupsRequest, handle_list_groups),
         Api(42, 0, 2, DeleteGroupsRequest, handle_delete_groups),
+        Api(47, 0, 0, OffsetDeleteRequest, handle_offset_delete),
         Api(18, 0, 4, ApiVersionsRequest, handle_api_versions),
         Api(19, 2, 5, CreateTopicsRequest, handle_create_topics),
         Api(20, 1, 4, DeleteTopicsRequest, handle_delete_topics),

@@ -1,5 +1,5 @@
-"""OffsetCommit (8) and OffsetFetch (9): a group's committed positions, the same rows the HTTP API's group
-offsets read and write, so a group's position is visible from both front doors.
+"""OffsetCommit (8), OffsetFetch (9) and OffsetDelete (47): a group's committed positions, the same rows
+the HTTP API's group offsets read and write, so a group's position is visible from both front doors.
 
 OffsetCommit: a member commits with its generation (a commit from an old generation, or during a
 rebalance, is refused: ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS); generation -1 with no member id is a
@@ -8,6 +8,8 @@ if any, is every partition's error. Partitions of unknown topics are refused one
 Metadata strings over ``offset.metadata.max.bytes`` (4096) get OFFSET_METADATA_TOO_LARGE, as Kafka's.
 OffsetFetch: v1-7; topics null (v2+) means every committed partition; a partition without a commit
 answers offset -1 and no error.
+OffsetDelete: as Kafka's, refused per partition (GROUP_SUBSCRIBED_TO_TOPIC) for topics the group's members
+subscribe to; an unknown group is GROUP_ID_NOT_FOUND.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 from kafka.protocol.consumer.group import (
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
 )
@@ -106,3 +110,34 @@ async def handle_offset_fetch(ctx: BrokerContext, req: OffsetFetchRequest) -> Of
             )
         topics.append(_FTopic(name=name, partitions=rows))
     return OffsetFetchResponse[version](throttle_time_ms=0, topics=topics, error_code=errors.NONE, groups=[])
+
+
+_DTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic
+_DPartition = _DTopic.OffsetDeleteResponsePartition
+
+
+async def handle_offset_delete(ctx: BrokerContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    version = req.API_VERSION
+    partitions = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    try:
+        kept = await ctx.agent.groups.delete_offsets(req.group_id, partitions)
+    except StrataError as exc:
+        return OffsetDeleteResponse[version](
+            error_code=errors.kafka_group_error(exc), throttle_time_ms=0, topics=[]
+        )
+    topics = [
+        _DTopic(
+            name=t.name,
+            partitions=[
+                _DPartition(
+                    partition_index=p.partition_index,
+                    error_code=errors.GROUP_SUBSCRIBED_TO_TOPIC
+                    if (t.name, p.partition_index) in kept
+                    else errors.NONE,
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in req.topics
+    ]
+    return OffsetDeleteResponse[version](error_code=errors.NONE, throttle_time_ms=0, topics=topics)

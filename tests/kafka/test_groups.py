@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
+from kafka.admin import KafkaAdminClient
 
 from tests.fixtures.kafka import RunningBroker
 
@@ -207,3 +208,28 @@ def test_admin_clients_list_describe_and_delete_groups(gbroker: RunningBroker) -
     assert gbroker.runtime.metadata.group_offsets("grp-e") == []
     listed = admin.list_consumer_groups().result(10)
     assert "grp-e" not in {g.group_id for g in listed.valid}
+
+
+def test_offset_delete_keeps_subscribed_topics_and_deletes_the_rest(gbroker: RunningBroker) -> None:
+    _topic(gbroker, "g6", 1, 10)
+    _topic(gbroker, "g7", 1, 10)
+    conf = {"bootstrap.servers": gbroker.bootstrap, "group.id": "grp-f", "auto.offset.reset": "earliest"}
+    consumer = Consumer({**conf, "enable.auto.commit": False, "session.timeout.ms": 6000})
+    consumer.subscribe(["g6"])
+    admin = KafkaAdminClient(bootstrap_servers=gbroker.bootstrap)
+    try:
+        assert len(_poll_until(consumer, 10)) == 10
+        consumer.commit(asynchronous=False)
+        # An offset of a topic the member does not subscribe to, committed by an admin tool.
+        consumer.commit(offsets=[TopicPartition("g7", 0, 4)], asynchronous=False)
+        assert {(o.topic, o.offset) for o in gbroker.runtime.metadata.group_offsets("grp-f")} == {
+            ("g6", 10),
+            ("g7", 4),
+        }
+        result = admin.delete_group_offsets("grp-f", [KpTopicPartition("g6", 0), KpTopicPartition("g7", 0)])
+        codes = {tp.topic: err.errno for tp, err in result.items()}
+        assert codes == {"g6": 86, "g7": 0}  # GROUP_SUBSCRIBED_TO_TOPIC for the subscribed topic
+        assert {o.topic for o in gbroker.runtime.metadata.group_offsets("grp-f")} == {"g6"}
+    finally:
+        consumer.close()
+        admin.close()
