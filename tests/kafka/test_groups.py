@@ -91,15 +91,18 @@ def test_confluent_group_consumes_commits_and_resumes(gbroker: RunningBroker) ->
     assert sum(o.offset for o in offsets) <= 300
 
 
+@pytest.mark.parametrize("assignor", ["range", "roundrobin", "cooperative-sticky"])
 def test_two_confluent_members_split_the_partitions_and_rebalance_when_one_leaves(
-    gbroker: RunningBroker,
+    gbroker: RunningBroker, assignor: str
 ) -> None:
+    """Eager and cooperative assignors alike: the assignment is the clients' business."""
     _topic(gbroker, "g2", 4, 0)
     conf = {
         "bootstrap.servers": gbroker.bootstrap,
         "group.id": "grp-b",
         "session.timeout.ms": 6000,
         "heartbeat.interval.ms": 300,
+        "partition.assignment.strategy": assignor,
     }
     a, b = Consumer(conf), Consumer(conf)
     a.subscribe(["g2"])
