@@ -140,3 +140,26 @@ def test_kafkajs_with_lanes(kafka_factory: Any) -> None:
         started_ms = int(time.time() * 1000)
         report = run_roundtrip(broker, "kjs-lanes", "none")
         check_report(report, "kjs-lanes", "none", started_ms)
+
+
+def test_kafkajs_consumer_group_reads_commits_and_leaves(kafka_factory: Any) -> None:
+    """tests/kafka/js/group.mjs: kafkajs's own group protocol (its Consumer always joins a group)."""
+    node = shutil.which("node")
+    assert node is not None, "node is not installed (Node 20: see the Makefile's kafkajs step)"
+    with kafka_factory(group_initial_rebalance_delay_ms=100, group_min_session_timeout_ms=1000) as broker:
+        done = subprocess.run(
+            [node, "group.mjs", broker.bootstrap, "kjs-group", "kjs-g", "90"],
+            cwd=JS_DIR,
+            env={**os.environ, "KAFKAJS_NO_PARTITIONER_WARNING": "1"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, f"group.mjs exited {done.returncode}:\n{done.stderr}"
+        report = json.loads(done.stdout)
+        assert report["seen"] == 90
+        assert report["joined"] == "kjs-g"
+        assert report["committed"] == 90  # every record, across the 3 partitions
+        assert report["state"] == "Empty"  # it left
+        assert sum(o.offset for o in broker.runtime.metadata.group_offsets("kjs-g")) == 90

@@ -5,8 +5,8 @@
 // with the given codec: gzip is the one kafkajs ships), admin fetchTopicOffsets and
 // fetchTopicOffsetsByTimestamp, then reads every partition back from offset 0.
 //
-// kafkajs has no group-free consumer (its Consumer always joins a group, and Strata has no groups yet),
-// so the read-back uses the Cluster that kafkajs builds for its own clients (private symbol
+// kafkajs has no group-free consumer (its Consumer always joins a group; group.mjs tests that), so the
+// read-back here, which must see every partition from offset 0, uses the Cluster that kafkajs builds for its own clients (private symbol
 // "private:Kafka:createCluster") and its Broker.fetch: the same Metadata, Fetch request encoding and
 // RecordBatch decoding its Consumer uses, minus the group protocol.
 // Prints one JSON document on stdout; tests/kafka/test_kafkajs.py asserts on it. Exits non-zero on
