@@ -388,7 +388,7 @@ class Agent:
             await self.clock.asleep(self.config.group_sweep_interval_s)
             try:
                 await self.groups.sweep()
-            except Unavailable as exc:
+            except StrataError as exc:  # the store down, or a group changing underneath: next turn
                 log.warning("consumer group sweep skipped: %s", exc.message)
 
     # --- fetch -------------------------------------------------------------------------------------------

@@ -43,6 +43,13 @@ _WAIT_MARGIN_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
+class _Kept:
+    """An error answer whose group changes are stored all the same (``GroupCoordinator._update``)."""
+
+    error: MemberIdRequired | RebalanceInProgress
+
+
+@dataclass(frozen=True, slots=True)
 class GroupSummary:
     group_id: str
     phase: str
@@ -75,21 +82,26 @@ class GroupCoordinator:
         """One write transaction: load, expire what is due, ``apply``, store; wakes this agent's waiters."""
         now = self.clock.now_ms()
 
-        def change(row: GroupRow | None) -> tuple[GroupRow | None, R | MemberIdRequired]:
+        def change(row: GroupRow | None) -> tuple[GroupRow | None, R | _Kept]:
             group = _group(group_id, row)
             gs.expire(group, self.limits, now)
             try:
-                result: R | MemberIdRequired = apply(group)
-            except MemberIdRequired as exc:
-                result = exc  # stored: the id handed out must be known when the member comes back with it
+                result: R | _Kept = apply(group)
+            except (MemberIdRequired, RebalanceInProgress) as exc:
+                # Answers that still change the group, which is stored: the member id handed out must be
+                # known when the member comes back with it, and a heartbeat answered with
+                # REBALANCE_IN_PROGRESS still keeps its member alive (Kafka reschedules it too).
+                result = _Kept(exc)
+            if row is None and group.generation == 0 and not group.members and not group.pending:
+                return None, result  # nothing to keep: no row for a group that never had a member
             return _row(group), result
 
         try:
             result = await asyncio.to_thread(self.store.update_group, group_id, change)
         finally:
             self._wake(group_id)
-        if isinstance(result, MemberIdRequired):
-            raise result
+        if isinstance(result, _Kept):
+            raise result.error
         return result
 
     async def _load(self, group_id: str) -> gs.Group:
@@ -128,14 +140,15 @@ class GroupCoordinator:
     async def join(self, group_id: str, req: gs.JoinRequest) -> gs.JoinResult:
         check_group_id(group_id)
 
-        def apply(group: gs.Group) -> str:
+        def apply(group: gs.Group) -> tuple[str, int]:
+            before = group.generation
             member_id = gs.join(group, req, self.limits, self.clock.now_ms())
             gs.try_complete_join(group, self.clock.now_ms())
-            return member_id
+            return member_id, before
 
-        member_id = await self._update(group_id, apply)
+        member_id, before = await self._update(group_id, apply)
         limit = req.rebalance_timeout_ms / 1000 + _WAIT_MARGIN_S
-        return await self._wait(group_id, limit, lambda g: gs.join_result(g, member_id))
+        return await self._wait(group_id, limit, lambda g: gs.join_result(g, member_id, before))
 
     async def sync(
         self,
@@ -144,13 +157,15 @@ class GroupCoordinator:
         instance_id: str | None,
         generation: int,
         assignments: dict[str, bytes],
-    ) -> bytes:
+        protocol_type: str | None = None,
+        protocol: str | None = None,
+    ) -> gs.SyncResult:
         check_group_id(group_id)
 
         def apply(group: gs.Group) -> int:
-            gs.sync(group, member_id, instance_id, generation, assignments, self.clock.now_ms())
-            member = group.members[member_id]
-            return member.rebalance_timeout_ms
+            now = self.clock.now_ms()
+            gs.sync(group, member_id, instance_id, generation, assignments, now, protocol_type, protocol)
+            return group.members[member_id].rebalance_timeout_ms
 
         rebalance_timeout_ms = await self._update(group_id, apply)
         limit = rebalance_timeout_ms / 1000 + _WAIT_MARGIN_S
@@ -191,8 +206,8 @@ class GroupCoordinator:
         generation: int,
         offsets: Sequence[OffsetToCommit],
     ) -> dict[tuple[str, int], StrataError]:
-        """Commit, if the member may (``group_state.check_commit``); the partitions refused, by key."""
-        check_group_id(group_id)
+        """Commit, if the member may (``group_state.check_commit``); the partitions refused, by key. The
+        empty group id is allowed here, as Kafka allows it for offsets (older clients commit with it)."""
 
         def check(row: GroupRow | None) -> None:
             group = None if row is None else _group(group_id, row)
@@ -203,7 +218,6 @@ class GroupCoordinator:
         )
 
     async def offsets(self, group_id: str) -> list[GroupOffset]:
-        check_group_id(group_id)
         return await asyncio.to_thread(self.store.group_offsets, group_id)
 
     # --- administration -----------------------------------------------------------------------------------

@@ -13,14 +13,20 @@ the caller passes ``now_ms``. The rules are Kafka's ``GroupCoordinator`` (classi
 - **Members.** A join without a member id gets one, with MEMBER_ID_REQUIRED, and must rejoin with it
   (KIP-394); the id waits in ``pending`` until then, for one session timeout. A static member
   (``group.instance.id``, KIP-345) keeps its place across restarts: a join with a known instance id takes
-  over the member, and the old member id is fenced (FENCED_INSTANCE_ID).
+  over the member, and a request naming the instance id with another member id is fenced
+  (FENCED_INSTANCE_ID). Static members are not removed when a rebalance ends without them; only their
+  session timeout removes them.
 - **The initial rebalance delay.** A join that finds the group Empty waits ``initial_delay_ms``, extended
   by each new member up to the rebalance timeout (Kafka's ``group.initial.rebalance.delay.ms``), so a
   group starting many consumers at once does not rebalance once per consumer.
 - **Protocol selection by vote.** Among the protocols every member supports, each member votes for its
   most preferred one, and the most votes win (ties: the first in the leader's order).
-- **Expiry.** A member not heard from (join, sync or heartbeat) for its session timeout is removed; a
-  member that has not rejoined by the rebalance deadline is removed when the rebalance completes.
+- **Expiry.** A member not heard from (join, sync or heartbeat) for its session timeout is removed, and
+  a heartbeat answered with REBALANCE_IN_PROGRESS still counts; a dynamic member that has not rejoined by
+  the rebalance deadline is removed when the rebalance completes.
+- **Join answers are never withdrawn.** A completed rebalance's answers (``last_round``) stay readable
+  after the group moved on, so a JoinGroup waiting on another agent, which sees the group up to 100 ms
+  late, still gets its generation (Kafka answers every waiting join at completion).
 
 Invariants: ``generation`` only grows; every member id in ``members`` is unique and so is every instance
 id; ``leader`` is a member whenever the state is CompletingRebalance or Stable.
@@ -83,6 +89,38 @@ class Member:
         return b""
 
 
+@dataclass(frozen=True, slots=True)
+class Round:
+    """A completed rebalance, as its JoinGroup answers need it."""
+
+    generation: int
+    protocol_type: str | None
+    protocol: str
+    leader: str
+    members: list[tuple[str, str | None, bytes]]  # (member id, instance id, metadata for ``protocol``)
+
+    def to_doc(self) -> dict[str, object]:
+        return {
+            "generation": self.generation,
+            "protocol_type": self.protocol_type,
+            "protocol": self.protocol,
+            "leader": self.leader,
+            "members": [[m, i, _b64(meta)] for m, i, meta in self.members],
+        }
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, object]) -> Round:
+        members = doc["members"]
+        assert isinstance(members, list)
+        return cls(
+            int(str(doc["generation"])),
+            None if doc["protocol_type"] is None else str(doc["protocol_type"]),
+            str(doc["protocol"]),
+            str(doc["leader"]),
+            [(str(m), None if i is None else str(i), base64.b64decode(meta)) for m, i, meta in members],
+        )
+
+
 @dataclass(slots=True)
 class Group:
     group_id: str
@@ -98,8 +136,8 @@ class Group:
     # initial rebalance delay), even if every member has joined.
     rebalance_deadline_ms: int = 0
     delay_until_ms: int = 0
-    # Fenced static members' old ids: a request carrying one gets FENCED_INSTANCE_ID, not UNKNOWN_MEMBER_ID.
-    fenced: dict[str, int] = field(default_factory=dict)
+    # The last completed rebalance's JoinGroup answers (see the module doc).
+    last_round: Round | None = None
 
     # --- (de)serialisation: the metadata store keeps the group as one JSON document -------------------
     def to_json(self) -> str:
@@ -114,7 +152,7 @@ class Group:
                 "pending": self.pending,
                 "rebalance_deadline_ms": self.rebalance_deadline_ms,
                 "delay_until_ms": self.delay_until_ms,
-                "fenced": self.fenced,
+                "last_round": None if self.last_round is None else self.last_round.to_doc(),
             },
             separators=(",", ":"),
         )
@@ -134,7 +172,7 @@ class Group:
             {str(k): int(v) for k, v in doc["pending"].items()},
             int(doc["rebalance_deadline_ms"]),
             int(doc["delay_until_ms"]),
-            {str(k): int(v) for k, v in doc.get("fenced", {}).items()},
+            None if doc.get("last_round") is None else Round.from_doc(doc["last_round"]),
         )
 
 
@@ -227,19 +265,11 @@ def join(group: Group, req: JoinRequest, limits: GroupLimits, now_ms: int) -> st
     expire(group, limits, now_ms)
     if req.member_id == "":
         return _join_new(group, req, limits, now_ms)
-    if req.member_id in group.fenced:
-        raise FencedInstanceId(
-            f"member {req.member_id!r} was replaced by a newer instance of its group.instance.id"
-        )
     if req.member_id in group.pending:
         del group.pending[req.member_id]
         _add_member(group, req, req.member_id, limits, now_ms)
         return req.member_id
-    member = group.members.get(req.member_id)
-    if member is None:
-        raise UnknownMemberId(f"member {req.member_id!r} is not in group {group.group_id!r}")
-    if req.instance_id is not None and member.instance_id != req.instance_id:
-        raise FencedInstanceId(f"member {req.member_id!r} has another group.instance.id")
+    member = _known(group, req.member_id, req.instance_id)
     changed = member.protocols != req.protocols
     member.protocols = list(req.protocols)
     member.session_timeout_ms = req.session_timeout_ms
@@ -248,8 +278,10 @@ def join(group: Group, req: JoinRequest, limits: GroupLimits, now_ms: int) -> st
     member.joining = True
     if group.phase is GroupPhase.PREPARING_REBALANCE:
         return member.member_id
-    if group.phase is GroupPhase.STABLE and not changed and member.member_id != group.leader:
-        member.joining = False  # Kafka answers a follower's unchanged rejoin of a stable group at once
+    # Kafka answers an unchanged rejoin with the current generation: in CompletingRebalance always, in
+    # Stable unless it is the leader's (the leader rejoining asks for a new assignment).
+    if not changed and (group.phase is GroupPhase.COMPLETING_REBALANCE or member.member_id != group.leader):
+        member.joining = False
         return member.member_id
     _prepare_rebalance(group, now_ms)
     return member.member_id
@@ -258,11 +290,11 @@ def join(group: Group, req: JoinRequest, limits: GroupLimits, now_ms: int) -> st
 def _join_new(group: Group, req: JoinRequest, limits: GroupLimits, now_ms: int) -> str:
     new_id = f"{req.client_id}-{uuid.uuid4()}"
     if req.instance_id is not None:
-        old = next((m for m in group.members.values() if m.instance_id == req.instance_id), None)
+        old = _by_instance(group, req.instance_id)
         if old is not None:
-            # A static member's restart: it takes over the old member's place, the old id is fenced.
+            # A static member's restart: it takes over the old member's place; the old id, named with
+            # this instance id, is fenced from now on (_known).
             del group.members[old.member_id]
-            group.fenced[old.member_id] = now_ms + old.session_timeout_ms
             if group.leader == old.member_id:
                 group.leader = new_id
             if group.phase is GroupPhase.STABLE and old.protocols == req.protocols:
@@ -314,6 +346,28 @@ def _member(req: JoinRequest, member_id: str, now_ms: int, assignment: bytes, *,
     )
 
 
+def _by_instance(group: Group, instance_id: str) -> Member | None:
+    return next((m for m in group.members.values() if m.instance_id == instance_id), None)
+
+
+def _known(group: Group, member_id: str, instance_id: str | None) -> Member:
+    """The member a request names. With an instance id, Kafka's rule (ClassicGroup.validateMember): the
+    instance id decides, and a member id other than its owner's is a zombie of a replaced static member."""
+    if instance_id is not None:
+        owner = _by_instance(group, instance_id)
+        if owner is None:
+            raise UnknownMemberId(
+                f"no member of group {group.group_id!r} has group.instance.id {instance_id!r}"
+            )
+        if owner.member_id != member_id:
+            raise FencedInstanceId(f"group.instance.id {instance_id!r} now belongs to another member")
+        return owner
+    member = group.members.get(member_id)
+    if member is None:
+        raise UnknownMemberId(f"member {member_id!r} is not in group {group.group_id!r}")
+    return member
+
+
 def _prepare_rebalance(group: Group, now_ms: int) -> None:
     group.phase = GroupPhase.PREPARING_REBALANCE
     group.rebalance_deadline_ms = now_ms + max(
@@ -331,23 +385,37 @@ def _supported_by_all(group: Group, protocols: list[tuple[str, bytes]], exclude:
 
 
 def try_complete_join(group: Group, now_ms: int) -> bool:
-    """End PreparingRebalance if every member rejoined (after the initial delay) or the deadline passed.
-    Returns whether the group changed."""
+    """End PreparingRebalance once every member (and every id handed out) has joined, after the initial
+    delay, or at the deadline. Returns whether the group changed."""
     if group.phase is not GroupPhase.PREPARING_REBALANCE:
         return False
-    all_joined = all(m.joining for m in group.members.values())
+    all_joined = all(m.joining for m in group.members.values()) and not group.pending
     if not (all_joined and now_ms >= group.delay_until_ms) and now_ms < group.rebalance_deadline_ms:
         return False
-    for member in [m for m in group.members.values() if not m.joining]:
+    # Dynamic members that did not rejoin leave; static ones stay until their session expires (KIP-345).
+    for member in [m for m in group.members.values() if not m.joining and m.instance_id is None]:
         _remove(group, member.member_id)
+    joined = [m for m in group.members.values() if m.joining]
+    if group.members and not joined:
+        # Only static members that have not rejoined: wait another rebalance timeout, as Kafka does.
+        group.rebalance_deadline_ms = now_ms + max(m.rebalance_timeout_ms for m in group.members.values())
+        return True
     group.generation += 1
     group.delay_until_ms = group.rebalance_deadline_ms = 0
     if not group.members:
         group.phase, group.protocol, group.leader, group.protocol_type = GroupPhase.EMPTY, None, None, None
         return True
     group.protocol = _vote(group)
-    if group.leader not in group.members:
-        group.leader = next(iter(group.members))
+    if group.leader not in group.members or not group.members[group.leader].joining:
+        group.leader = joined[0].member_id
+    protocol = group.protocol
+    group.last_round = Round(
+        group.generation,
+        group.protocol_type,
+        protocol,
+        group.leader,
+        [(m.member_id, m.instance_id, m.metadata_for(protocol)) for m in group.members.values()],
+    )
     for member in group.members.values():
         member.joining = False
         member.assignment = b""
@@ -368,43 +436,49 @@ def _vote(group: Group) -> str:
     return max(order, key=lambda name: (votes.get(name, 0), -order.index(name)))
 
 
-def join_result(group: Group, member_id: str) -> JoinResult | None:
-    """The member's JoinGroup answer once its rebalance completed; None while it still waits. Raises
-    UnknownMemberId if the member was removed meanwhile (it did not rejoin in time)."""
-    if member_id in group.fenced:
-        raise FencedInstanceId(
-            f"member {member_id!r} was replaced by a newer instance of its group.instance.id"
-        )
+def join_result(group: Group, member_id: str, after_generation: int) -> JoinResult | None:
+    """The answer to a JoinGroup recorded while the group was at ``after_generation``: the first
+    completed rebalance after that which the member is part of; None while it still waits. Raises
+    UnknownMemberId once the member is gone."""
     member = group.members.get(member_id)
+    rnd = group.last_round
+    if (
+        rnd is not None
+        and rnd.generation > after_generation
+        and any(m == member_id for m, _, _ in rnd.members)
+    ):
+        members = rnd.members if member_id == rnd.leader else []
+        return JoinResult(
+            rnd.generation, rnd.protocol_type, rnd.protocol, rnd.leader, member_id, list(members)
+        )
     if member is None:
         raise UnknownMemberId(f"member {member_id!r} is no longer in group {group.group_id!r}")
     if member.joining or group.phase is GroupPhase.PREPARING_REBALANCE:
         return None
+    # Answered without a rebalance (an unchanged rejoin): the current generation.
     assert group.leader is not None  # CompletingRebalance or Stable
+    assert group.protocol is not None
+    protocol = group.protocol
     members = []
     if member_id == group.leader:
-        assert group.protocol is not None
-        members = [
-            (m.member_id, m.instance_id, m.metadata_for(group.protocol)) for m in group.members.values()
-        ]
+        members = [(m.member_id, m.instance_id, m.metadata_for(protocol)) for m in group.members.values()]
     return JoinResult(group.generation, group.protocol_type, group.protocol, group.leader, member_id, members)
 
 
 def _check_member(group: Group, member_id: str, instance_id: str | None, generation: int) -> Member:
-    if member_id in group.fenced:
-        raise FencedInstanceId(
-            f"member {member_id!r} was replaced by a newer instance of its group.instance.id"
-        )
-    member = group.members.get(member_id)
-    if member is None:
-        raise UnknownMemberId(f"member {member_id!r} is not in group {group.group_id!r}")
-    if instance_id is not None and member.instance_id != instance_id:
-        raise FencedInstanceId(f"member {member_id!r} has another group.instance.id")
+    member = _known(group, member_id, instance_id)
     if generation != group.generation:
         raise IllegalGeneration(
             f"generation {generation} is not group {group.group_id!r}'s current generation {group.generation}"
         )
     return member
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    assignment: bytes
+    protocol_type: str | None
+    protocol: str | None
 
 
 def sync(
@@ -414,10 +488,20 @@ def sync(
     generation: int,
     assignments: dict[str, bytes],
     now_ms: int,
+    protocol_type: str | None = None,
+    protocol: str | None = None,
 ) -> None:
-    """Record a SyncGroup; the leader's stores every member's assignment and makes the group Stable."""
+    """Record a SyncGroup; the leader's stores every member's assignment and makes the group Stable.
+
+    Raises RebalanceInProgress after refreshing the member's session (the caller stores the group either
+    way, as Kafka reschedules the heartbeat). SyncGroup v5's protocol type and name, when given, must be
+    the group's (INCONSISTENT_GROUP_PROTOCOL), checked after the member and generation as Kafka does."""
     member = _check_member(group, member_id, instance_id, generation)
     member.last_seen_ms = now_ms
+    if protocol_type is not None and group.protocol_type not in (None, protocol_type):
+        raise InconsistentGroupProtocol(f"the group's protocol type is {group.protocol_type!r}")
+    if protocol is not None and group.protocol not in (None, protocol):
+        raise InconsistentGroupProtocol(f"the group's protocol is {group.protocol!r}")
     if group.phase is GroupPhase.PREPARING_REBALANCE:
         raise RebalanceInProgress(f"group {group.group_id!r} is rebalancing; rejoin")
     if group.phase is GroupPhase.COMPLETING_REBALANCE and member_id == group.leader:
@@ -426,17 +510,19 @@ def sync(
         group.phase = GroupPhase.STABLE
 
 
-def sync_result(group: Group, member_id: str, generation: int) -> bytes | None:
+def sync_result(group: Group, member_id: str, generation: int) -> SyncResult | None:
     """The member's assignment once the leader synced; None while it waits."""
     member = _check_member(group, member_id, None, generation)
     if group.phase is GroupPhase.PREPARING_REBALANCE:
         raise RebalanceInProgress(f"group {group.group_id!r} is rebalancing; rejoin")
     if group.phase is GroupPhase.COMPLETING_REBALANCE:
         return None
-    return member.assignment
+    return SyncResult(member.assignment, group.protocol_type, group.protocol)
 
 
 def heartbeat(group: Group, member_id: str, instance_id: str | None, generation: int, now_ms: int) -> None:
+    """Refresh the member's session; REBALANCE_IN_PROGRESS (after the refresh: the caller stores the group
+    either way) while the group rebalances, so that the member rejoins."""
     member = _check_member(group, member_id, instance_id, generation)
     member.last_seen_ms = now_ms
     if group.phase is GroupPhase.PREPARING_REBALANCE:
@@ -444,9 +530,14 @@ def heartbeat(group: Group, member_id: str, instance_id: str | None, generation:
 
 
 def leave(group: Group, member_id: str, instance_id: str | None, now_ms: int) -> None:
-    """Remove a member, by member id, or by instance id for a static member leaving (LeaveGroup v3+)."""
+    """Remove a member, by member id, or by instance id for a static member leaving (LeaveGroup v3+); a
+    member id handed out but not joined yet is simply forgotten."""
+    if instance_id is None and member_id in group.pending:
+        del group.pending[member_id]
+        try_complete_join(group, now_ms)
+        return
     if instance_id is not None:
-        member = next((m for m in group.members.values() if m.instance_id == instance_id), None)
+        member = _by_instance(group, instance_id)
         if member is None:
             raise UnknownMemberId(
                 f"no member of group {group.group_id!r} has group.instance.id {instance_id!r}"
@@ -454,10 +545,6 @@ def leave(group: Group, member_id: str, instance_id: str | None, now_ms: int) ->
         if member_id and member.member_id != member_id:
             raise FencedInstanceId(f"group.instance.id {instance_id!r} belongs to another member")
         member_id = member.member_id
-    elif member_id in group.fenced:
-        raise FencedInstanceId(
-            f"member {member_id!r} was replaced by a newer instance of its group.instance.id"
-        )
     if member_id not in group.members:
         raise UnknownMemberId(f"member {member_id!r} is not in group {group.group_id!r}")
     _remove(group, member_id)
@@ -478,14 +565,11 @@ def _after_removal(group: Group, now_ms: int) -> None:
 
 
 def expire(group: Group, limits: GroupLimits, now_ms: int) -> bool:
-    """Drop members past their session timeout, and pending and fenced ids past theirs; complete a due
-    rebalance. Returns whether the group changed."""
+    """Drop members past their session timeout, and pending ids past theirs; complete a due rebalance.
+    Returns whether the group changed."""
     changed = False
     for key in [k for k, until in group.pending.items() if until <= now_ms]:
         del group.pending[key]
-        changed = True
-    for key in [k for k, until in group.fenced.items() if until <= now_ms]:
-        del group.fenced[key]
         changed = True
     # A member waiting in a join is answered by the rebalance deadline instead.
     dead = [
@@ -502,9 +586,11 @@ def expire(group: Group, limits: GroupLimits, now_ms: int) -> bool:
 
 
 def check_commit(group: Group | None, member_id: str, instance_id: str | None, generation: int) -> None:
-    """OffsetCommit's rule: a commit with generation -1 and no member id (a consumer without a group, or
-    an admin tool) is accepted unless the group has members; any other commit must come from a member of
-    the current generation, and not while the group rebalances."""
+    """OffsetCommit's rule (Kafka's ClassicGroup.validateOffsetCommit): a commit with generation -1 and no
+    member id (a consumer without a group, or an admin tool) is accepted unless the group has members; any
+    other commit must come from a member of the current generation. While the group rebalances the
+    members keep committing (they do, when their partitions are revoked), except in CompletingRebalance,
+    between the join and the assignment."""
     if generation < 0 and member_id == "":
         if group is not None and group.members:
             raise UnknownMemberId(
@@ -514,7 +600,7 @@ def check_commit(group: Group | None, member_id: str, instance_id: str | None, g
     if group is None:
         raise IllegalGeneration(f"there is no generation {generation}: the group has no members")
     _check_member(group, member_id, instance_id, generation)
-    if group.phase in (GroupPhase.PREPARING_REBALANCE, GroupPhase.COMPLETING_REBALANCE):
+    if group.phase is GroupPhase.COMPLETING_REBALANCE:
         raise RebalanceInProgress(f"group {group.group_id!r} is rebalancing; rejoin")
 
 

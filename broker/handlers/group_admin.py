@@ -63,8 +63,15 @@ async def handle_describe_groups(ctx: BrokerContext, req: DescribeGroupsRequest)
             described.append(_dead(group_id, errors.kafka_group_error(exc)))
             continue
         if group.phase is gs.GroupPhase.EMPTY and not group.members and group.generation == 0:
-            described.append(_dead(group_id, errors.NONE))
-            continue
+            try:
+                offsets_only = bool(await ctx.agent.groups.offsets(group_id))
+            except StrataError as exc:
+                described.append(_dead(group_id, errors.kafka_group_error(exc)))
+                continue
+            if not offsets_only:  # Kafka describes a group it does not know as Dead, without an error
+                described.append(_dead(group_id, errors.NONE))
+                continue
+        # As Kafka: the protocol, the members' metadata and assignments only once the group is Stable.
         stable = group.phase is gs.GroupPhase.STABLE
         members = [
             _DescribedMember(
@@ -72,7 +79,7 @@ async def handle_describe_groups(ctx: BrokerContext, req: DescribeGroupsRequest)
                 group_instance_id=m.instance_id,
                 client_id=m.client_id,
                 client_host=m.client_host,
-                member_metadata=m.metadata_for(group.protocol) if group.protocol else b"",
+                member_metadata=m.metadata_for(group.protocol) if stable and group.protocol else b"",
                 member_assignment=m.assignment if stable else b"",
             )
             for m in group.members.values()
@@ -84,7 +91,7 @@ async def handle_describe_groups(ctx: BrokerContext, req: DescribeGroupsRequest)
                 group_id=group_id,
                 group_state=group.phase.value,
                 protocol_type=group.protocol_type or "",
-                protocol_data=group.protocol or "",
+                protocol_data=(group.protocol or "") if stable else "",
                 members=members,
                 authorized_operations=set(),  # no ACLs yet: nothing to report
             )

@@ -23,7 +23,7 @@ from kafka.protocol.consumer.group import (
 from agents import group_state as gs
 from broker import errors
 from broker.context import BrokerContext
-from storage.errors import InconsistentGroupProtocol, MemberIdRequired, StrataError
+from storage.errors import MemberIdRequired, StrataError
 
 _Member = JoinGroupResponse.JoinGroupResponseMember
 _LeftMember = LeaveGroupResponse.MemberResponse
@@ -97,14 +97,14 @@ def _join_error(version: int, code: int, member_id: str) -> JoinGroupResponse:
 async def handle_sync_group(ctx: BrokerContext, req: SyncGroupRequest) -> SyncGroupResponse:
     version = req.API_VERSION
     try:
-        if version >= 5:
-            await _check_protocol(ctx, req)
-        assignment = await ctx.agent.groups.sync(
+        result = await ctx.agent.groups.sync(
             req.group_id,
             req.member_id,
             req.group_instance_id if version >= 3 else None,
             req.generation_id,
             {a.member_id: _bytes(a.assignment) for a in req.assignments},
+            req.protocol_type if version >= 5 else None,
+            req.protocol_name if version >= 5 else None,
         )
     except StrataError as exc:
         return SyncGroupResponse[version](
@@ -114,23 +114,14 @@ async def handle_sync_group(ctx: BrokerContext, req: SyncGroupRequest) -> SyncGr
             protocol_name=None,
             assignment=b"",
         )
-    group = await ctx.agent.groups.describe(req.group_id) if version >= 5 else None
+    # The protocol from the same snapshot as the assignment (SyncGroup v5, KIP-559).
     return SyncGroupResponse[version](
         throttle_time_ms=0,
         error_code=errors.NONE,
-        protocol_type=group.protocol_type if group else None,
-        protocol_name=group.protocol if group else None,
-        assignment=assignment,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol,
+        assignment=result.assignment,
     )
-
-
-async def _check_protocol(ctx: BrokerContext, req: SyncGroupRequest) -> None:
-    """SyncGroup v5 (KIP-559): the protocol type and name, when given, must be the group's."""
-    group = await ctx.agent.groups.describe(req.group_id)
-    if req.protocol_type is not None and group.protocol_type not in (None, req.protocol_type):
-        raise InconsistentGroupProtocol(f"the group's protocol type is {group.protocol_type!r}")
-    if req.protocol_name is not None and group.protocol not in (None, req.protocol_name):
-        raise InconsistentGroupProtocol(f"the group's protocol is {group.protocol!r}")
 
 
 async def handle_heartbeat(ctx: BrokerContext, req: HeartbeatRequest) -> HeartbeatResponse:

@@ -26,6 +26,7 @@ from storage.errors import (
     MemberIdRequired,
     NonEmptyGroup,
     Unavailable,
+    UnknownMemberId,
     UnknownTopic,
 )
 from storage.metadata import open_metadata_store, schema, sqlite_path
@@ -58,8 +59,8 @@ async def test_a_join_on_one_agent_completes_when_the_other_agent_adds_the_last_
     first = await one.join("g", join_req(a))  # alone: generation 1 at once (no initial delay here)
     assert first.generation == 1
     assert first.leader == a
-    assignment = await one.sync("g", a, None, 1, {a: b"all"})
-    assert assignment == b"all"
+    synced = await one.sync("g", a, None, 1, {a: b"all"})
+    assert synced.assignment == b"all"
 
     b = await member_id(two, "g")  # a new member on the other agent: the group rebalances
     b_join = asyncio.create_task(two.join("g", join_req(b)))
@@ -76,7 +77,7 @@ async def test_a_join_on_one_agent_completes_when_the_other_agent_adds_the_last_
     await asyncio.sleep(0.2)
     assert not b_sync.done()
     await one.sync("g", a, None, 2, {a: b"p0", b: b"p1"})
-    assert await asyncio.wait_for(b_sync, 5) == b"p1"
+    assert (await asyncio.wait_for(b_sync, 5)).assignment == b"p1"
 
 
 async def test_offsets_carry_metadata_and_an_old_generation_commits_nothing(
@@ -202,3 +203,12 @@ def test_migration_4_applies_to_a_version_3_database(metadata_url: str) -> None:
         assert store.list_groups() == [("g", None)]
     finally:
         store.close()
+
+
+async def test_requests_for_unknown_groups_leave_no_group_behind(metadata_store: MetadataStore) -> None:
+    coordinator = GroupCoordinator(metadata_store, SystemClock(), LIMITS)
+    [outcome] = await coordinator.leave("ghost", [("m", None)])
+    assert isinstance(outcome, UnknownMemberId)
+    with pytest.raises(UnknownMemberId):
+        await coordinator.heartbeat("ghost", "m", None, 1)
+    assert await coordinator.list() == []

@@ -64,13 +64,13 @@ def test_first_join_needs_a_member_id_and_the_initial_delay_holds_the_rebalance(
     a = new_member(group, 0)
     assert group.phase is gs.GroupPhase.PREPARING_REBALANCE
     assert not gs.try_complete_join(group, 50)  # everyone joined, but the initial delay runs until 100
-    assert gs.join_result(group, a) is None
+    assert gs.join_result(group, a, 0) is None
     b = new_member(group, 60)  # a second member extends the delay
     assert not gs.try_complete_join(group, 120)
     assert gs.try_complete_join(group, 160)
     assert group.phase is gs.GroupPhase.COMPLETING_REBALANCE
     assert group.generation == 1
-    result_a, result_b = gs.join_result(group, a), gs.join_result(group, b)
+    result_a, result_b = gs.join_result(group, a, 0), gs.join_result(group, b, 0)
     assert result_a is not None
     assert result_b is not None
     assert result_a.leader == a == result_b.leader
@@ -123,8 +123,7 @@ def test_generation_and_rebalance_errors() -> None:
     assert group.phase is gs.GroupPhase.PREPARING_REBALANCE
     with pytest.raises(RebalanceInProgress):
         gs.heartbeat(group, a, None, group.generation, 300)
-    with pytest.raises(RebalanceInProgress):
-        gs.check_commit(group, a, None, group.generation)
+    gs.check_commit(group, a, None, group.generation)  # members commit while preparing (on revoke)
     # a and b rejoin; then all three are in the next generation
     gs.join(group, req(a), LIMITS, 310)
     gs.join(group, req(b), LIMITS, 320)
@@ -140,7 +139,7 @@ def test_members_that_do_not_rejoin_by_the_deadline_are_removed() -> None:
     assert gs.try_complete_join(group, 1000 + 30_000)  # b's rebalance timeout passed
     assert set(group.members) == {a}
     with pytest.raises(UnknownMemberId):
-        gs.join_result(group, b)
+        gs.join_result(group, b, 1)
 
 
 def test_a_follower_rejoining_a_stable_group_unchanged_gets_the_current_generation() -> None:
@@ -148,7 +147,7 @@ def test_a_follower_rejoining_a_stable_group_unchanged_gets_the_current_generati
     follower = b if group.leader == a else a
     gs.join(group, req(follower), LIMITS, 200)
     assert group.phase is gs.GroupPhase.STABLE
-    result = gs.join_result(group, follower)
+    result = gs.join_result(group, follower, group.generation)
     assert result is not None
     assert result.generation == group.generation
 
@@ -162,8 +161,8 @@ def test_sync_waits_for_the_leader_and_delivers_each_assignment() -> None:
     assert gs.sync_result(group, follower, 1) is None  # the leader has not synced
     assert group.leader is not None
     gs.sync(group, group.leader, None, 1, {follower: b"yours"}, 110)
-    assert gs.sync_result(group, follower, 1) == b"yours"
-    assert gs.sync_result(group, group.leader, 1) == b""  # left out by the leader: empty
+    assert gs.sync_result(group, follower, 1) == gs.SyncResult(b"yours", "consumer", "range")
+    assert gs.sync_result(group, group.leader, 1) == gs.SyncResult(b"", "consumer", "range")  # left out
 
 
 def test_expired_sessions_leave_and_the_last_one_empties_the_group() -> None:
@@ -195,7 +194,7 @@ def test_a_static_member_restart_takes_over_and_fences_the_old_id() -> None:
     new = gs.join(group, req(instance="host-1"), LIMITS, 200)
     assert new != old
     assert group.phase is gs.GroupPhase.STABLE  # same subscription: no rebalance, the assignment stays
-    assert gs.sync_result(group, new, 1) == b"p0"
+    assert gs.sync_result(group, new, 1) == gs.SyncResult(b"p0", "consumer", "range")
     with pytest.raises(FencedInstanceId):
         gs.heartbeat(group, old, "host-1", 1, 300)
 
@@ -220,3 +219,85 @@ def test_consumer_subscription_topics_reads_every_version_and_never_raises() -> 
         assert gs.consumer_subscription_topics(meta[:cut]) in ([], ["orders"], ["orders", "pay\u00e9"])
     assert gs.consumer_subscription_topics(b"\x00\x00\xff\xff\xff\xff") == []  # negative count
     assert gs.consumer_subscription_topics(b"\x00\x00\x00\x00\x00\x01\x00\x02\xff\xfe") == []  # not UTF-8
+
+
+def test_a_completed_join_answer_is_not_taken_back_by_the_next_rebalance() -> None:
+    """A waiter on another agent reads the group up to 100 ms late: the group may already be rebalancing
+    again, and the answer for the generation it joined must still be there."""
+    group = gs.Group("g")
+    a, b = new_member(group, 0), new_member(group, 0)
+    assert gs.try_complete_join(group, 100)
+    new_member(group, 150)  # a third member starts the next rebalance before b's waiter looks
+    assert group.phase is gs.GroupPhase.PREPARING_REBALANCE
+    result = gs.join_result(group, b, 0)
+    assert result is not None
+    assert (result.generation, result.leader) == (1, a)
+
+
+def test_a_heartbeat_while_preparing_still_counts() -> None:
+    group, (a, b) = stable_group(1, 2)
+    gs.join(group, req(a, protocols=[("range", b"new")]), LIMITS, 1_000)  # a rebalance, deadline 31 s
+    with pytest.raises(RebalanceInProgress):
+        gs.heartbeat(group, b, None, 1, 9_000)
+    assert group.members[b].last_seen_ms == 9_000
+    gs.expire(group, LIMITS, 12_000)  # b's session (10 s) counts from its heartbeat, not from 100
+    assert b in group.members
+
+
+def test_static_members_stay_when_a_rebalance_ends_without_them() -> None:
+    group = gs.Group("g")
+    s1 = gs.join(group, req(instance="s1"), LIMITS, 0)
+    s2 = gs.join(group, req(instance="s2"), LIMITS, 0)
+    assert gs.try_complete_join(group, 100)
+    gs.join(group, req(s1, instance="s1", protocols=[("range", b"new")]), LIMITS, 200)
+    assert gs.try_complete_join(group, 200 + 30_000)  # s2 did not rejoin by the deadline
+    assert set(group.members) == {s1, s2}  # but it is static: it stays until its session expires
+    assert group.leader == s1  # the leader is a member that joined
+
+
+def test_a_zombie_static_member_is_fenced_whatever_the_time() -> None:
+    group = gs.Group("g")
+    old = gs.join(group, req(instance="host-1"), LIMITS, 0)
+    assert gs.try_complete_join(group, 100)
+    gs.sync(group, old, "host-1", 1, {old: b"p0"}, 100)
+    new = gs.join(group, req(instance="host-1"), LIMITS, 200)  # the restarted instance takes over
+    gs.heartbeat(group, new, "host-1", 1, 10_000)  # and stays alive
+    for later in (300, 15_000):  # long after the old member's own session would have ended
+        with pytest.raises(FencedInstanceId):
+            gs.heartbeat(group, old, "host-1", 1, later)
+        with pytest.raises(FencedInstanceId):
+            gs.join(group, req(old, instance="host-1"), LIMITS, later)
+    with pytest.raises(UnknownMemberId):
+        gs.heartbeat(group, old, "host-9", 1, 300)  # an instance id nobody has
+
+
+def test_an_unchanged_rejoin_while_completing_is_answered_without_a_new_rebalance() -> None:
+    group = gs.Group("g")
+    a, b = new_member(group, 0), new_member(group, 0)
+    assert gs.try_complete_join(group, 100)
+    gs.join(group, req(b), LIMITS, 110)  # b lost its JoinGroup answer and asks again
+    assert group.phase is gs.GroupPhase.COMPLETING_REBALANCE
+    assert group.generation == 1
+    result = gs.join_result(group, b, 1)
+    assert result is not None
+    assert result.generation == 1
+    assert a in group.members
+
+
+def test_a_pending_member_id_can_leave_and_holds_the_rebalance_until_then() -> None:
+    group = gs.Group("g")
+    a = new_member(group, 0)
+    with pytest.raises(MemberIdRequired) as exc:
+        gs.join(group, req(), LIMITS, 10)
+    assert not gs.try_complete_join(group, 200)  # an id was handed out: wait for it (Kafka does)
+    gs.leave(group, exc.value.member_id, None, 210)
+    assert group.phase is gs.GroupPhase.COMPLETING_REBALANCE
+    assert set(group.members) == {a}
+
+
+def test_sync_v5_checks_the_member_before_the_protocol() -> None:
+    group, (a, _) = stable_group(1, 2)
+    with pytest.raises(IllegalGeneration):
+        gs.sync(group, a, None, 0, {}, 200, "consumer", "another")
+    with pytest.raises(InconsistentGroupProtocol):
+        gs.sync(group, a, None, 1, {}, 200, "consumer", "another")

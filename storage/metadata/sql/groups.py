@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from storage.errors import StrataError
+from storage.errors import StrataError, Unavailable
 from storage.metadata.base import GroupOffset, GroupRow, OffsetToCommit
 from storage.metadata.sql.core import SqlBase, Tx, lock_partitions, missing_partition
 
 T = TypeVar("T")
 
+_HOLD_TRIES = 3
 # The placeholder row of a group that has none yet: it reads as None and is deleted if left unused.
 _NO_DOC = ""
 
@@ -68,16 +69,23 @@ class GroupQueries(SqlBase):
     # --- coordinator state --------------------------------------------------------------------------------
     def _hold(self, tx: Tx, group: str) -> GroupRow | None:
         now_ms = self._clock.now_ms()
-        tx.execute(
-            "INSERT INTO consumer_groups (group_id, phase, protocol_type, doc, updated_ms)"
-            " VALUES (?, 'Empty', NULL, ?, ?) ON CONFLICT (group_id) DO NOTHING",
-            (group, _NO_DOC, now_ms),
-        )
-        row = tx.one(
-            f"SELECT phase, protocol_type, doc FROM consumer_groups WHERE group_id = ?{self._d.for_update}",
-            (group,),
-        )
-        assert row is not None  # inserted above, or already there; held until the transaction ends
+        for _ in range(_HOLD_TRIES):
+            tx.execute(
+                "INSERT INTO consumer_groups (group_id, phase, protocol_type, doc, updated_ms)"
+                " VALUES (?, 'Empty', NULL, ?, ?) ON CONFLICT (group_id) DO NOTHING",
+                (group, _NO_DOC, now_ms),
+            )
+            row = tx.one(
+                "SELECT phase, protocol_type, doc FROM consumer_groups"
+                f" WHERE group_id = ?{self._d.for_update}",
+                (group,),
+            )
+            # None: at READ COMMITTED the INSERT saw a row that a concurrent delete then removed while the
+            # SELECT waited for its lock. Insert again.
+            if row is not None:
+                break
+        else:
+            raise Unavailable(f"group {group!r} kept being deleted under this request; retry")
         if row[2] == _NO_DOC:
             return None
         return GroupRow(str(row[0]), None if row[1] is None else str(row[1]), str(row[2]))
