@@ -49,6 +49,15 @@ class _Kept:
     error: MemberIdRequired | RebalanceInProgress
 
 
+@dataclass(slots=True)
+class _Turn:
+    """One group's commits on this agent, one at a time in arrival order; ``users`` counts the commits
+    holding or waiting for the lock, so the entry goes when the last one is done."""
+
+    lock: asyncio.Lock
+    users: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class GroupSummary:
     group_id: str
@@ -76,6 +85,7 @@ class GroupCoordinator:
         self.limits = limits
         self.poll_s = poll_s
         self._changed: dict[str, asyncio.Event] = {}
+        self._commit_order: dict[str, _Turn] = {}
 
     # --- plumbing -----------------------------------------------------------------------------------------
     async def _update(self, group_id: str, apply: Callable[[gs.Group], R]) -> R:
@@ -213,9 +223,21 @@ class GroupCoordinator:
             group = None if row is None else _group(group_id, row)
             gs.check_commit(group, member_id, instance_id, generation)
 
-        return await asyncio.to_thread(
-            self.store.commit_offsets, group_id, check, offsets, self.clock.now_ms()
-        )
+        # In arrival order: a consumer pipelines its async commits, and run concurrently a later commit
+        # could land first and be overwritten by an earlier one (librdkafka's 0030_offset_commit: 50
+        # pipelined commits left offset 4 committed). The handlers reach here in arrival order, and an
+        # asyncio.Lock is FIFO.
+        entry = self._commit_order.setdefault(group_id, _Turn(asyncio.Lock()))
+        entry.users += 1
+        try:
+            async with entry.lock:
+                return await asyncio.to_thread(
+                    self.store.commit_offsets, group_id, check, offsets, self.clock.now_ms()
+                )
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                del self._commit_order[group_id]
 
     async def offsets(self, group_id: str) -> list[GroupOffset]:
         return await asyncio.to_thread(self.store.group_offsets, group_id)

@@ -139,3 +139,41 @@ def test_store_down_is_coordinator_not_available_then_recovers(
         first = join(wire)
         assert first.error_code == errors.MEMBER_ID_REQUIRED
         assert join(wire, first.member_id).error_code == errors.NONE
+
+
+def test_pipelined_commits_land_in_order(kafka_factory: Callable[..., Any]) -> None:
+    """50 OffsetCommits sent at once on one connection (a consumer's async commits): the last one wins."""
+    with kafka_factory() as broker, Wire(broker.port) as wire:
+        broker.runtime.metadata.create_topic("t", 1, {}, 0)
+        topic = OffsetCommitRequest.OffsetCommitRequestTopic
+        part = topic.OffsetCommitRequestPartition
+        frames = [
+            wire.frame(
+                OffsetCommitRequest[7](
+                    group_id="pipelined",
+                    generation_id_or_member_epoch=-1,
+                    member_id="",
+                    group_instance_id=None,
+                    topics=[
+                        topic(
+                            name="t",
+                            partitions=[
+                                part(
+                                    partition_index=0,
+                                    committed_offset=offset,
+                                    committed_leader_epoch=-1,
+                                    committed_metadata="",
+                                )
+                            ],
+                        )
+                    ],
+                ),
+                correlation_id=offset,
+            )
+            for offset in range(1, 51)
+        ]
+        wire.send(*frames)
+        for offset in range(1, 51):
+            answer = wire.decode(wire.recv_frame(), OffsetCommitResponse, 7, offset)
+            assert answer.topics[0].partitions[0].error_code == errors.NONE
+        assert [o.offset for o in broker.runtime.metadata.group_offsets("pipelined")] == [50]
