@@ -93,6 +93,7 @@ def broker_config(settings: Settings) -> BrokerConfig:
         advertised_port=settings.kafka_advertised_port,
         node_id=settings.kafka_node_id,
         lanes=settings.kafka_lanes,
+        cluster=settings.kafka_cluster,
         auto_create_topics=settings.auto_create_topics,
         num_partitions=settings.num_partitions,
         max_request_bytes=settings.kafka_max_request_bytes,

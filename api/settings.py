@@ -219,6 +219,14 @@ SETTINGS: tuple[Setting, ...] = (
         "idempotent producer may have only 5 requests in flight per connection",
     ),
     Setting(
+        "kafka_cluster",
+        "STRATA_KAFKA_CLUSTER",
+        parse_bool,
+        False,
+        "Show the live agents sharing the metadata store as Kafka brokers (each at its advertised address), "
+        "instead of this agent as the only broker",
+    ),
+    Setting(
         "auto_create_topics",
         "STRATA_AUTO_CREATE_TOPICS",
         parse_bool,
@@ -297,6 +305,7 @@ class Settings:
     kafka_advertised_port: int | None = None
     kafka_node_id: int = 0
     kafka_lanes: int = 1
+    kafka_cluster: bool = False
     auto_create_topics: bool = True
     num_partitions: int = 1
     kafka_max_connections: int = 1000

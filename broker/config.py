@@ -32,6 +32,12 @@ class BrokerConfig:
     # one idempotent librdkafka producer from 17 to 45-50 MiB/s, but on a 2-core machine the client's own
     # CPU grows with its broker connections (1.1-1.5 cores against 0.12 with one) and eats the gain.
     lanes: int = 1
+    # --kafka-cluster: show the live agents sharing the metadata store as the brokers (broker/cluster.py),
+    # instead of this agent as the only one; agents heartbeat every cluster_heartbeat_s and leave the view
+    # cluster_timeout_ms after their last heartbeat.
+    cluster: bool = False
+    cluster_heartbeat_s: float = 1.0
+    cluster_timeout_ms: int = 5000
     cluster_id: str = "strata"
     # Kafka's broker defaults: a Metadata request for an unknown topic creates it with num.partitions.
     auto_create_topics: bool = True
@@ -56,6 +62,10 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         if not 1 <= self.lanes <= 64:
             raise SettingsError(f"STRATA_KAFKA_LANES must be 1 to 64, got {self.lanes}")
+        if self.cluster and self.lanes != 1:
+            raise SettingsError(
+                "STRATA_KAFKA_CLUSTER shows each agent as one broker: it needs STRATA_KAFKA_LANES=1"
+            )
         if self.port and self.port + self.lanes - 1 > 65535:
             raise SettingsError(f"STRATA_KAFKA_PORT {self.port} + {self.lanes} lanes runs past port 65535")
         if self.fetch_buffer_bytes < 1:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from agents.agent import Agent
 from broker.budget import ByteBudget
+from broker.cluster import ClusterView
 from broker.config import BrokerConfig
 from storage.clock import Clock
 from storage.metadata.base import MetadataStore, TopicInfo
@@ -24,6 +25,18 @@ class BrokerContext:
     clock: Clock
     # Shared by every connection of the listener: the bytes of Fetch answers held at once.
     fetch_budget: ByteBudget
+    # The live agents as brokers, with --kafka-cluster (set by the listener once registered).
+    cluster: ClusterView | None = None
+
+    @property
+    def brokers(self) -> list[tuple[int, str, int]]:
+        """(broker id, host, port) of every broker shown to clients."""
+        return self.cluster.brokers() if self.cluster is not None else self.config.brokers
+
+    def leader(self, topic: str, partition: int) -> int:
+        if self.cluster is not None:
+            return self.cluster.leader(topic, partition)
+        return self.config.leader(topic, partition)
 
     def topic_id(self, info: TopicInfo) -> uuid.UUID:
         return uuid.uuid5(_TOPIC_ID_NAMESPACE, f"{info.name}\x00{info.created_ms}")

@@ -7,8 +7,10 @@ import asyncio
 import logging
 from dataclasses import replace
 
+from broker.cluster import ClusterView
 from broker.connection import Connection
 from broker.context import BrokerContext
+from storage.errors import StrataError
 
 log = logging.getLogger("strata.kafka")
 
@@ -40,15 +42,36 @@ class KafkaServer:
             await self.close()
             raise
         ports = tuple(int(server.sockets[0].getsockname()[1]) for server in self._servers)
-        self.ctx = replace(self.ctx, config=replace(config, bound_ports=ports))
+        config = replace(config, bound_ports=ports)
+        self.ctx = replace(self.ctx, config=config)
+        if config.cluster:
+            _, host, port = config.brokers[0]
+            view = ClusterView(
+                self.ctx.metadata,
+                self.ctx.clock,
+                host,
+                port,
+                config.node_id,
+                config.cluster_heartbeat_s,
+                config.cluster_timeout_ms,
+            )
+            try:
+                await view.start()
+            except StrataError:
+                await self.close()
+                raise
+            # The registered node id is this agent's broker id (the coordinator, the controller).
+            self.ctx = replace(self.ctx, config=replace(config, node_id=view.node_id), cluster=view)
         log.info(
             "Kafka listener on %s ports %s (advertised %s)",
             config.host,
             ",".join(map(str, ports)),
-            ", ".join(f"{node}={host}:{port}" for node, host, port in self.ctx.config.brokers),
+            ", ".join(f"{node}={host}:{port}" for node, host, port in self.ctx.brokers),
         )
 
     async def close(self) -> None:
+        if self.ctx.cluster is not None:
+            await self.ctx.cluster.close()
         servers, self._servers = self._servers, []
         for server in servers:
             server.close()

@@ -43,7 +43,7 @@ async def handle_metadata(ctx: BrokerContext, req: MetadataRequest) -> MetadataR
         throttle_time_ms=0,
         brokers=[
             MetadataResponse.MetadataResponseBroker(node_id=lane, host=host, port=port, rack=None)
-            for lane, host, port in ctx.config.brokers
+            for lane, host, port in ctx.brokers
         ],
         cluster_id=ctx.config.cluster_id,
         controller_id=node,
@@ -62,7 +62,7 @@ async def _topic(ctx: BrokerContext, name: str, auto_create: bool) -> Any:
             is_internal=False,
             partitions=[],
         )
-    leader = ctx.config.leader
+    leader = ctx.leader
     partitions = [
         _Partition(
             error_code=0,
@@ -98,7 +98,7 @@ async def _lookup(ctx: BrokerContext, name: str, auto_create: bool) -> TopicInfo
 async def handle_describe_cluster(ctx: BrokerContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
     brokers = [
         DescribeClusterResponse.DescribeClusterBroker(broker_id=lane, host=host, port=port, rack=None)
-        for lane, host, port in ctx.config.brokers
+        for lane, host, port in ctx.brokers
     ]
     return DescribeClusterResponse[req.API_VERSION](
         throttle_time_ms=0,

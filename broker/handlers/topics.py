@@ -145,7 +145,7 @@ async def _new_partitions_problem(ctx: BrokerContext, topic: Any) -> tuple[int, 
 
 def _unknown_replicas(ctx: BrokerContext, assignments: Any) -> str | None:
     """Why an assignment names no replica or one that is not a broker id this agent shows; None if fine."""
-    known = {node for node, _, _ in ctx.config.brokers}
+    known = {node for node, _, _ in ctx.brokers}
     for a in assignments:
         if not a.broker_ids or not set(a.broker_ids) <= known:
             return f"a partition is assigned to {a.broker_ids}; the brokers are {sorted(known)}"

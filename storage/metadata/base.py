@@ -604,12 +604,37 @@ class ProducerStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class LiveAgent:
+    node_id: int
+    host: str
+    port: int
+
+
+class AgentRegistry(Protocol):
+    """Agents shown to Kafka clients as one cluster (broker/cluster.py)."""
+
+    def register_agent(
+        self, agent_id: str, host: str, port: int, wanted_node_id: int, now_ms: int, timeout_ms: int
+    ) -> int:
+        """Register or heartbeat ``agent_id``; returns its node id: the one it has, else ``wanted_node_id``
+        if no live agent holds it, else the smallest free one. Rows not heartbeaten for ``timeout_ms`` are
+        deleted first (dead agents)."""
+        ...
+
+    def live_agents(self, now_ms: int, timeout_ms: int) -> list[LiveAgent]:
+        """Agents heartbeaten within ``timeout_ms``, by node id."""
+        ...
+
+    def deregister_agent(self, agent_id: str) -> None: ...
+
+
 class AgentMetadata(LogStore, GroupStore, Protocol):
     """What an agent uses: the log, and the consumer groups it coordinates."""
 
 
 class MetadataStore(
-    LogStore, CompactionCatalog, FileCatalog, AdminStore, ProducerStore, GroupStore, Protocol
+    AgentRegistry, LogStore, CompactionCatalog, FileCatalog, AdminStore, ProducerStore, GroupStore, Protocol
 ):
     """Every role at once: what the composition root opens and hands out by role."""
 

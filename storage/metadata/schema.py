@@ -224,17 +224,35 @@ def _v4(t: _Types) -> tuple[str, ...]:
     )
 
 
+def _v5(t: _Types) -> tuple[str, ...]:
+    return (
+        # Agents that show themselves to Kafka clients as one cluster (broker/cluster.py): each registers
+        # with its advertised address and heartbeats; a row older than the heartbeat timeout is a dead
+        # agent, deleted by the next registration. node_id is unique among the rows, so two live agents
+        # never share a broker id.
+        f"""CREATE TABLE agents (
+            agent_id TEXT PRIMARY KEY,
+            node_id {t.small} NOT NULL UNIQUE,
+            host TEXT NOT NULL,
+            port {t.small} NOT NULL,
+            heartbeat_ms {t.big} NOT NULL
+        ){t.table_options}""",
+    )
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_SQLITE)),
     Migration(2, "compaction: cleaner checkpoint, job file claims", _v2(_SQLITE)),
     Migration(3, "idempotent producers: producer ids, per-partition producer state", _v3(_SQLITE)),
     Migration(4, "consumer groups: coordinator state, commit metadata", _v4(_SQLITE)),
+    Migration(5, "cluster: registered agents", _v5(_SQLITE)),
 )
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_POSTGRES)),
     Migration(2, "compaction: cleaner checkpoint, job file claims", _v2(_POSTGRES)),
     Migration(3, "idempotent producers: producer ids, per-partition producer state", _v3(_POSTGRES)),
     Migration(4, "consumer groups: coordinator state, commit metadata", _v4(_POSTGRES)),
+    Migration(5, "cluster: registered agents", _v5(_POSTGRES)),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {

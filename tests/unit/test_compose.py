@@ -281,6 +281,17 @@ def test_agents_listen_where_their_ports_point() -> None:
     assert published == {("8081", "19092"), ("8082", "29092")}
 
 
+def test_the_agents_are_one_kafka_cluster_with_distinct_wanted_ids() -> None:
+    ids = []
+    for name in AGENTS:
+        where = f"{COMPOSE.name} service {name!r}"
+        settings = _serve_settings(_parse_strata(_command(name), where), _effective_env(name), where)
+        assert settings.kafka_cluster, f"{where}: not in the cluster view (STRATA_KAFKA_CLUSTER)"
+        assert settings.kafka_lanes == 1, f"{where}: the cluster view shows one broker per agent"
+        ids.append(settings.kafka_node_id)
+    assert len(set(ids)) == len(ids), f"agents want the same node id: {ids}"
+
+
 def test_strata_services_wait_for_postgres_and_the_bucket() -> None:
     for name in STRATA_SERVICES:
         depends = _service(name).get("depends_on")

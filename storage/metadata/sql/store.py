@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from storage.metadata.base import MetadataStore
+from storage.metadata.sql.agents import AgentQueries
 from storage.metadata.sql.compaction import CompactionQueries
 from storage.metadata.sql.files import FileQueries
 from storage.metadata.sql.flush import FlushQueries
@@ -22,6 +23,7 @@ class SqlMetadataStore(
     CompactionQueries,  # CompactionCatalog (commit_compaction, apply_retention)
     FileQueries,  # FileCatalog
     ProducerQueries,  # ProducerStore
+    AgentQueries,  # AgentRegistry
     MetadataStore,
 ):
     """``MetadataStore`` over any ``Backend``. Thread-safe: every call is one backend transaction.
