@@ -94,6 +94,8 @@ def broker_config(settings: Settings) -> BrokerConfig:
         node_id=settings.kafka_node_id,
         lanes=settings.kafka_lanes,
         cluster=settings.kafka_cluster,
+        tls_cert_file=settings.tls_cert_file,
+        tls_key_file=settings.tls_key_file,
         auto_create_topics=settings.auto_create_topics,
         num_partitions=settings.num_partitions,
         max_request_bytes=settings.kafka_max_request_bytes,

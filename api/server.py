@@ -45,8 +45,9 @@ def serve(settings: Settings) -> int:
     app = create_app(runtime, with_worker=settings.role == "all")
     kafka = f", Kafka on {settings.host}:{settings.kafka_port}" if runtime.kafka is not None else ""
     log.info(
-        "strata %s on http://%s:%d%s: bucket %s, metadata %s",
+        "strata %s on %s://%s:%d%s: bucket %s, metadata %s",
         settings.role,
+        "https" if settings.tls_cert_file else "http",
         settings.host,
         settings.port,
         kafka,
@@ -62,6 +63,9 @@ def serve(settings: Settings) -> int:
         lifespan="on",
         loop="uvloop",
         http="httptools",
+        # TLS with the Kafka listener's certificate and key (both or neither: BrokerConfig checks).
+        ssl_certfile=settings.tls_cert_file,
+        ssl_keyfile=settings.tls_key_file,
     )
     tune_gc()
     uvicorn.Server(config).run()

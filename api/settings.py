@@ -219,6 +219,20 @@ SETTINGS: tuple[Setting, ...] = (
         "idempotent producer may have only 5 requests in flight per connection",
     ),
     Setting(
+        "tls_cert_file",
+        "STRATA_TLS_CERT_FILE",
+        str,
+        None,
+        "PEM certificate (chain) for TLS on the HTTP and Kafka listeners; with STRATA_TLS_KEY_FILE",
+    ),
+    Setting(
+        "tls_key_file",
+        "STRATA_TLS_KEY_FILE",
+        str,
+        None,
+        "PEM private key of STRATA_TLS_CERT_FILE",
+    ),
+    Setting(
         "kafka_cluster",
         "STRATA_KAFKA_CLUSTER",
         parse_bool,
@@ -306,6 +320,8 @@ class Settings:
     kafka_node_id: int = 0
     kafka_lanes: int = 1
     kafka_cluster: bool = False
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
     auto_create_topics: bool = True
     num_partitions: int = 1
     kafka_max_connections: int = 1000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import zlib
 from dataclasses import dataclass
 
@@ -38,6 +39,9 @@ class BrokerConfig:
     cluster: bool = False
     cluster_heartbeat_s: float = 1.0
     cluster_timeout_ms: int = 5000
+    # TLS on the listener (the same certificate and key as HTTP's): clients use security.protocol=SSL.
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
     cluster_id: str = "strata"
     # Kafka's broker defaults: a Metadata request for an unknown topic creates it with num.partitions.
     auto_create_topics: bool = True
@@ -62,6 +66,8 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         if not 1 <= self.lanes <= 64:
             raise SettingsError(f"STRATA_KAFKA_LANES must be 1 to 64, got {self.lanes}")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise SettingsError("TLS needs both STRATA_TLS_CERT_FILE and STRATA_TLS_KEY_FILE")
         if self.cluster and self.lanes != 1:
             raise SettingsError(
                 "STRATA_KAFKA_CLUSTER shows each agent as one broker: it needs STRATA_KAFKA_LANES=1"
@@ -101,3 +107,14 @@ class BrokerConfig:
         """Lane 0's advertised address: the bootstrap address, and the group coordinator's."""
         _, host, port = self.brokers[0]
         return host, port
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The server-side TLS context, or None for plaintext; SettingsError for unreadable files."""
+        if self.tls_cert_file is None or self.tls_key_file is None:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise SettingsError(f"cannot load the TLS certificate or key: {exc}") from exc
+        return context

@@ -31,11 +31,12 @@ class KafkaServer:
     async def start(self) -> None:
         config = self.ctx.config
         loop = asyncio.get_running_loop()
+        tls = config.ssl_context()
         try:
             for lane in range(config.lanes):
                 self._servers.append(
                     await loop.create_server(
-                        lambda: Connection(self.ctx, self), config.host, config.lane_bind_port(lane)
+                        lambda: Connection(self.ctx, self), config.host, config.lane_bind_port(lane), ssl=tls
                     )
                 )
         except OSError:

@@ -1,0 +1,127 @@
+"""TLS on both front doors (issue 9, part 3): one certificate and key (STRATA_TLS_CERT_FILE / _KEY_FILE)
+serve the Kafka listener to real clients with security.protocol=SSL, and HTTPS; a plaintext client on
+the TLS port fails without harming the agent. The certificate is made here with Debian's openssl."""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.fixtures.processes import free_port
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cert(tmp_path: Path) -> tuple[str, str]:
+    openssl = shutil.which("openssl")
+    assert openssl is not None, "openssl is not installed (Debian package openssl)"
+    key, crt = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(crt),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return str(crt), str(key)
+
+
+def test_kafka_clients_over_tls(kafka_factory: Callable[..., Any], cert: tuple[str, str]) -> None:
+    crt, key = cert
+    with kafka_factory(tls_cert_file=crt, tls_key_file=key) as broker:
+        tls = {"bootstrap.servers": broker.bootstrap, "security.protocol": "SSL", "ssl.ca.location": crt}
+        admin = AdminClient(tls)
+        admin.create_topics([NewTopic("sealed", num_partitions=1, replication_factor=1)])["sealed"].result(10)
+        # A plaintext client on the TLS port gets nowhere, and the agent keeps serving.
+        plain = AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": 2000})
+        with pytest.raises(KafkaException):
+            plain.list_topics(timeout=3)
+        producer = Producer({**tls, "linger.ms": 5})
+        for i in range(20):
+            producer.produce("sealed", key=f"k{i}".encode(), value=f"secret-{i}".encode())
+        assert producer.flush(30) == 0
+        consumer = Consumer({**tls, "group.id": "tls-g"})
+        try:
+            consumer.assign([TopicPartition("sealed", 0, 0)])
+            got = []
+            deadline = time.time() + 30
+            while len(got) < 20 and time.time() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    got.append(msg.value())
+            assert got == [f"secret-{i}".encode() for i in range(20)]
+        finally:
+            consumer.close()
+
+
+def test_https_with_the_same_certificate(tmp_path: Path, cert: tuple[str, str]) -> None:
+    crt, key = cert
+    port = free_port()
+    strata = str(Path(sys.executable).parent / "strata")
+    log = (tmp_path / "serve.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            strata,
+            "serve",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--kafka-port",
+            "-1",
+            "--tls-cert-file",
+            crt,
+            "--tls-key-file",
+            key,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    trust = ssl.create_default_context(cafile=crt)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            try:
+                response = httpx.get(f"https://127.0.0.1:{port}/healthz", verify=trust, timeout=1)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+                time.sleep(0.2)
+        assert response.status_code == 200
+        with pytest.raises(httpx.TransportError):  # plaintext HTTP on the TLS port
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).raise_for_status()
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        log.close()
