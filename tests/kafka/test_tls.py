@@ -1,10 +1,12 @@
 """TLS on both front doors (issue 9, part 3): one certificate and key (STRATA_TLS_CERT_FILE / _KEY_FILE)
 serve the Kafka listener to real clients with security.protocol=SSL, and HTTPS; a plaintext client on
-the TLS port fails without harming the agent. The certificate is made here with Debian's openssl."""
+the TLS port fails without harming the agent. The certificate is made here with cryptography (which
+moto depends on), so no openssl binary is needed."""
 
 from __future__ import annotations
 
-import shutil
+import datetime
+import ipaddress
 import ssl
 import subprocess
 import sys
@@ -17,6 +19,10 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from tests.fixtures.processes import free_port
 
@@ -25,33 +31,35 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def cert(tmp_path: Path) -> tuple[str, str]:
-    openssl = shutil.which("openssl")
-    assert openssl is not None, "openssl is not installed (Debian package openssl)"
-    key, crt = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        [
-            openssl,
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(crt),
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
+    """A self-signed certificate for 127.0.0.1 and localhost, and its key, as PEM files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
     )
-    return str(crt), str(key)
+    crt, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    crt.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return str(crt), str(key_path)
 
 
 def test_kafka_clients_over_tls(kafka_factory: Callable[..., Any], cert: tuple[str, str]) -> None:
