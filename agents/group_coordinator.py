@@ -306,11 +306,9 @@ class GroupCoordinator:
         groups changed. Run from the agent's background loop, so a group whose members all died without a
         request reaching any agent still moves on."""
         changed = 0
-        for summary in await self.list():
-            if summary.phase == gs.GroupPhase.EMPTY.value:
-                continue
-            group = await self._load(summary.group_id)
-            if gs.expire(group, self.limits, self.clock.now_ms()):
-                await self._update(summary.group_id, lambda g: g)
+        for group_id, row in await asyncio.to_thread(self.store.list_groups, True):
+            # The listed row is the group as stored: a write only for the groups with something due.
+            if gs.expire(_group(group_id, row), self.limits, self.clock.now_ms()):
+                await self._update(group_id, lambda g: g)
                 changed += 1
         return changed

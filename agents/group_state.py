@@ -410,11 +410,7 @@ def try_complete_join(group: Group, now_ms: int) -> bool:
         group.leader = joined[0].member_id
     protocol = group.protocol
     group.last_round = Round(
-        group.generation,
-        group.protocol_type,
-        protocol,
-        group.leader,
-        [(m.member_id, m.instance_id, m.metadata_for(protocol)) for m in group.members.values()],
+        group.generation, group.protocol_type, protocol, group.leader, _roster(group, protocol)
     )
     for member in group.members.values():
         member.joining = False
@@ -422,6 +418,11 @@ def try_complete_join(group: Group, now_ms: int) -> bool:
         member.last_seen_ms = now_ms  # the session timer starts again with the join response
     group.phase = GroupPhase.COMPLETING_REBALANCE
     return True
+
+
+def _roster(group: Group, protocol: str) -> list[tuple[str, str | None, bytes]]:
+    """What the leader's JoinGroup answer lists: every member with its metadata for ``protocol``."""
+    return [(m.member_id, m.instance_id, m.metadata_for(protocol)) for m in group.members.values()]
 
 
 def _vote(group: Group) -> str:
@@ -459,9 +460,7 @@ def join_result(group: Group, member_id: str, after_generation: int) -> JoinResu
     assert group.leader is not None  # CompletingRebalance or Stable
     assert group.protocol is not None
     protocol = group.protocol
-    members = []
-    if member_id == group.leader:
-        members = [(m.member_id, m.instance_id, m.metadata_for(protocol)) for m in group.members.values()]
+    members = _roster(group, protocol) if member_id == group.leader else []
     return JoinResult(group.generation, group.protocol_type, group.protocol, group.leader, member_id, members)
 
 

@@ -60,7 +60,9 @@ class ClusterView:
         self.heartbeat_s = heartbeat_s
         self.timeout_ms = timeout_ms
         self.node_id = -1
-        self._live: list[LiveAgent] = []
+        # The view, recomputed once per heartbeat: Metadata asks for a leader per partition.
+        self._brokers: list[tuple[int, str, int]] = []
+        self._nodes: list[int] = []
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -88,7 +90,14 @@ class ClusterView:
             now,
             self.timeout_ms,
         )
-        self._live = await asyncio.to_thread(self.registry.live_agents, now, self.timeout_ms)
+        self._set_view(await asyncio.to_thread(self.registry.live_agents, now, self.timeout_ms))
+
+    def _set_view(self, live: list[LiveAgent]) -> None:
+        """Every live agent, this one always included (its own row may be a beat old)."""
+        seen = {a.node_id: (a.node_id, a.host, a.port) for a in live}
+        seen.setdefault(self.node_id, (self.node_id, self.host, self.port))
+        self._brokers = [seen[n] for n in sorted(seen)]
+        self._nodes = sorted(seen)
 
     async def _loop(self) -> None:
         while True:
@@ -100,9 +109,7 @@ class ClusterView:
 
     def brokers(self) -> list[tuple[int, str, int]]:
         """(node id, host, port) of every live agent, this one always included."""
-        seen = {a.node_id: (a.node_id, a.host, a.port) for a in self._live}
-        seen.setdefault(self.node_id, (self.node_id, self.host, self.port))
-        return [seen[n] for n in sorted(seen)]
+        return self._brokers
 
     def leader(self, topic: str, partition: int) -> int:
-        return rendezvous_leader(topic, partition, [node for node, _, _ in self.brokers()])
+        return rendezvous_leader(topic, partition, self._nodes)

@@ -561,8 +561,9 @@ class GroupStore(Protocol):
 
     def group_offsets(self, group: str) -> list[GroupOffset]: ...
 
-    def list_groups(self) -> list[tuple[str, GroupRow | None]]:
-        """Every group with a state row or committed offsets (None: offsets only), by group id."""
+    def list_groups(self, active_only: bool = False) -> list[tuple[str, GroupRow | None]]:
+        """Every group with a state row or committed offsets (None: offsets only), by group id; with
+        ``active_only``, only the groups whose phase is not Empty (what the sweep needs)."""
         ...
 
     def commit_offsets(

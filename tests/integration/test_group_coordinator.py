@@ -142,8 +142,8 @@ class FailingGroups:
     def load_group(self, group: str) -> GroupRow | None:
         return cast(GroupRow | None, self._call("load_group", group))
 
-    def list_groups(self) -> Any:
-        return self._call("list_groups")
+    def list_groups(self, active_only: bool = False) -> Any:
+        return self._call("list_groups", active_only)
 
     def group_offsets(self, group: str) -> Any:
         return self._call("group_offsets", group)
@@ -212,3 +212,14 @@ async def test_requests_for_unknown_groups_leave_no_group_behind(metadata_store:
     with pytest.raises(UnknownMemberId):
         await coordinator.heartbeat("ghost", "m", None, 1)
     assert await coordinator.list() == []
+    # A simple commit (no members, generation -1) holds the group's row but leaves no state row behind.
+    metadata_store.create_topic("t", 1, {}, 0)
+    assert await coordinator.commit("simple", "", None, -1, [OffsetToCommit("t", 0, 3)]) == {}
+    assert isinstance(metadata_store, SqlMetadataStore)
+    rows = metadata_store._backend.run(
+        lambda tx: tx.one("SELECT COUNT(*) FROM consumer_groups"), write=False, what="test"
+    )
+    assert rows is not None
+    assert rows[0] == 0
+    assert [(gid, row) for gid, row in metadata_store.list_groups()] == [("simple", None)]
+    assert metadata_store.list_groups(active_only=True) == []

@@ -68,6 +68,31 @@ def join(wire: Wire, member_id: str = "", version: int = 5) -> Any:
     return wire.call(request, JoinGroupResponse)
 
 
+def commit_request(group: str, generation: int, member_id: str, offset: int) -> Any:
+    """OffsetCommit v7 of one offset of partition 0 of topic "t"."""
+    topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    part = topic.OffsetCommitRequestPartition
+    return OffsetCommitRequest[7](
+        group_id=group,
+        generation_id_or_member_epoch=generation,
+        member_id=member_id,
+        group_instance_id=None,
+        topics=[
+            topic(
+                name="t",
+                partitions=[
+                    part(
+                        partition_index=0,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
+                    )
+                ],
+            )
+        ],
+    )
+
+
 def test_join_sync_heartbeat_commit_codes(kafka_factory: Callable[..., Any]) -> None:
     with kafka_factory(group_initial_rebalance_delay_ms=0) as broker, Wire(broker.port) as wire:
         first = join(wire)
@@ -99,27 +124,7 @@ def test_join_sync_heartbeat_commit_codes(kafka_factory: Callable[..., Any]) -> 
         )
         assert beat.error_code == errors.ILLEGAL_GENERATION
 
-        topic = OffsetCommitRequest.OffsetCommitRequestTopic
-        part = topic.OffsetCommitRequestPartition
-        commit = OffsetCommitRequest[7](
-            group_id="w",
-            generation_id_or_member_epoch=0,  # an old generation
-            member_id=first.member_id,
-            group_instance_id=None,
-            topics=[
-                topic(
-                    name="t",
-                    partitions=[
-                        part(
-                            partition_index=0,
-                            committed_offset=5,
-                            committed_leader_epoch=-1,
-                            committed_metadata="",
-                        )
-                    ],
-                )
-            ],
-        )
+        commit = commit_request("w", generation=0, member_id=first.member_id, offset=5)  # an old generation
         stale = wire.call(commit, OffsetCommitResponse, correlation_id=2)
         assert stale.topics[0].partitions[0].error_code == errors.ILLEGAL_GENERATION
 
@@ -145,30 +150,9 @@ def test_pipelined_commits_land_in_order(kafka_factory: Callable[..., Any]) -> N
     """50 OffsetCommits sent at once on one connection (a consumer's async commits): the last one wins."""
     with kafka_factory() as broker, Wire(broker.port) as wire:
         broker.runtime.metadata.create_topic("t", 1, {}, 0)
-        topic = OffsetCommitRequest.OffsetCommitRequestTopic
-        part = topic.OffsetCommitRequestPartition
         frames = [
             wire.frame(
-                OffsetCommitRequest[7](
-                    group_id="pipelined",
-                    generation_id_or_member_epoch=-1,
-                    member_id="",
-                    group_instance_id=None,
-                    topics=[
-                        topic(
-                            name="t",
-                            partitions=[
-                                part(
-                                    partition_index=0,
-                                    committed_offset=offset,
-                                    committed_leader_epoch=-1,
-                                    committed_metadata="",
-                                )
-                            ],
-                        )
-                    ],
-                ),
-                correlation_id=offset,
+                commit_request("pipelined", generation=-1, member_id="", offset=offset), correlation_id=offset
             )
             for offset in range(1, 51)
         ]

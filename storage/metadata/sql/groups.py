@@ -90,6 +90,12 @@ class GroupQueries(SqlBase):
             return None
         return GroupRow(str(row[0]), None if row[1] is None else str(row[1]), str(row[2]))
 
+    def _unhold(self, tx: Tx, group: str, row: GroupRow | None) -> None:
+        """For a transaction that only read the held row: drop the placeholder ``_hold`` inserted for a
+        group without state, so that offsets-only groups leave no empty rows behind."""
+        if row is None:
+            tx.execute("DELETE FROM consumer_groups WHERE group_id = ?", (group,))
+
     def _store(self, tx: Tx, group: str, old: GroupRow | None, new: GroupRow | None) -> None:
         if new is None:
             tx.execute("DELETE FROM consumer_groups WHERE group_id = ?", (group,))
@@ -121,13 +127,14 @@ class GroupQueries(SqlBase):
             return None
         return GroupRow(str(row[0]), None if row[1] is None else str(row[1]), str(row[2]))
 
-    def list_groups(self) -> list[tuple[str, GroupRow | None]]:
+    def list_groups(self, active_only: bool = False) -> list[tuple[str, GroupRow | None]]:
         def work(tx: Tx) -> list[tuple[str, GroupRow | None]]:
-            out: dict[str, GroupRow | None] = {
-                str(r[0]): None for r in tx.all("SELECT DISTINCT group_id FROM group_offsets")
-            }
+            out: dict[str, GroupRow | None] = {}
+            if not active_only:
+                out = {str(r[0]): None for r in tx.all("SELECT DISTINCT group_id FROM group_offsets")}
+            where = " WHERE phase <> 'Empty'" if active_only else ""
             for gid, phase, ptype, doc in tx.all(
-                "SELECT group_id, phase, protocol_type, doc FROM consumer_groups"
+                f"SELECT group_id, phase, protocol_type, doc FROM consumer_groups{where}"
             ):
                 if doc != _NO_DOC:
                     out[str(gid)] = GroupRow(str(phase), None if ptype is None else str(ptype), str(doc))
@@ -146,7 +153,9 @@ class GroupQueries(SqlBase):
         keys = sorted(latest)
 
         def work(tx: Tx) -> dict[tuple[str, int], StrataError]:
-            check(self._hold(tx, group))
+            row = self._hold(tx, group)
+            check(row)
+            self._unhold(tx, group, row)
             existing = lock_partitions(tx, self._d, keys, self._d.for_key_share)
             refused: dict[tuple[str, int], StrataError] = {
                 key: missing_partition(tx, *key) for key in keys if key not in existing
@@ -172,8 +181,7 @@ class GroupQueries(SqlBase):
         def work(tx: Tx) -> None:
             row = self._hold(tx, group)
             check(row)
-            if row is None:
-                tx.execute("DELETE FROM consumer_groups WHERE group_id = ?", (group,))
+            self._unhold(tx, group, row)
             for topic, partition in sorted(set(partitions)):
                 tx.execute(
                     "DELETE FROM group_offsets WHERE group_id = ? AND topic = ? AND partition_id = ?",
