@@ -46,7 +46,7 @@ def create_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
     app.add_middleware(
         LimitsAndAuth,
         max_body_bytes=runtime.settings.max_request_bytes,
-        tokens=runtime.settings.tokens,
+        principals=runtime.principals,
         on_error=error_response,
         admission=Admission(runtime.agent.buffer.reserve),
     )

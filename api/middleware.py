@@ -1,4 +1,9 @@
-"""Pure-ASGI middleware: request body size limit, optional bearer-token auth, and produce admission.
+"""Pure-ASGI middleware: request body size limit, optional authentication, and produce admission.
+
+Authentication (with STRATA_API_TOKENS or --principals-file): every path but the probes needs
+``Authorization: Bearer <token>`` (a principal's token, or one of STRATA_API_TOKENS) or ``Authorization:
+Basic`` with a principal's name and password, the same password its Kafka clients use over SASL. The
+principal rides in the ASGI scope (api/authz.py) for the routes' permission checks.
 
 Admission: before a produce body is read, the agent's buffer is asked for a ``Reservation`` of a few times
 its declared size (agents/buffer.py owns the budget). The reservation rides in the ASGI scope to the
@@ -12,13 +17,16 @@ so memory per request is bounded by ``max_body_bytes``.
 
 from __future__ import annotations
 
-import hmac
+import base64
+import binascii
 from collections.abc import Callable
 
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agents.buffer import Reservation
+from agents.principals import Principal, Principals
+from api.authz import PRINCIPAL
 from storage.errors import BadRequest, BufferFull, RecordTooLarge, StrataError, Unauthorized
 
 # Probes and scrapes stay reachable without a token, as load balancers and Prometheus expect.
@@ -55,13 +63,13 @@ class LimitsAndAuth:
         app: ASGIApp,
         *,
         max_body_bytes: int,
-        tokens: frozenset[str],
+        principals: Principals | None,
         on_error: Callable[[StrataError], Response],
         admission: Admission | None = None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
-        self.tokens = tokens
+        self.principals = principals
         self.on_error = on_error
         self.admission = admission
 
@@ -70,9 +78,12 @@ class LimitsAndAuth:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        if self.tokens and scope["path"] not in OPEN_PATHS and not self._authorized(headers):
-            await self.on_error(Unauthorized("missing or invalid bearer token"))(scope, receive, send)
-            return
+        if self.principals is not None and scope["path"] not in OPEN_PATHS:
+            principal = self._authenticate(headers, self.principals)
+            if principal is None:
+                await self.on_error(Unauthorized("missing or invalid credentials"))(scope, receive, send)
+                return
+            scope[PRINCIPAL] = principal
         declared = headers.get(b"content-length")
         if declared is not None:
             try:
@@ -136,9 +147,20 @@ class LimitsAndAuth:
     def _too_large(self) -> RecordTooLarge:
         return RecordTooLarge(f"request body exceeds {self.max_body_bytes} bytes")
 
-    def _authorized(self, headers: dict[bytes, bytes]) -> bool:
+    @staticmethod
+    def _authenticate(headers: dict[bytes, bytes], principals: Principals) -> Principal | None:
         value = headers.get(b"authorization", b"").decode("latin-1")
-        scheme, _, token = value.partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            return False
-        return any(hmac.compare_digest(token.strip(), t) for t in self.tokens)
+        scheme, _, credentials = value.partition(" ")
+        credentials = credentials.strip()
+        if not credentials:
+            return None
+        if scheme.lower() == "bearer":
+            return principals.by_token(credentials)
+        if scheme.lower() == "basic":
+            try:
+                decoded = base64.b64decode(credentials, validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                return None
+            name, sep, password = decoded.partition(":")
+            return principals.by_password(name, password) if sep else None
+        return None

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 from agents.agent import Agent, AgentConfig
 from agents.group_state import GroupLimits
 from agents.metrics import Metrics
+from agents.principals import Principals, load_principals
 from api.settings import Settings
 from broker.budget import ByteBudget
 from broker.config import BrokerConfig
@@ -49,6 +50,8 @@ class Runtime:
     _round: CompactionRound | None = None
     # The Kafka listener, on the same agent core as HTTP; None when disabled (--kafka-port -1, role worker).
     kafka: KafkaServer | None = None
+    # Who may use the HTTP door (--principals-file and STRATA_API_TOKENS); None: no authentication.
+    principals: Principals | None = None
 
     def planner(self) -> Planner:
         """A planner (cheap: no offset map), for planning from any role, such as the admin endpoint."""
@@ -188,11 +191,20 @@ def build_runtime(
     metrics = Metrics(counters, registry)
     compaction_metrics = CompactionMetrics(registry)
     agent = Agent(agent_config(settings), astore, metadata, metrics, clock, rng)
+    if settings.tls_cert_file or settings.tls_key_file:
+        # Both doors use these files: a missing or unreadable one stops start-up with their names, before
+        # any listener opens (uvicorn's own error would not say which file).
+        broker_config(settings).ssl_context()
+    # The principals file is one source for both doors; STRATA_API_TOKENS adds HTTP-only superuser tokens.
+    sasl = load_principals(settings.principals_file) if settings.principals_file else None
+    http_principals = (sasl or Principals([])).with_tokens(settings.tokens)
     kafka = None
     if settings.kafka_port >= 0 and settings.role != "worker":
         config = broker_config(settings)
         kafka = KafkaServer(
-            BrokerContext(agent, metadata, config, clock, ByteBudget(config.fetch_buffer_bytes))
+            BrokerContext(
+                agent, metadata, config, clock, ByteBudget(config.fetch_buffer_bytes), principals=sasl
+            )
         )
     return Runtime(
         settings,
@@ -206,4 +218,5 @@ def build_runtime(
         agent,
         rng,
         kafka=kafka,
+        principals=http_principals if (sasl is not None or settings.tokens) else None,
     )

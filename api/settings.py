@@ -136,6 +136,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("role", "STRATA_ROLE", str, "all", "agent (HTTP), worker (background jobs) or all", ROLES),
     Setting("api_tokens", "STRATA_API_TOKENS", str, None, "Comma-separated bearer tokens; unset = no auth"),
     Setting(
+        "principals_file",
+        "STRATA_PRINCIPALS_FILE",
+        str,
+        None,
+        "TOML file of principals (README, Security): their passwords for Kafka SASL (PLAIN, "
+        "SCRAM-SHA-256/512) and HTTP Basic, their bearer tokens, and their grants on topic and group "
+        "prefixes; set, both front doors authenticate every request and check its permissions",
+    ),
+    Setting(
         "orphan_grace_ms",
         "STRATA_ORPHAN_GRACE_MS",
         int,
@@ -306,6 +315,7 @@ class Settings:
     producer_id_expiration_ms: int = 86_400_000
     role: str = "all"
     api_tokens: str | None = None
+    principals_file: str | None = None
     orphan_grace_ms: int = 3_600_000
     gc_grace_ms: int = 600_000
     worker_interval_ms: int = 5_000

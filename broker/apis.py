@@ -2,8 +2,8 @@
 
 ApiVersions is derived from this table, so what is advertised is exactly what is handled (STYLE.md 11).
 The ranges are the overlap every client in the brief negotiates down to; the maxima stop before topic ids
-in Produce/Fetch. Produce is the one API whose first phase (admission) runs before the connection reads
-the next request, to keep a connection's writes in order.
+in Produce/Fetch. Produce's first phase (admission) runs before the connection reads the next request, to
+keep a connection's writes in order; SASL runs there too, since it decides what the next request may do.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from broker import errors
 from broker.budget import Held
@@ -66,7 +67,9 @@ class Api:
     min_version: int
     max_version: int
     request: type[ApiMessage]
-    # None for Produce, which the connection admits in order (broker/handlers/produce.py).
+    # None where the connection itself serves the API, in order with the requests around it: Produce
+    # (admitted before the next request is read, broker/handlers/produce.py) and SASL (broker/sasl.py),
+    # whose outcome decides what the next request may do.
     handler: Handler | None
 
 
@@ -110,7 +113,12 @@ TABLE: dict[int, Api] = {
         Api(44, 0, 1, IncrementalAlterConfigsRequest, handle_incremental_alter_configs),
         Api(22, 0, 4, InitProducerIdRequest, handle_init_producer_id),
         Api(60, 0, 1, DescribeClusterRequest, handle_describe_cluster),
+        # v0 SaslHandshake is followed by raw tokens outside Kafka's framing (broker/sasl.py).
+        Api(17, 0, 1, SaslHandshakeRequest, None),
+        Api(36, 0, 2, SaslAuthenticateRequest, None),
     )
 }
 PRODUCE = 0
 API_VERSIONS = 18
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36

@@ -116,5 +116,9 @@ class BrokerConfig:
         try:
             context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
         except (OSError, ssl.SSLError) as exc:
-            raise SettingsError(f"cannot load the TLS certificate or key: {exc}") from exc
+            # The paths are named: OSError's own text for a missing file does not say which.
+            raise SettingsError(
+                f"cannot load the TLS certificate {self.tls_cert_file} with key {self.tls_key_file}: "
+                f"{exc.strerror or exc}"
+            ) from exc
         return context

@@ -30,6 +30,13 @@ together. While the transport's write buffer is over its high-water mark, no mor
 (they wait, counted as unanswered, so reading pauses too). A Fetch answer's budget grant
 (broker/budget.py) goes back once the transport has taken its bytes below the high-water mark.
 
+Authentication: with principals configured (``ctx.principals``), a connection serves nothing but
+ApiVersions, SaslHandshake and SaslAuthenticate until SASL succeeds (broker/sasl.py); any other request
+closes it, as Kafka's broker does, and frames over ``SASL_MAX_FRAME`` are refused before that (Kafka's
+``sasl.server.max.receive.size``), so an unauthenticated client cannot make the agent hold 100 MiB. Once
+authenticated, this connection's context carries its principal for every handler. A failed exchange is
+answered with its error, then the connection closes.
+
 At end of stream the connection answers what it was asked, then closes.
 """
 
@@ -40,9 +47,11 @@ import logging
 import struct
 from collections import deque
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import Any, Protocol, cast
 
 from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from agents.buffer import Reservation
 from broker import apis, codec, errors, frames
@@ -50,7 +59,15 @@ from broker.budget import Answer, Framed, Held
 from broker.context import BrokerContext
 from broker.handlers.produce import PendingAnswer, admit_produce, cached_topics, load_topics
 from broker.produce_codec import ProduceRequest
-from storage.errors import BadRequest, BufferFull, StrataError
+from broker.sasl import SaslExchange, State
+from storage.errors import (
+    BadRequest,
+    BufferFull,
+    IllegalSaslState,
+    SaslAuthenticationFailed,
+    StrataError,
+    UnsupportedSaslMechanism,
+)
 
 log = logging.getLogger("strata.kafka")
 
@@ -65,6 +82,9 @@ WRITE_LOW = 64 * 1024
 # Answers written together at most; see _fill.
 WRITE_BATCH = 64
 
+# The largest frame read before SASL authentication (Kafka's sasl.server.max.receive.size default).
+SASL_MAX_FRAME = 512 * 1024
+
 _SIZE = struct.Struct(">i")
 
 # Why reading is paused; processing of buffered frames stops for all of them.
@@ -72,6 +92,10 @@ _INFLIGHT = "inflight"  # max_inflight_per_connection answers outstanding
 _MEMORY = "memory"  # waiting for the produce budget to reserve a frame
 _ADMITTING = "admitting"  # a Produce request waits for its topics to be loaded
 _CLOSING = "closing"  # end of stream or a fatal error: nothing more is read
+
+
+# What a connection may ask before it has authenticated.
+_BEFORE_AUTHENTICATION = frozenset({apis.API_VERSIONS, apis.SASL_HANDSHAKE, apis.SASL_AUTHENTICATE})
 
 
 class Registry(Protocol):
@@ -125,12 +149,17 @@ class Connection(asyncio.BufferedProtocol):
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._eof = False
         self._lost = False
+        self._finishing = False  # answer what is owed, then close (a failed SASL exchange)
+        self._tls = False
+        # None when the listener needs no authentication.
+        self._sasl = SaslExchange(ctx.principals) if ctx.principals is not None else None
 
     # --- asyncio.Protocol ----------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not registered as asyncio.Transport subclasses, but have its interface.
         self.transport = transport = cast(asyncio.Transport, transport)
         self.peer = transport.get_extra_info("peername")
+        self._tls = transport.get_extra_info("ssl_object") is not None
         transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
         if not self._registry.opened(self):
             self._close()
@@ -157,7 +186,9 @@ class Connection(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         self._eof = True
         self._check_eof()
-        return True  # keep the transport open to write the answers still owed
+        # Keep the transport open to write the answers still owed. A TLS transport closes on EOF whatever
+        # is returned (and warns if True is), since TLS has no half-closed state.
+        return not self._tls
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
@@ -229,7 +260,12 @@ class Connection(asyncio.BufferedProtocol):
 
     def _read_size(self) -> int:
         size: int = _SIZE.unpack_from(self._small, self._start)[0]
-        return frames.check_size(size, self.ctx.config.max_request_bytes)
+        limit = self.ctx.config.max_request_bytes if self._authenticated else SASL_MAX_FRAME
+        return frames.check_size(size, limit)
+
+    @property
+    def _authenticated(self) -> bool:
+        return self._sasl is None or self._sasl.state is State.AUTHENTICATED
 
     def _reserve(self, size: int) -> bool:
         try:
@@ -267,16 +303,27 @@ class Connection(asyncio.BufferedProtocol):
 
     def _handle(self, frame: bytearray) -> None:
         reservation = self._take_reservation()
+        if self._sasl is not None and self._sasl.expects_raw_token:
+            reservation.release()
+            self._sasl_raw_token(self._sasl, bytes(frame))
+            return
         try:
             decoded = codec.decode(frame)
         except BadRequest:
             reservation.release()
             raise
-        handler = decoded.api.handler if isinstance(decoded, codec.Decoded) else None
-        if isinstance(decoded, codec.Decoded) and handler is None:
+        key = decoded.api.key if isinstance(decoded, codec.Decoded) else apis.API_VERSIONS
+        if not self._authenticated and key not in _BEFORE_AUTHENTICATION:
+            reservation.release()
+            raise BadRequest(f"API {key} before SASL authentication")
+        if key == apis.PRODUCE and isinstance(decoded, codec.Decoded):
             self._admit_produce(decoded.request, reservation)
             return
         reservation.release()  # only Produce keeps request bytes
+        if key in (apis.SASL_HANDSHAKE, apis.SASL_AUTHENTICATE) and isinstance(decoded, codec.Decoded):
+            self._sasl_step(decoded)
+            return
+        handler = decoded.api.handler if isinstance(decoded, codec.Decoded) else None
         if isinstance(decoded, codec.UnsupportedApiVersions):
             # KIP-511: the v0 body, with the supported ranges, whatever version was asked for.
             body = apis.api_versions_response(0, errors.UNSUPPORTED_VERSION).encode()
@@ -284,6 +331,73 @@ class Connection(asyncio.BufferedProtocol):
             return
         assert handler is not None
         self._spawn(self._respond(self._new_slot(), decoded.peek.correlation_id, handler, decoded.request))
+
+    def _sasl_step(self, decoded: codec.Decoded) -> None:
+        """SaslHandshake or SaslAuthenticate, answered in order; a failure answers, then closes."""
+        version = decoded.peek.api_version
+        exchange = self._sasl
+        response: ApiMessage
+        failed: StrataError | None = None
+        if decoded.api.key == apis.SASL_HANDSHAKE:
+            mechanisms = list(exchange.mechanisms) if exchange is not None else []
+            try:
+                if exchange is None:
+                    raise IllegalSaslState("this listener does not use SASL")
+                exchange.handshake(decoded.request.mechanism, version)
+            except (UnsupportedSaslMechanism, IllegalSaslState) as exc:
+                failed = exc
+            code = errors.NONE if failed is None else errors.kafka_error(failed)
+            response = SaslHandshakeResponse[version](error_code=code, mechanisms=mechanisms)
+        else:
+            out = b""
+            try:
+                if exchange is None:
+                    raise IllegalSaslState("this listener does not use SASL")
+                out = exchange.authenticate(bytes(decoded.request.auth_bytes))
+            except (SaslAuthenticationFailed, IllegalSaslState) as exc:
+                failed = exc
+            if exchange is not None and exchange.state is State.AUTHENTICATED and failed is None:
+                self.ctx = replace(self.ctx, principal=exchange.principal)
+                assert exchange.principal is not None
+                log.info(
+                    "Kafka connection from %s authenticated as %r (%s)",
+                    self.peer,
+                    exchange.principal.name,
+                    exchange.mechanism,
+                )
+            response = SaslAuthenticateResponse[version](
+                error_code=errors.NONE if failed is None else errors.kafka_error(failed),
+                error_message=None if failed is None else failed.message,
+                auth_bytes=out,
+                session_lifetime_ms=0,
+            )
+        response.with_header(correlation_id=decoded.peek.correlation_id)
+        self._fill(self._new_slot(), response.encode(header=True, framed=True))
+        if failed is not None and self._sasl is not None:
+            # Without SASL on this listener, a stray SASL request is only answered (Kafka's behaviour).
+            log.info("closing Kafka connection from %s: %s", self.peer, failed.message)
+            self._finishing = True
+            self._stall(_CLOSING)
+
+    def _sasl_raw_token(self, exchange: SaslExchange, token: bytes) -> None:
+        """A bare SASL token after a v0 handshake: a bare token answers it; a failure closes at once, as
+        Kafka's broker does (v0 has no error field)."""
+        try:
+            out = exchange.authenticate(token)
+        except (SaslAuthenticationFailed, IllegalSaslState) as exc:
+            log.info("closing Kafka connection from %s: %s", self.peer, exc.message)
+            self._close()
+            return
+        if exchange.state is State.AUTHENTICATED:
+            assert exchange.principal is not None
+            self.ctx = replace(self.ctx, principal=exchange.principal)
+            log.info(
+                "Kafka connection from %s authenticated as %r (%s, v0)",
+                self.peer,
+                exchange.principal.name,
+                exchange.mechanism,
+            )
+        self._fill(self._new_slot(), _SIZE.pack(len(out)) + out)
 
     def _admit_produce(self, request: ProduceRequest, reservation: Reservation) -> None:
         slot = self._new_slot()
@@ -497,8 +611,9 @@ class Connection(asyncio.BufferedProtocol):
         self._close_if_done()
 
     def _close_if_done(self) -> None:
-        if self._eof and not self._slots and not self._tasks and self.transport is not None:
-            self.transport.close()
+        done = (self._eof or self._finishing) and not self._slots and not self._tasks
+        if done and self.transport is not None:
+            self.transport.close()  # writes what the transport still holds first
 
     def _close(self) -> None:
         self._stall(_CLOSING)

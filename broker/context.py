@@ -1,4 +1,8 @@
-"""What every handler may use: the agent core, the metadata store, the listener's config and the clock."""
+"""What every handler may use: the agent core, the metadata store, the listener's config, the clock, and
+the connection's principal.
+
+Each connection holds its own context: once SASL authenticates it, ``principal`` is set in that copy, so a
+handler asks ``ctx.may(...)`` and never sees another connection's identity."""
 
 from __future__ import annotations
 
@@ -6,10 +10,12 @@ import uuid
 from dataclasses import dataclass
 
 from agents.agent import Agent
+from agents.principals import Op, Principal, Principals, Resource
 from broker.budget import ByteBudget
 from broker.cluster import ClusterView
 from broker.config import BrokerConfig
 from storage.clock import Clock
+from storage.errors import Forbidden, GroupForbidden
 from storage.metadata.base import MetadataStore, TopicInfo
 
 # Topic ids are derived from the topic's name and creation time, so every agent gives the same id to the
@@ -27,6 +33,37 @@ class BrokerContext:
     fetch_budget: ByteBudget
     # The live agents as brokers, with --kafka-cluster (set by the listener once registered).
     cluster: ClusterView | None = None
+    # --principals-file: every connection authenticates with SASL first, and requests are checked against
+    # its principal's grants. None: no authentication, every request allowed.
+    principals: Principals | None = None
+    principal: Principal | None = None
+
+    def may(self, op: Op, resource: Resource, name: str) -> bool:
+        """Whether this connection's principal may do ``op`` to the topic or group ``name``."""
+        if self.principals is None:
+            return True
+        return self.principal is not None and self.principal.may(op, resource, name)
+
+    def require(self, op: Op, resource: Resource, name: str) -> None:
+        """Forbidden (a topic) or GroupForbidden (a group) unless ``may``; the handlers' kafka_error turns
+        them into TOPIC_/GROUP_AUTHORIZATION_FAILED."""
+        if not self.may(op, resource, name):
+            who = self.principal.name if self.principal is not None else "?"
+            message = f"principal {who!r} may not {op.value} {resource.value[:-1]} {name!r}"
+            raise Forbidden(message) if resource is Resource.TOPIC else GroupForbidden(message)
+
+    def may_describe(self, topic: str) -> bool:
+        """Kafka's DESCRIBE (and DESCRIBE_CONFIGS) on a topic, which its READ and WRITE imply."""
+        return self.may(Op.READ, Resource.TOPIC, topic) or self.may(Op.WRITE, Resource.TOPIC, topic)
+
+    def require_describe(self, topic: str) -> None:
+        if not self.may_describe(topic):
+            self.require(Op.READ, Resource.TOPIC, topic)
+
+    def may_any(self, op: Op, resource: Resource) -> bool:
+        if self.principals is None:
+            return True
+        return self.principal is not None and self.principal.may_any(op, resource)
 
     @property
     def brokers(self) -> list[tuple[int, str, int]]:

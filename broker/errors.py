@@ -10,10 +10,14 @@ from __future__ import annotations
 from storage.errors import (
     BadRequest,
     BufferFull,
+    ClusterForbidden,
     CorruptObject,
     FencedInstanceId,
+    Forbidden,
+    GroupForbidden,
     GroupIdNotFound,
     IllegalGeneration,
+    IllegalSaslState,
     InconsistentGroupProtocol,
     InvalidConfig,
     InvalidGroupId,
@@ -30,12 +34,14 @@ from storage.errors import (
     ProducerFenced,
     RebalanceInProgress,
     RecordTooLarge,
+    SaslAuthenticationFailed,
     StrataError,
     TopicExists,
     Unavailable,
     UnknownMemberId,
     UnknownPartition,
     UnknownTopic,
+    UnsupportedSaslMechanism,
 )
 
 NONE = 0
@@ -75,9 +81,21 @@ MEMBER_ID_REQUIRED = 79
 FENCED_INSTANCE_ID = 82
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 PRODUCER_FENCED = 90
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
+CLUSTER_AUTHORIZATION_FAILED = 31
+UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
+SASL_AUTHENTICATION_FAILED = 58
 
 # Most specific class first; the first match by isinstance wins.
 _BY_TYPE: tuple[tuple[type[StrataError], int], ...] = (
+    (GroupForbidden, GROUP_AUTHORIZATION_FAILED),
+    (ClusterForbidden, CLUSTER_AUTHORIZATION_FAILED),
+    (Forbidden, TOPIC_AUTHORIZATION_FAILED),
+    (SaslAuthenticationFailed, SASL_AUTHENTICATION_FAILED),
+    (UnsupportedSaslMechanism, UNSUPPORTED_SASL_MECHANISM),
+    (IllegalSaslState, ILLEGAL_SASL_STATE),
     (UnknownTopic, UNKNOWN_TOPIC_OR_PARTITION),
     (UnknownPartition, UNKNOWN_TOPIC_OR_PARTITION),
     (InvalidTopicName, INVALID_TOPIC_EXCEPTION),

@@ -63,8 +63,50 @@ class InvalidTopicName(StrataError):
 
 
 class Unauthorized(StrataError):
+    """No credentials, or credentials that match no principal (HTTP 401)."""
+
     kind = ErrorKind.INVALID
     code = 40101
+
+
+class SaslAuthenticationFailed(Unauthorized):
+    """Kafka only: SASL authentication failed (SASL_AUTHENTICATION_FAILED); the connection is closed."""
+
+    code = 40102
+
+
+class UnsupportedSaslMechanism(StrataError):
+    """Kafka only: the client asked for a SASL mechanism this listener does not offer."""
+
+    kind = ErrorKind.INVALID
+    code = 40006
+
+
+class IllegalSaslState(StrataError):
+    """Kafka only: a SASL request out of order (SaslAuthenticate before SaslHandshake, a second handshake)."""
+
+    kind = ErrorKind.INVALID
+    code = 40007
+
+
+class Forbidden(StrataError):
+    """The principal may not do this to this topic (HTTP 403, Kafka TOPIC_AUTHORIZATION_FAILED)."""
+
+    kind = ErrorKind.INVALID
+    code = 40301
+
+
+class GroupForbidden(Forbidden):
+    """The principal may not do this to this consumer group (Kafka GROUP_AUTHORIZATION_FAILED)."""
+
+    code = 40302
+
+
+class ClusterForbidden(Forbidden):
+    """The principal may not do this cluster-wide (Kafka CLUSTER_AUTHORIZATION_FAILED): an idempotent
+    producer id for a principal that may write no topic."""
+
+    code = 40303
 
 
 class NotAcceptable(StrataError):

@@ -18,7 +18,7 @@ _GROUP_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 TopicPath = Annotated[str, Path(description="Topic name: [a-zA-Z0-9._-]{1,249}")]
 PartitionPath = Annotated[int, Path(ge=0, le=2**31 - 1)]
 ERRORS: dict[int | str, dict[str, object]] = {
-    status: {"model": models.ErrorOut} for status in (400, 401, 404, 406, 409, 413, 422, 429, 500, 503)
+    status: {"model": models.ErrorOut} for status in (400, 401, 403, 404, 406, 409, 413, 422, 429, 500, 503)
 }
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
-from api import models
+from agents.principals import Op, Resource
+from api import authz, models
 from api.routes.common import ERRORS, RuntimeDep, group_id, topic_name
 from api.runtime import Runtime
 
@@ -15,22 +16,34 @@ router = APIRouter()
 
 @router.put("/v1/groups/{group}/offsets", response_model=models.GroupOffsetsOut, responses=ERRORS)
 async def commit_offsets(
-    runtime: RuntimeDep, group: str, body: models.GroupOffsetsIn
+    http: Request, runtime: RuntimeDep, group: str, body: models.GroupOffsetsIn
 ) -> models.GroupOffsetsOut:
+    """Commit offsets (Kafka's OffsetCommit): read on the group and on every topic committed for."""
     gid = group_id(group)
+    authz.check(http, Op.READ, Resource.GROUP, gid)
     triples = [(topic_name(o.topic), o.partition, o.offset) for o in body.offsets]
+    for topic in sorted({t for t, _, _ in triples}):
+        authz.check(http, Op.READ, Resource.TOPIC, topic)
     await asyncio.to_thread(runtime.metadata.commit_group_offsets, gid, triples, runtime.clock.now_ms())
-    return await _group_offsets(runtime, gid)
+    return await _group_offsets(http, runtime, gid)
 
 
 @router.get("/v1/groups/{group}/offsets", response_model=models.GroupOffsetsOut, responses=ERRORS)
-async def read_offsets(runtime: RuntimeDep, group: str) -> models.GroupOffsetsOut:
-    return await _group_offsets(runtime, group_id(group))
+async def read_offsets(http: Request, runtime: RuntimeDep, group: str) -> models.GroupOffsetsOut:
+    """The group's offsets (Kafka's OffsetFetch): read on the group; topics the principal may not read
+    are left out."""
+    gid = group_id(group)
+    authz.check(http, Op.READ, Resource.GROUP, gid)
+    return await _group_offsets(http, runtime, gid)
 
 
-async def _group_offsets(runtime: Runtime, gid: str) -> models.GroupOffsetsOut:
+async def _group_offsets(http: Request, runtime: Runtime, gid: str) -> models.GroupOffsetsOut:
     rows = await asyncio.to_thread(runtime.metadata.group_offsets, gid)
     return models.GroupOffsetsOut(
         group=gid,
-        offsets=[models.GroupOffsetOut(topic=r.topic, partition=r.partition, offset=r.offset) for r in rows],
+        offsets=[
+            models.GroupOffsetOut(topic=r.topic, partition=r.partition, offset=r.offset)
+            for r in rows
+            if authz.may(http, Op.READ, Resource.TOPIC, r.topic)
+        ],
     )

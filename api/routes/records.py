@@ -15,7 +15,8 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response
 
 from agents.buffer import Reservation
-from api import models
+from agents.principals import Op, Resource
+from api import authz, models
 from api.middleware import RESERVATION
 from api.responses import JSONBytes
 from api.routes.common import ERRORS, MiB, PartitionPath, RuntimeDep, TopicPath, topic_name
@@ -47,6 +48,7 @@ async def produce(
     settings, agent = runtime.settings, runtime.agent
     try:
         name = topic_name(topic)
+        authz.check(http, Op.WRITE, Resource.TOPIC, name)
         if len(body.records) > settings.max_records_per_request:
             raise RecordTooLarge(
                 f"{len(body.records)} records in one request; the limit is {settings.max_records_per_request}"
@@ -68,6 +70,7 @@ async def produce(
     responses={**ERRORS, 416: {"model": models.ErrorOut}},
 )
 async def fetch(
+    http: Request,
     runtime: RuntimeDep,
     topic: TopicPath,
     partition: PartitionPath,
@@ -77,6 +80,7 @@ async def fetch(
     encoding: models.Encoding = "utf8",
 ) -> Response:
     name = topic_name(topic)
+    authz.check(http, Op.READ, Resource.TOPIC, name)
     started = runtime.clock.monotonic()
     try:
         # A negative offset is out of range like any other: the fetcher checks it against the
@@ -102,6 +106,10 @@ async def fetch(
     response_model=models.OffsetsOut,
     responses=ERRORS,
 )
-async def offsets(runtime: RuntimeDep, topic: TopicPath, partition: PartitionPath) -> models.OffsetsOut:
-    state = await asyncio.to_thread(runtime.metadata.partition_state, topic_name(topic), partition)
+async def offsets(
+    http: Request, runtime: RuntimeDep, topic: TopicPath, partition: PartitionPath
+) -> models.OffsetsOut:
+    name = topic_name(topic)
+    authz.check(http, Op.READ, Resource.TOPIC, name)
+    state = await asyncio.to_thread(runtime.metadata.partition_state, name, partition)
     return models.OffsetsOut(log_start_offset=state.log_start_offset, high_watermark=state.high_watermark)

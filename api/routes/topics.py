@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from api import models
+from agents.principals import Op, Resource
+from api import authz, models
 from api.routes.common import ERRORS, RuntimeDep, TopicPath, topic_name
 from api.runtime import Runtime
 from storage.topic_config import check_config_name, effective_configs, validate_configs
@@ -43,8 +44,9 @@ async def topic_out(runtime: Runtime, name: str) -> models.TopicOut:
 
 
 @router.post("/v1/topics", status_code=201, response_model=models.TopicOut, responses=ERRORS)
-async def create_topic(runtime: RuntimeDep, body: models.TopicCreate) -> models.TopicOut:
+async def create_topic(http: Request, runtime: RuntimeDep, body: models.TopicCreate) -> models.TopicOut:
     name = topic_name(body.name)
+    authz.check(http, Op.ADMIN, Resource.TOPIC, name)
     configs = validate_configs(body.configs)
     now = runtime.clock.now_ms()
     await asyncio.to_thread(runtime.metadata.create_topic, name, body.partitions, configs, now)
@@ -52,20 +54,25 @@ async def create_topic(runtime: RuntimeDep, body: models.TopicCreate) -> models.
 
 
 @router.get("/v1/topics", response_model=models.TopicList)
-async def list_topics(runtime: RuntimeDep) -> models.TopicList:
-    return models.TopicList(topics=await asyncio.to_thread(runtime.metadata.list_topics))
+async def list_topics(http: Request, runtime: RuntimeDep) -> models.TopicList:
+    """The topics this principal may read or write (as Kafka's Metadata lists only describable topics)."""
+    names = await asyncio.to_thread(runtime.metadata.list_topics)
+    return models.TopicList(topics=[n for n in names if authz.may_describe(http, n)])
 
 
 @router.get("/v1/topics/{topic}", response_model=models.TopicOut, responses=ERRORS)
-async def describe_topic(runtime: RuntimeDep, topic: TopicPath) -> models.TopicOut:
-    return await topic_out(runtime, topic_name(topic))
+async def describe_topic(http: Request, runtime: RuntimeDep, topic: TopicPath) -> models.TopicOut:
+    name = topic_name(topic)
+    authz.check_describe(http, name)
+    return await topic_out(runtime, name)
 
 
 @router.patch("/v1/topics/{topic}/configs", response_model=models.TopicOut, responses=ERRORS)
 async def patch_configs(
-    runtime: RuntimeDep, topic: TopicPath, body: models.TopicConfigsPatch
+    http: Request, runtime: RuntimeDep, topic: TopicPath, body: models.TopicConfigsPatch
 ) -> models.TopicOut:
     name = topic_name(topic)
+    authz.check(http, Op.ADMIN, Resource.TOPIC, name)
     changes: dict[str, str | None] = dict(
         validate_configs({k: v for k, v in body.configs.items() if v is not None})
     )
@@ -79,21 +86,23 @@ async def patch_configs(
 
 @router.post("/v1/topics/{topic}/partitions", response_model=models.TopicOut, responses=ERRORS)
 async def add_partitions(
-    runtime: RuntimeDep, topic: TopicPath, body: models.PartitionsIncrease
+    http: Request, runtime: RuntimeDep, topic: TopicPath, body: models.PartitionsIncrease
 ) -> models.TopicOut:
     """Grow the topic to ``partitions`` partitions (Kafka's CreatePartitions): the count only grows.
 
     Keyed records produced afterwards are placed by murmur2 over the new count, as Kafka clients do.
     """
     name = topic_name(topic)
+    authz.check(http, Op.ADMIN, Resource.TOPIC, name)
     await asyncio.to_thread(runtime.metadata.add_partitions, name, body.partitions)
     runtime.agent.forget_topic(name)
     return await topic_out(runtime, name)
 
 
 @router.delete("/v1/topics/{topic}", status_code=204, responses=ERRORS)
-async def delete_topic(runtime: RuntimeDep, topic: TopicPath) -> Response:
+async def delete_topic(http: Request, runtime: RuntimeDep, topic: TopicPath) -> Response:
     name = topic_name(topic)
+    authz.check(http, Op.ADMIN, Resource.TOPIC, name)
     await asyncio.to_thread(runtime.metadata.delete_topic, name, runtime.clock.now_ms())
     runtime.agent.forget_topic(name)
     return Response(status_code=204)
@@ -102,12 +111,13 @@ async def delete_topic(runtime: RuntimeDep, topic: TopicPath) -> Response:
 @router.post(
     "/v1/topics/{topic}/compact", status_code=202, response_model=models.CompactOut, responses=ERRORS
 )
-async def compact_topic(runtime: RuntimeDep, topic: TopicPath) -> models.CompactOut:
+async def compact_topic(http: Request, runtime: RuntimeDep, topic: TopicPath) -> models.CompactOut:
     """Plan compaction of the topic's compacted partitions now, whatever their dirty ratio.
 
     The jobs run on this process's background loop (role all: woken at once) or on any worker process.
     """
     name = topic_name(topic)
+    authz.check(http, Op.ADMIN, Resource.TOPIC, name)
     await asyncio.to_thread(runtime.metadata.get_topic, name)
     jobs = await asyncio.to_thread(runtime.planner().plan, name, True)
     runtime.worker_wakeup.set()

@@ -24,6 +24,7 @@ from kafka.protocol.admin.configs import (
     IncrementalAlterConfigsResponse,
 )
 
+from agents.principals import Op, Resource
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import InvalidConfig, StrataError
@@ -64,6 +65,7 @@ async def handle_describe_configs(ctx: BrokerContext, req: DescribeConfigsReques
 async def _describe(ctx: BrokerContext, resource: Any) -> Any:
     try:
         if resource.resource_type == TOPIC:
+            ctx.require_describe(resource.resource_name)
             name = validate_topic_name(resource.resource_name)
             info = await asyncio.to_thread(ctx.metadata.get_topic, name)
             values = effective_configs(info.configs)
@@ -147,6 +149,7 @@ async def _alter(
     try:
         if resource.resource_type != TOPIC:
             raise InvalidConfig("only topic configs can be altered; broker settings are STRATA_* settings")
+        ctx.require(Op.ADMIN, Resource.TOPIC, resource.resource_name)
         name = validate_topic_name(resource.resource_name)
         info = await asyncio.to_thread(ctx.metadata.get_topic, name)
         changes = changes_of(info.configs, resource)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
+from agents.principals import Op, Resource
 from broker import errors
 from broker.context import BrokerContext
 
@@ -24,6 +25,15 @@ async def handle_find_coordinator(ctx: BrokerContext, req: FindCoordinatorReques
             throttle_time_ms=0,
             error_code=errors.COORDINATOR_NOT_AVAILABLE,
             error_message="Strata has no transactions, so no transaction coordinator",
+            node_id=-1,
+            host="",
+            port=-1,
+        )
+    if not ctx.may(Op.READ, Resource.GROUP, req.key):  # Kafka's DESCRIBE on the group, implied by READ
+        return FindCoordinatorResponse[req.API_VERSION](
+            throttle_time_ms=0,
+            error_code=errors.GROUP_AUTHORIZATION_FAILED,
+            error_message=f"not allowed to use group {req.key!r}",
             node_id=-1,
             host="",
             port=-1,

@@ -18,6 +18,7 @@ from typing import Any
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 
 from agents.fetch import POLL_INTERVAL_S, BatchRead
+from agents.principals import Op, Resource
 from broker import errors
 from broker.batches import codecs_in
 from broker.budget import Held
@@ -47,11 +48,16 @@ async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> Held:
     Each read of the long poll takes a grant; one that does not answer gives it back before waiting, so
     a consumer waiting for new records holds no budget.
     """
-    reads = [
+    every = [
         _Read(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
         for t in req.topics
         for p in t.partitions
     ]
+    reads = [r for r in every if ctx.may(Op.READ, Resource.TOPIC, r.topic)]
+    denied = len(reads) < len(every)
+    for r in every:
+        if denied and not ctx.may(Op.READ, Resource.TOPIC, r.topic):
+            r.error_code = errors.TOPIC_AUTHORIZATION_FAILED  # answered at once, with the others' records
     response_max = req.max_bytes if req.API_VERSION >= 3 else 2**31 - 1
     budget = ctx.fetch_budget
     deadline = ctx.clock.monotonic() + max(req.max_wait_ms, 0) / 1000
@@ -63,9 +69,9 @@ async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> Held:
             budget.release(grant)
             raise
         remaining = deadline - ctx.clock.monotonic()
-        errored = any(r.error_code != errors.NONE for r in reads)
+        errored = denied or any(r.error_code != errors.NONE for r in reads)
         if total >= max(req.min_bytes, 1) or remaining <= 0 or errored or not reads:
-            return Held(_response(req, reads), functools.partial(budget.release, grant))
+            return Held(_response(req, every), functools.partial(budget.release, grant))
         budget.release(grant)
         first = reads[0]
         await ctx.agent.watch.wait(first.topic, first.partition, min(remaining, POLL_INTERVAL_S))

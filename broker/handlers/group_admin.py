@@ -20,6 +20,7 @@ from kafka.protocol.admin.groups import (
 )
 
 from agents import group_state as gs
+from agents.principals import Op, Resource
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import StrataError
@@ -48,7 +49,9 @@ async def handle_list_groups(ctx: BrokerContext, req: ListGroupsRequest) -> List
             group_type="classic",
         )
         for s in summaries
-        if (not states or s.phase.lower() in states) and (not types or "classic" in types)
+        if ctx.may(Op.READ, Resource.GROUP, s.group_id)  # Kafka lists only the groups one may describe
+        and (not states or s.phase.lower() in states)
+        and (not types or "classic" in types)
     ]
     return ListGroupsResponse[version](throttle_time_ms=0, error_code=errors.NONE, groups=groups)
 
@@ -58,6 +61,7 @@ async def handle_describe_groups(ctx: BrokerContext, req: DescribeGroupsRequest)
     described = []
     for group_id in req.groups:
         try:
+            ctx.require(Op.READ, Resource.GROUP, group_id)
             group = await ctx.agent.groups.describe(group_id)
         except StrataError as exc:
             described.append(_dead(group_id, errors.kafka_group_error(exc)))
@@ -116,6 +120,7 @@ async def handle_delete_groups(ctx: BrokerContext, req: DeleteGroupsRequest) -> 
     results = []
     for group_id in req.groups_names:
         try:
+            ctx.require(Op.ADMIN, Resource.GROUP, group_id)
             await ctx.agent.groups.delete(group_id)
             code = errors.NONE
         except StrataError as exc:

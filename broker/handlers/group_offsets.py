@@ -23,6 +23,7 @@ from kafka.protocol.consumer.group import (
     OffsetFetchResponse,
 )
 
+from agents.principals import Op, Resource
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import StrataError
@@ -48,9 +49,13 @@ async def handle_offset_commit(ctx: BrokerContext, req: OffsetCommitRequest) -> 
             if metadata is not None and len(metadata.encode()) > MAX_METADATA:
                 codes[key] = errors.OFFSET_METADATA_TOO_LARGE
                 continue
+            if not ctx.may(Op.READ, Resource.TOPIC, topic.name):  # Kafka: READ on each topic committed
+                codes[key] = errors.TOPIC_AUTHORIZATION_FAILED
+                continue
             epoch = p.committed_leader_epoch if version >= 6 else -1
             offsets.append(OffsetToCommit(topic.name, p.partition_index, p.committed_offset, metadata, epoch))
     try:
+        ctx.require(Op.READ, Resource.GROUP, req.group_id)
         refused = await ctx.agent.groups.commit(
             req.group_id,
             req.member_id,
@@ -83,6 +88,7 @@ async def handle_offset_commit(ctx: BrokerContext, req: OffsetCommitRequest) -> 
 async def handle_offset_fetch(ctx: BrokerContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     version = req.API_VERSION
     try:
+        ctx.require(Op.READ, Resource.GROUP, req.group_id)
         committed = {(o.topic, o.partition): o for o in await ctx.agent.groups.offsets(req.group_id)}
     except StrataError as exc:
         return OffsetFetchResponse[version](
@@ -91,21 +97,23 @@ async def handle_offset_fetch(ctx: BrokerContext, req: OffsetFetchRequest) -> Of
     if req.topics is None:  # v2+: every partition the group committed
         wanted: dict[str, list[int]] = {}
         for topic, partition in sorted(committed):
-            wanted.setdefault(topic, []).append(partition)
+            if ctx.may(Op.READ, Resource.TOPIC, topic):  # Kafka leaves out topics not readable
+                wanted.setdefault(topic, []).append(partition)
     else:
         wanted = {t.name: list(t.partition_indexes) for t in req.topics}
     topics = []
     for name, partitions in wanted.items():
         rows = []
+        readable = ctx.may(Op.READ, Resource.TOPIC, name)
         for index in partitions:
-            o = committed.get((name, index))
+            o = committed.get((name, index)) if readable else None
             rows.append(
                 _FPartition(
                     partition_index=index,
                     committed_offset=-1 if o is None else o.offset,
                     committed_leader_epoch=-1 if o is None else o.leader_epoch,
                     metadata="" if o is None or o.metadata is None else o.metadata,
-                    error_code=errors.NONE,
+                    error_code=errors.NONE if readable else errors.TOPIC_AUTHORIZATION_FAILED,
                 )
             )
         topics.append(_FTopic(name=name, partitions=rows))
@@ -120,6 +128,7 @@ async def handle_offset_delete(ctx: BrokerContext, req: OffsetDeleteRequest) -> 
     version = req.API_VERSION
     partitions = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     try:
+        ctx.require(Op.ADMIN, Resource.GROUP, req.group_id)  # Kafka: DELETE on the group
         kept = await ctx.agent.groups.delete_offsets(req.group_id, partitions)
     except StrataError as exc:
         return OffsetDeleteResponse[version](

@@ -18,6 +18,7 @@ from typing import Any
 from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
+from agents.principals import Op, Resource
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import StrataError, TopicExists, UnknownTopic
@@ -33,7 +34,8 @@ async def handle_metadata(ctx: BrokerContext, req: MetadataRequest) -> MetadataR
     version = req.API_VERSION
     node = ctx.config.node_id
     if req.topics is None or (version == 0 and not req.topics):
-        names = await asyncio.to_thread(ctx.metadata.list_topics)
+        # Every topic this principal may describe (Kafka lists only those, without an error).
+        names = [n for n in await asyncio.to_thread(ctx.metadata.list_topics) if ctx.may_describe(n)]
         auto_create = False
     else:
         names = [t.name for t in req.topics]
@@ -82,10 +84,12 @@ async def _topic(ctx: BrokerContext, name: str, auto_create: bool) -> Any:
 
 async def _lookup(ctx: BrokerContext, name: str, auto_create: bool) -> TopicInfo:
     validate_topic_name(name)
+    ctx.require_describe(name)
     try:
         return await asyncio.to_thread(ctx.metadata.get_topic, name)
     except UnknownTopic:
-        if not auto_create:
+        # Auto-creation creates a topic: only for a principal allowed to (admin on the name).
+        if not auto_create or not ctx.may(Op.ADMIN, Resource.TOPIC, name):
             raise
     try:
         now = ctx.clock.now_ms()

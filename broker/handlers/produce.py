@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from agents.agent import CachedTopic
 from agents.buffer import ProduceRequest as AgentRequest
 from agents.buffer import Reservation
+from agents.principals import Op, Resource
 from broker import errors
 from broker.batches import BatchRejected, check_batches
 from broker.budget import Answer
@@ -172,6 +173,9 @@ def _admit_topic(
 ) -> _TopicPlan:
     plan = (topic_data.name, [_PartitionResult(p.index) for p in topic_data.partition_data])
     refusal = _refusal(req)
+    if refusal is None and not ctx.may(Op.WRITE, Resource.TOPIC, topic_data.name):
+        # Before the topic's existence, as Kafka: a denied principal cannot probe which topics exist.
+        refusal = errors.TOPIC_AUTHORIZATION_FAILED, f"not allowed to write topic {topic_data.name!r}"
     cached = topics[topic_data.name]
     if refusal is None and isinstance(cached, StrataError):
         refusal = errors.kafka_error(cached), cached.message

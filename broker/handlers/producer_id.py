@@ -16,6 +16,7 @@ import asyncio
 
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 
+from agents.principals import Op, Resource
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import ProducerFenced, StrataError
@@ -29,6 +30,9 @@ async def handle_init_producer_id(ctx: BrokerContext, req: InitProducerIdRequest
     version = req.API_VERSION
     if req.transactional_id is not None:
         return _response(version, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not ctx.may_any(Op.WRITE, Resource.TOPIC):
+        # Kafka's IDEMPOTENT_WRITE, which write on any topic implies (KIP-679).
+        return _response(version, errors.CLUSTER_AUTHORIZATION_FAILED)
     # v0-2 have no such fields: the defaults are -1.
     producer_id = req.producer_id if version >= 3 else NO_PRODUCER_ID
     epoch = req.producer_epoch if version >= 3 else NO_PRODUCER_EPOCH

@@ -133,3 +133,41 @@ def test_https_with_the_same_certificate(tmp_path: Path, cert: tuple[str, str]) 
         proc.terminate()
         proc.wait(15)
         log.close()
+
+
+def test_a_missing_certificate_stops_start_up_with_its_name(tmp_path: Path, cert: tuple[str, str]) -> None:
+    crt, key = cert
+    strata = str(Path(sys.executable).parent / "strata")
+    base = [strata, "serve", "--data-dir", str(tmp_path / "data"), "--host", "127.0.0.1"]
+    base += ["--port", str(free_port()), "--kafka-port", str(free_port())]
+    missing = str(tmp_path / "missing.pem")
+    for cert_file, key_file in ((missing, key), (crt, missing), (key, crt)):
+        done = subprocess.run(
+            [*base, "--tls-cert-file", cert_file, "--tls-key-file", key_file],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 1
+        message = " ".join((done.stdout + done.stderr).split())  # rich wraps long lines
+        assert "cannot load the TLS certificate" in message
+        assert cert_file in message
+    half = subprocess.run([*base, "--tls-cert-file", crt], capture_output=True, text=True, timeout=60)
+    assert half.returncode == 1
+    assert "needs both" in " ".join((half.stdout + half.stderr).split())
+
+
+def test_a_client_that_does_not_trust_the_certificate_fails(
+    kafka_factory: Callable[..., Any], cert: tuple[str, str]
+) -> None:
+    crt, key = cert
+    with kafka_factory(tls_cert_file=crt, tls_key_file=key) as broker:
+        untrusting = AdminClient(
+            {"bootstrap.servers": broker.bootstrap, "security.protocol": "SSL", "socket.timeout.ms": 2000}
+        )
+        with pytest.raises(KafkaException):
+            untrusting.list_topics(timeout=3)
+        trusting = AdminClient(
+            {"bootstrap.servers": broker.bootstrap, "security.protocol": "SSL", "ssl.ca.location": crt}
+        )
+        assert trusting.list_topics(timeout=10).brokers  # and the agent still serves
