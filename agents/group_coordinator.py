@@ -223,21 +223,45 @@ class GroupCoordinator:
             group = None if row is None else _group(group_id, row)
             gs.check_commit(group, member_id, instance_id, generation)
 
-        # In arrival order: a consumer pipelines its async commits, and run concurrently a later commit
-        # could land first and be overwritten by an earlier one (librdkafka's 0030_offset_commit: 50
-        # pipelined commits left offset 4 committed). The handlers reach here in arrival order, and an
-        # asyncio.Lock is FIFO.
+        return await self._in_commit_order(
+            group_id, lambda: self.store.commit_offsets(group_id, check, offsets, self.clock.now_ms())
+        )
+
+    async def _in_commit_order(self, group_id: str, work: Callable[[], R]) -> R:
+        """Run ``work`` in a thread after the group's earlier commits. In arrival order: a consumer
+        pipelines its async commits, and run concurrently a later commit could land first and be
+        overwritten by an earlier one (librdkafka's 0030_offset_commit: 50 pipelined commits left offset
+        4 committed). The handlers reach here in arrival order, and an asyncio.Lock is FIFO."""
         entry = self._commit_order.setdefault(group_id, _Turn(asyncio.Lock()))
         entry.users += 1
         try:
             async with entry.lock:
-                return await asyncio.to_thread(
-                    self.store.commit_offsets, group_id, check, offsets, self.clock.now_ms()
-                )
+                return await asyncio.to_thread(work)
         finally:
             entry.users -= 1
             if entry.users == 0:
                 del self._commit_order[group_id]
+
+    async def commit_from_outside(self, group_id: str, offsets: Sequence[tuple[str, int, int]]) -> None:
+        """Set a group's offsets from outside the group (HTTP ``PUT /v1/groups/{g}/offsets``, a reset):
+        all or nothing, and refused with NonEmptyGroup while the group has live members, whose own commits
+        would race it, as ``kafka-consumer-groups --reset-offsets`` refuses an active group (and Kafka's
+        coordinator refuses a commit without a member id, UNKNOWN_MEMBER_ID on the Kafka door)."""
+        now = self.clock.now_ms()
+
+        def check(row: GroupRow | None) -> None:
+            if row is not None:
+                group = _group(group_id, row)
+                gs.expire(group, self.limits, now)
+                if group.members:
+                    raise NonEmptyGroup(
+                        f"group {group_id!r} has {len(group.members)} active member(s); stop its consumers "
+                        "before setting its offsets"
+                    )
+
+        await self._in_commit_order(
+            group_id, lambda: self.store.commit_group_offsets(group_id, offsets, now, check)
+        )
 
     async def offsets(self, group_id: str) -> list[GroupOffset]:
         return await asyncio.to_thread(self.store.group_offsets, group_id)

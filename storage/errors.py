@@ -331,7 +331,8 @@ class FencedInstanceId(Conflict):
 
 
 class NonEmptyGroup(Conflict):
-    """The group has active members, so it cannot be deleted (NON_EMPTY_GROUP)."""
+    """The group has active members, so it cannot be deleted (NON_EMPTY_GROUP), nor its offsets set over
+    HTTP."""
 
     code = 40909
     retriable = False

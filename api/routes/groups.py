@@ -18,13 +18,14 @@ router = APIRouter()
 async def commit_offsets(
     http: Request, runtime: RuntimeDep, group: str, body: models.GroupOffsetsIn
 ) -> models.GroupOffsetsOut:
-    """Commit offsets (Kafka's OffsetCommit): read on the group and on every topic committed for."""
+    """Set the group's offsets (Kafka's OffsetCommit without a member): read on the group and on every
+    topic committed for; 409 (40909) while the group has active Kafka members."""
     gid = group_id(group)
     authz.check(http, Op.READ, Resource.GROUP, gid)
     triples = [(topic_name(o.topic), o.partition, o.offset) for o in body.offsets]
     for topic in sorted({t for t, _, _ in triples}):
         authz.check(http, Op.READ, Resource.TOPIC, topic)
-    await asyncio.to_thread(runtime.metadata.commit_group_offsets, gid, triples, runtime.clock.now_ms())
+    await runtime.agent.groups.commit_from_outside(gid, triples)
     return await _group_offsets(http, runtime, gid)
 
 

@@ -540,10 +540,6 @@ class AdminStore(TopicReader, Protocol):
         """
         ...
 
-    def commit_group_offsets(self, group: str, offsets: Sequence[tuple[str, int, int]], now_ms: int) -> None:
-        """Upsert (topic, partition, offset) for the group. Raises UnknownTopic/UnknownPartition."""
-        ...
-
     def group_offsets(self, group: str) -> list[GroupOffset]: ...
 
 
@@ -564,6 +560,18 @@ class GroupStore(Protocol):
     def list_groups(self, active_only: bool = False) -> list[tuple[str, GroupRow | None]]:
         """Every group with a state row or committed offsets (None: offsets only), by group id; with
         ``active_only``, only the groups whose phase is not Empty (what the sweep needs)."""
+        ...
+
+    def commit_group_offsets(
+        self,
+        group: str,
+        offsets: Sequence[tuple[str, int, int]],
+        now_ms: int,
+        check: Callable[[GroupRow | None], None] | None = None,
+    ) -> None:
+        """Upsert (topic, partition, offset) for the group, all or nothing. Raises UnknownTopic/
+        UnknownPartition. ``check`` gets the group's coordinator row in the same transaction (None if it
+        has none) and refuses by raising; then nothing is written."""
         ...
 
     def commit_offsets(

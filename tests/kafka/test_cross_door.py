@@ -101,3 +101,50 @@ def test_partitions_grown_over_http_are_seen_over_kafka(server_factory: Callable
         assert (shrink.status_code, shrink.json()["error_code"]) == (422, 42209)
         admin = AdminClient({"bootstrap.servers": srv.kafka_bootstrap})
         assert set(admin.list_topics(timeout=10).topics["g"].partitions) == {0, 1, 2}
+
+
+def test_http_sets_a_groups_offsets_only_while_it_has_no_members(server_factory: Callable[..., Any]) -> None:
+    """PUT /v1/groups/{g}/offsets is a reset from outside the group: refused (409, 40909) while a Kafka
+    member is in the group, whose own commits would race it, and accepted once it has left; the offsets
+    it sets are where the next member starts."""
+    with server_factory(
+        kafka_port=0, group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000
+    ) as srv:
+        srv.create_topic("reset", partitions=1)
+        srv.produce("reset", [{"value": f"v{i}"} for i in range(10)])
+        conf = {
+            "bootstrap.servers": srv.kafka_bootstrap,
+            "group.id": "resettable",
+            "auto.offset.reset": "earliest",
+        }
+        consumer = Consumer({**conf, "enable.auto.commit": False, "session.timeout.ms": 6000})
+        body = {"offsets": [{"topic": "reset", "partition": 0, "offset": 7}]}
+        try:
+            consumer.subscribe(["reset"])
+            deadline = time.time() + 30
+            first = None
+            while first is None and time.time() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    first = msg
+            assert first is not None
+            refused = srv.client.put("/v1/groups/resettable/offsets", json=body)
+            assert refused.status_code == 409
+            assert refused.json()["error_code"] == 40909
+            assert srv.client.get("/v1/groups/resettable/offsets").json()["offsets"] == []
+        finally:
+            consumer.close()  # LeaveGroup: the group is empty now
+        assert srv.client.put("/v1/groups/resettable/offsets", json=body).status_code == 200
+        again = Consumer({**conf, "enable.auto.commit": False})
+        try:
+            again.subscribe(["reset"])
+            deadline = time.time() + 30
+            msg = None
+            while time.time() < deadline:
+                msg = again.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    break
+            assert msg is not None
+            assert msg.offset() == 7
+        finally:
+            again.close()

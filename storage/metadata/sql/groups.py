@@ -24,12 +24,22 @@ _NO_DOC = ""
 
 
 class GroupQueries(SqlBase):
-    def commit_group_offsets(self, group: str, offsets: Sequence[tuple[str, int, int]], now_ms: int) -> None:
+    def commit_group_offsets(
+        self,
+        group: str,
+        offsets: Sequence[tuple[str, int, int]],
+        now_ms: int,
+        check: Callable[[GroupRow | None], None] | None = None,
+    ) -> None:
         """All or nothing. A (topic, partition) given twice keeps the later offset."""
         latest = {(topic, partition): offset for topic, partition, offset in offsets}
         keys = sorted(latest)
 
         def work(tx: Tx) -> None:
+            if check is not None:
+                row = self._hold(tx, group)  # a join waits for this commit, and this one for a join
+                check(row)
+                self._unhold(tx, group, row)
             existing = lock_partitions(tx, self._d, keys, self._d.for_key_share)
             for topic, partition in keys:
                 if (topic, partition) not in existing:
