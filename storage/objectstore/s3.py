@@ -20,6 +20,7 @@ they compare lengths against the metadata and raise CorruptObject themselves).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.response import StreamingBody
+from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url, validate_region_name
 
 from storage.errors import ObjectNotFound, ObjectStoreError, SettingsError, StrataError, TransientStoreError
 from storage.objectstore.base import (
@@ -203,6 +205,18 @@ class S3StoreBase:
         self.url = store_url(bucket, self.prefix)
         self.counters = counters if counters is not None else RequestCounters()
         self.settings = settings
+        # Both clients are made on first use; what making one would refuse is checked now, so a bad
+        # endpoint or region stops start-up instead of failing every request later.
+        try:
+            endpoint = settings.endpoint_url
+            if endpoint is not None and not (
+                is_valid_endpoint_url(endpoint) or is_valid_ipv6_endpoint_url(endpoint)
+            ):
+                raise ValueError(f"Invalid endpoint: {endpoint}")
+            if settings.region is not None:
+                validate_region_name(settings.region)
+        except (BotoCoreError, ValueError) as exc:
+            raise self._client_failed(exc) from exc
 
     def _where(self, action: str, key: str) -> str:
         return f"S3 {action} {self.url} key {key!r}"
@@ -254,15 +268,31 @@ class S3ObjectStore(S3StoreBase, ObjectStore):
         )
         super().__init__(bucket, prefix, counters, settings)
         self._list_page_size = list_page_size
-        config = Config(**settings.config_options())
-        try:
-            # A session per store: boto3's default session is shared global state. The client itself is
-            # thread-safe, so one per store serves every thread.
-            self._client: S3Client = boto3.session.Session().client(
-                "s3", config=config, **settings.client_options()
-            )
-        except (BotoCoreError, ValueError) as exc:
-            raise self._client_failed(exc) from exc
+        self._config = Config(**settings.config_options())
+        self._settings = settings
+        self._made: S3Client | None = None
+        self._making = threading.Lock()
+
+    @property
+    def _client(self) -> S3Client:
+        """The boto3 client, made on first use: a process in the agent role holds this store but only its
+        async twin does I/O, and a client with its parsed S3 model costs ~15 MiB (measured). The async
+        store's client, made at start-up, reports a bad endpoint or region first."""
+        client = self._made
+        if client is None:
+            with self._making:
+                client = self._made
+                if client is None:
+                    try:
+                        # A session per store: boto3's default session is shared global state. The client
+                        # itself is thread-safe, so one per store serves every thread.
+                        client = boto3.session.Session().client(
+                            "s3", config=self._config, **self._settings.client_options()
+                        )
+                    except (BotoCoreError, ValueError) as exc:
+                        raise self._client_failed(exc) from exc
+                    self._made = client
+        return client
 
     def put(self, key: str, data: bytes) -> None:
         self.counters.incr(PUT, written=len(data))
@@ -364,7 +394,8 @@ class S3ObjectStore(S3StoreBase, ObjectStore):
             self._client.delete_object(Bucket=self.bucket, Key=self.prefix + key)
 
     def close(self) -> None:
-        self._client.close()
+        if self._made is not None:
+            self._made.close()
 
 
 __all__ = [

@@ -753,3 +753,12 @@ def test_factory_rejects_bad_urls(url: str) -> None:
         open_object_store(url)
     with pytest.raises(SettingsError):
         open_async_object_store(url)
+
+
+def test_bad_endpoint_or_region_is_refused_when_the_store_is_made() -> None:
+    """The sync S3 client is made on first use; what making it would refuse is still refused at once."""
+    for factory in (open_object_store, open_async_object_store):
+        with pytest.raises(SettingsError, match="Invalid endpoint"):
+            factory("s3://bucket", endpoint_url="ht!tp://bad url")
+        with pytest.raises(SettingsError, match="region"):
+            factory("s3://bucket", region="bad region!")
