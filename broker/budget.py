@@ -11,6 +11,7 @@ so the first batch of a partition (KIP-74) still goes out whole, the one oversho
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +25,13 @@ class ByteBudget:
         self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
 
     async def acquire(self, wanted: int) -> int:
-        """Hold ``min(wanted, total)`` bytes (at least 1), waiting for room; the grant is returned."""
+        """Hold ``min(wanted, total)`` bytes (at least 1), waiting for room; the grant is returned.
+
+        Callers bound the wait (``asyncio.timeout``): a Fetch waits at most until its own deadline, since
+        answers on one connection go out in request order, so a later Fetch's finished answer keeps its
+        grant until an earlier Fetch on that connection has answered, and an earlier Fetch waiting without
+        a deadline for that grant would wait forever (and every consumer queued behind it with it). A
+        waiter cancelled (or timed out) keeps nothing, even if it was granted at that moment."""
         grant = max(1, min(wanted, self.total))
         if not self._waiters and self.held + grant <= self.total:
             self.held += grant
@@ -38,8 +45,7 @@ class ByteBudget:
             if future.done() and not future.cancelled():
                 self.release(grant)  # granted as the waiter was cancelled: give it back
             else:
-                self._waiters.remove(entry)
-                self._wake()
+                self._forget(entry)
             raise
         return grant
 
@@ -47,10 +53,23 @@ class ByteBudget:
         self.held -= grant
         self._wake()
 
+    def _forget(self, entry: tuple[int, asyncio.Future[None]]) -> None:
+        """A waiter that gave up. ``_wake`` may have dropped it already (its future was cancelled first)."""
+        with contextlib.suppress(ValueError):
+            self._waiters.remove(entry)
+        self._wake()
+
     def _wake(self) -> None:
-        # First come, first served: a large grant at the head is not overtaken by small ones behind it.
-        while self._waiters and self.held + self._waiters[0][0] <= self.total:
-            grant, future = self._waiters.popleft()
+        # First come, first served: a large grant at the head is not overtaken by small ones behind it. A
+        # future cancelled while queued is dropped without a grant; its waiter's handler finds it gone.
+        while self._waiters:
+            grant, future = self._waiters[0]
+            if future.done():
+                self._waiters.popleft()
+                continue
+            if self.held + grant > self.total:
+                break
+            self._waiters.popleft()
             self.held += grant
             future.set_result(None)
 

@@ -11,6 +11,7 @@ Kafka answers clients too old to decode zstd (KIP-110).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from dataclasses import dataclass
 from typing import Any
@@ -59,10 +60,20 @@ async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> Held:
         if denied and not ctx.may(Op.READ, Resource.TOPIC, r.topic):
             r.error_code = errors.TOPIC_AUTHORIZATION_FAILED  # answered at once, with the others' records
     response_max = req.max_bytes if req.API_VERSION >= 3 else 2**31 - 1
+    # No answer can carry more than its partitions' limits (KIP-74's first-batch overshoot aside), so the
+    # grant asks for no more: clients' fetch.max.bytes defaults to 50 MiB whatever the partitions hold.
+    wanted = min(response_max, sum(max(r.max_bytes, 0) for r in reads))
     budget = ctx.fetch_budget
     deadline = ctx.clock.monotonic() + max(req.max_wait_ms, 0) / 1000
     while True:
-        grant = await budget.acquire(response_max)
+        # Wait for room until the Fetch's deadline at most (at least a moment, for a deadline already
+        # passed): then answer without records, which frees this connection's later answers.
+        try:
+            async with asyncio.timeout(max(deadline - ctx.clock.monotonic(), MIN_BUDGET_WAIT_S)):
+                grant = await budget.acquire(wanted)
+        except TimeoutError:
+            await _states_only(ctx, reads)
+            return Held(_response(req, every), _nothing)
         try:
             total = await _read_all(ctx, reads, grant, zstd_allowed=req.API_VERSION >= 10)
         except BaseException:
@@ -75,6 +86,26 @@ async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> Held:
         budget.release(grant)
         first = reads[0]
         await ctx.agent.watch.wait(first.topic, first.partition, min(remaining, POLL_INTERVAL_S))
+
+
+# How long a Fetch whose deadline has passed still waits for fetch budget before answering without records.
+MIN_BUDGET_WAIT_S = 0.1
+
+
+def _nothing() -> None:
+    """An answer without records holds no grant."""
+
+
+async def _states_only(ctx: BrokerContext, reads: list[_Read]) -> None:
+    """No budget in time: each partition's offsets without records (its error, if it has one)."""
+    for r in reads:
+        try:
+            state = await ctx.agent.fetcher.state(r.topic, r.partition)
+        except StrataError as exc:
+            r.error_code, r.data = errors.kafka_error(exc), b""
+            continue
+        r.error_code, r.data = errors.NONE, b""
+        r.high_watermark, r.log_start_offset = state.high_watermark, state.log_start_offset
 
 
 async def _read_all(ctx: BrokerContext, reads: list[_Read], response_max: int, zstd_allowed: bool) -> int:

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -571,3 +573,64 @@ def test_a_long_polling_fetch_holds_no_fetch_budget_while_it_waits(broker: Runni
     assert budget.held == 0
     thread.join(10)
     assert done.is_set()
+
+
+def test_pipelined_fetches_on_one_connection_do_not_lock_the_fetch_budget(broker: RunningBroker) -> None:
+    """Fetch A (an empty partition, long-polling 1 s) then Fetch B (a partition with a record), 50 MiB each
+    (clients' default fetch.max.bytes) on one connection, then B again on a second connection. B's answer
+    holds its grant until A's is written (answers go out in order); A must not wait for that grant forever
+    when its long poll ends, so all three are answered and the budget is whole again."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("piped", num_partitions=2)])["piped"].result(10)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("piped", b"x", partition=1)
+    assert producer.flush(10) == 0
+
+    def fetch(partition: int, max_wait_ms: int) -> Any:
+        topic = FetchRequest[11].FetchTopic
+        return FetchRequest[11](
+            replica_id=-1,
+            max_wait_ms=max_wait_ms,
+            min_bytes=1,
+            max_bytes=50 * 1024 * 1024,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            forgotten_topics_data=[],
+            rack_id="",
+            topics=[
+                topic(
+                    topic="piped",
+                    partitions=[
+                        topic.FetchPartition(
+                            partition=partition,
+                            current_leader_epoch=-1,
+                            fetch_offset=0,
+                            log_start_offset=-1,
+                            partition_max_bytes=60 * 1024 * 1024,
+                        )
+                    ],
+                )
+            ],
+        )
+
+    with Wire(broker.port, timeout=10) as one, Wire(broker.port, timeout=10) as two:
+        one.send(Wire.frame(fetch(0, 1000), 1), Wire.frame(fetch(1, 0), 2))
+        time.sleep(0.3)
+        two.send(Wire.frame(fetch(1, 0), 3))
+        a = Wire.decode(one.recv_frame(), FetchResponse, 11, 1)
+        b = Wire.decode(one.recv_frame(), FetchResponse, 11, 2)
+        c = Wire.decode(two.recv_frame(), FetchResponse, 11, 3)
+        # C waited for room no longer than a moment (its max_wait is 0): an answer without records, but
+        # with the partition's offsets; asked again once A and B are written, it gets the record.
+        assert c.responses[0].partitions[0].high_watermark == 1
+        again = two.call(fetch(1, 0), FetchResponse, correlation_id=4)
+    assert a.responses[0].partitions[0].high_watermark == 0
+    assert b.responses[0].partitions[0].records
+    assert again.responses[0].partitions[0].records
+    budget = broker.runtime.kafka.ctx.fetch_budget if broker.runtime.kafka else None
+    assert budget is not None
+    deadline = time.time() + 5
+    while budget.held and time.time() < deadline:
+        time.sleep(0.05)
+    assert budget.held == 0

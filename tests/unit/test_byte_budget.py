@@ -44,3 +44,36 @@ async def test_a_cancelled_waiter_takes_nothing_and_lets_the_next_in() -> None:
     budget.release(10)
     assert await after == 5
     assert budget.held == 5
+
+
+async def test_a_waiter_cancelled_before_a_release_in_the_same_turn_leaks_nothing() -> None:
+    """Cancelled while queued, then a release runs before the waiter's own handler: the release skips it
+    (no grant to a cancelled future, no exception), and the budget is whole afterwards."""
+    budget = ByteBudget(64)
+    first = await budget.acquire(50)
+    waiter = asyncio.create_task(budget.acquire(50))
+    await asyncio.sleep(0)
+    waiter.cancel()
+    budget.release(first)  # the same loop turn: the waiter's CancelledError has not been handled yet
+    try:
+        await waiter
+    except asyncio.CancelledError:
+        pass
+    assert budget.held == 0
+    async with asyncio.timeout(1):
+        assert await budget.acquire(50) == 50
+
+
+async def test_a_wait_bounded_by_a_timeout_takes_nothing() -> None:
+    budget = ByteBudget(64)
+    await budget.acquire(50)
+    try:
+        async with asyncio.timeout(0.01):
+            await budget.acquire(50)
+    except TimeoutError:
+        pass
+    else:
+        raise AssertionError("the wait should have timed out")
+    assert budget.held == 50
+    budget.release(50)
+    assert budget.held == 0
