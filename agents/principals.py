@@ -27,13 +27,15 @@ Invariant: a principal's ``repr`` and every error message name the principal, ne
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import os
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from scramp import ScramMechanism
+from scramp import ScramException, ScramMechanism
 
 from storage.errors import SettingsError
 
@@ -63,9 +65,9 @@ GRANTABLE: dict[Resource, frozenset[Op]] = {
 @dataclass(frozen=True, slots=True)
 class ScramCredential:
     salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
+    stored_key: bytes = field(repr=False)
+    server_key: bytes = field(repr=False)
+    iterations: int = SCRAM_ITERATIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +80,9 @@ class Principal:
     tokens: frozenset[str] = field(default=frozenset(), repr=False)
     scram: Mapping[str, ScramCredential] = field(default_factory=dict, repr=False)
 
-    def may(self, op: Op, resource: Resource, name: str) -> bool:
+    def may(self, op: Op, resource: Resource, name: str | None) -> bool:
+        if name is None:
+            return False  # a null topic or group name (the Kafka door decodes them) matches no grant
         if self.superuser:
             return True
         ops = (op, Op.ADMIN) if op is not Op.ADMIN else (Op.ADMIN,)
@@ -108,12 +112,37 @@ class Principals:
     def __init__(self, principals: Iterable[Principal]) -> None:
         self._by_name = {p.name: p for p in principals}
         self._tokens = [(token, p) for p in self._by_name.values() for token in p.tokens]
+        owners: dict[str, str] = {}
+        for token, principal in self._tokens:
+            if token in owners:
+                raise SettingsError(
+                    f"principals {owners[token]!r} and {principal.name!r} share a bearer token: each token "
+                    "must name one principal"
+                )
+            owners[token] = principal.name
+        # SCRAM for a name that is not a principal: a stable salt per name (so that asking twice does not
+        # tell a made-up name from a real one) and one made-up key pair per mechanism, made once here (so
+        # that a made-up name costs no password hashing per attempt). No password matches these keys.
+        self._secret = os.urandom(32)
+        self._unknown_keys = {m: (os.urandom(64), os.urandom(64)) for m in SCRAM_MECHANISMS}
 
     def __len__(self) -> int:
         return len(self._by_name)
 
     def get(self, name: str) -> Principal | None:
         return self._by_name.get(name)
+
+    def scram_credential(self, mechanism: str, name: str) -> ScramCredential:
+        """The SCRAM credential of ``name``, or a made-up one that no password matches."""
+        principal = self._by_name.get(name)
+        credential = principal.scram.get(mechanism) if principal is not None else None
+        if credential is not None:
+            return credential
+        digest = hashlib.sha512 if mechanism.endswith("512") else hashlib.sha256
+        salt = hmac.new(self._secret, name.encode(), digest).digest()[:16]
+        stored, server = self._unknown_keys[mechanism]
+        size = digest().digest_size
+        return ScramCredential(salt, stored[:size], server[:size])
 
     def by_password(self, name: str, password: str) -> Principal | None:
         principal = self._by_name.get(name)
@@ -145,6 +174,7 @@ class Principals:
 
 
 def scram_credential(mechanism: str, password: str) -> ScramCredential:
+    """ScramException for a password SASLprep refuses (control characters, mixed directions)."""
     salt, stored_key, server_key, iterations = ScramMechanism(mechanism).make_auth_info(
         password, iteration_count=SCRAM_ITERATIONS
     )
@@ -158,8 +188,8 @@ def load_principals(path: str) -> Principals:
             doc = tomllib.load(f)
     except OSError as exc:
         raise SettingsError(f"cannot read the principals file {path}: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise SettingsError(f"the principals file {path} is not valid TOML: {exc}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"the principals file {path} is not valid UTF-8 TOML: {exc}") from exc
     return parse_principals(doc, source=path)
 
 
@@ -211,5 +241,8 @@ def _principal(name: str, body: object, source: str) -> Principal:
                     f"{where}: {resource.value}.{op_name} must be a list of non-empty prefixes"
                 )
             grants[(resource, op)] = tuple(prefixes)
-    scram = {m: scram_credential(m, password) for m in SCRAM_MECHANISMS} if password is not None else {}
+    try:
+        scram = {m: scram_credential(m, password) for m in SCRAM_MECHANISMS} if password is not None else {}
+    except ScramException as exc:  # its message names the offending character class, not the password
+        raise SettingsError(f"{where}: the password cannot be used with SCRAM (SASLprep): {exc}") from None
     return Principal(name, superuser, grants, password, frozenset(tokens), scram)

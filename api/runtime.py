@@ -4,6 +4,7 @@ the compaction round on first use). Components can be injected."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 import socket
@@ -30,6 +31,8 @@ from storage.metadata import open_metadata_store
 from storage.metadata.base import MetadataStore
 from storage.objectstore import open_async_object_store, open_object_store
 from storage.objectstore.base import AsyncObjectStore, ObjectStore, RequestCounters
+
+log = logging.getLogger("strata.server")
 
 
 @dataclass
@@ -198,6 +201,11 @@ def build_runtime(
     # The principals file is one source for both doors; STRATA_API_TOKENS adds HTTP-only superuser tokens.
     sasl = load_principals(settings.principals_file) if settings.principals_file else None
     http_principals = (sasl or Principals([])).with_tokens(settings.tokens)
+    if settings.tokens and sasl is None and settings.kafka_port >= 0 and settings.role != "worker":
+        log.warning(
+            "STRATA_API_TOKENS protects HTTP only: the Kafka listener serves anyone; "
+            "set --principals-file to authenticate Kafka clients too"
+        )
     kafka = None
     if settings.kafka_port >= 0 and settings.role != "worker":
         config = broker_config(settings)

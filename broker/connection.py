@@ -33,9 +33,12 @@ together. While the transport's write buffer is over its high-water mark, no mor
 Authentication: with principals configured (``ctx.principals``), a connection serves nothing but
 ApiVersions, SaslHandshake and SaslAuthenticate until SASL succeeds (broker/sasl.py); any other request
 closes it, as Kafka's broker does, and frames over ``SASL_MAX_FRAME`` are refused before that (Kafka's
-``sasl.server.max.receive.size``), so an unauthenticated client cannot make the agent hold 100 MiB. Once
-authenticated, this connection's context carries its principal for every handler. A failed exchange is
-answered with its error, then the connection closes.
+``sasl.server.max.receive.size``). Frames read before authentication are reserved from a small budget of
+their own (``BrokerContext.unauthenticated``, 4 MiB over all connections; a connection that finds it full
+is closed), never from the produce buffer, and a connection not authenticated within
+``AUTHENTICATION_TIMEOUT_S`` is closed: clients that never log in cannot hold memory or connection slots
+that producers need. Once authenticated, this connection's context carries its principal for every
+handler. A failed exchange is answered with its error, then the connection closes.
 
 At end of stream the connection answers what it was asked, then closes.
 """
@@ -84,6 +87,8 @@ WRITE_BATCH = 64
 
 # The largest frame read before SASL authentication (Kafka's sasl.server.max.receive.size default).
 SASL_MAX_FRAME = 512 * 1024
+# A connection that has not authenticated by then is closed (it would hold a connection slot for nothing).
+AUTHENTICATION_TIMEOUT_S = 10.0
 
 _SIZE = struct.Struct(">i")
 
@@ -151,6 +156,7 @@ class Connection(asyncio.BufferedProtocol):
         self._lost = False
         self._finishing = False  # answer what is owed, then close (a failed SASL exchange)
         self._tls = False
+        self._auth_timer: asyncio.TimerHandle | None = None
         # None when the listener needs no authentication.
         self._sasl = SaslExchange(ctx.principals) if ctx.principals is not None else None
 
@@ -160,6 +166,8 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = transport = cast(asyncio.Transport, transport)
         self.peer = transport.get_extra_info("peername")
         self._tls = transport.get_extra_info("ssl_object") is not None
+        if self._sasl is not None:
+            self._auth_timer = self._loop.call_later(AUTHENTICATION_TIMEOUT_S, self._authentication_late)
         transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
         if not self._registry.opened(self):
             self._close()
@@ -194,6 +202,8 @@ class Connection(asyncio.BufferedProtocol):
         self._lost = True
         if self._deadline_timer is not None:
             self._deadline_timer.cancel()
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
         for task in list(self._tasks):
             task.cancel()
         self._release_reservation()
@@ -260,14 +270,33 @@ class Connection(asyncio.BufferedProtocol):
 
     def _read_size(self) -> int:
         size: int = _SIZE.unpack_from(self._small, self._start)[0]
+        if self._sasl is not None and self._sasl.expects_raw_token:
+            # A bare SASL token (after a v0 handshake) has no request header: only the upper limit holds.
+            return frames.check_size(size, SASL_MAX_FRAME, minimum=0)
         limit = self.ctx.config.max_request_bytes if self._authenticated else SASL_MAX_FRAME
         return frames.check_size(size, limit)
+
+    def _authentication_late(self) -> None:
+        self._auth_timer = None
+        if not self._authenticated and not self._lost:
+            log.info(
+                "closing Kafka connection from %s: not authenticated within %g s",
+                self.peer,
+                AUTHENTICATION_TIMEOUT_S,
+            )
+            self._close()
 
     @property
     def _authenticated(self) -> bool:
         return self._sasl is None or self._sasl.state is State.AUTHENTICATED
 
     def _reserve(self, size: int) -> bool:
+        if not self._authenticated:
+            try:
+                self._reservation = self.ctx.unauthenticated.reserve(size)
+            except BufferFull:
+                raise BadRequest("unauthenticated connections hold too many bytes") from None
+            return True
         try:
             self._reservation = self.ctx.agent.buffer.reserve(size)
             return True
@@ -353,11 +382,11 @@ class Connection(asyncio.BufferedProtocol):
             try:
                 if exchange is None:
                     raise IllegalSaslState("this listener does not use SASL")
-                out = exchange.authenticate(bytes(decoded.request.auth_bytes))
+                out = exchange.authenticate(bytes(decoded.request.auth_bytes or b""))
             except (SaslAuthenticationFailed, IllegalSaslState) as exc:
                 failed = exc
             if exchange is not None and exchange.state is State.AUTHENTICATED and failed is None:
-                self.ctx = replace(self.ctx, principal=exchange.principal)
+                self._authenticated_as(exchange)
                 assert exchange.principal is not None
                 log.info(
                     "Kafka connection from %s authenticated as %r (%s)",
@@ -389,8 +418,8 @@ class Connection(asyncio.BufferedProtocol):
             self._close()
             return
         if exchange.state is State.AUTHENTICATED:
+            self._authenticated_as(exchange)
             assert exchange.principal is not None
-            self.ctx = replace(self.ctx, principal=exchange.principal)
             log.info(
                 "Kafka connection from %s authenticated as %r (%s, v0)",
                 self.peer,
@@ -398,6 +427,12 @@ class Connection(asyncio.BufferedProtocol):
                 exchange.mechanism,
             )
         self._fill(self._new_slot(), _SIZE.pack(len(out)) + out)
+
+    def _authenticated_as(self, exchange: SaslExchange) -> None:
+        self.ctx = replace(self.ctx, principal=exchange.principal)
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
 
     def _admit_produce(self, request: ProduceRequest, reservation: Reservation) -> None:
         slot = self._new_slot()

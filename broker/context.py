@@ -7,9 +7,10 @@ handler asks ``ctx.may(...)`` and never sees another connection's identity."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agents.agent import Agent
+from agents.buffer import ProduceBuffer
 from agents.principals import Op, Principal, Principals, Resource
 from broker.budget import ByteBudget
 from broker.cluster import ClusterView
@@ -21,6 +22,9 @@ from storage.metadata.base import MetadataStore, TopicInfo
 # Topic ids are derived from the topic's name and creation time, so every agent gives the same id to the
 # same topic, and a topic deleted and created again gets a new one (as Kafka's Metadata v10+ expects).
 _TOPIC_ID_NAMESPACE = uuid.UUID("0f4c5a3e-6d0e-4b8e-9a7d-5f3b2c1d0e9f")
+
+
+UNAUTHENTICATED_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,14 +41,19 @@ class BrokerContext:
     # its principal's grants. None: no authentication, every request allowed.
     principals: Principals | None = None
     principal: Principal | None = None
+    # What frames read before authentication may hold at once, over every connection: not the produce
+    # buffer, which clients that never log in could otherwise fill (each frame up to 512 KiB).
+    unauthenticated: ProduceBuffer = field(
+        default_factory=lambda: ProduceBuffer(max_bytes=UNAUTHENTICATED_BYTES)
+    )
 
-    def may(self, op: Op, resource: Resource, name: str) -> bool:
+    def may(self, op: Op, resource: Resource, name: str | None) -> bool:
         """Whether this connection's principal may do ``op`` to the topic or group ``name``."""
         if self.principals is None:
             return True
         return self.principal is not None and self.principal.may(op, resource, name)
 
-    def require(self, op: Op, resource: Resource, name: str) -> None:
+    def require(self, op: Op, resource: Resource, name: str | None) -> None:
         """Forbidden (a topic) or GroupForbidden (a group) unless ``may``; the handlers' kafka_error turns
         them into TOPIC_/GROUP_AUTHORIZATION_FAILED."""
         if not self.may(op, resource, name):
@@ -53,7 +62,9 @@ class BrokerContext:
             raise Forbidden(message) if resource is Resource.TOPIC else GroupForbidden(message)
 
     def may_describe(self, topic: str) -> bool:
-        """Kafka's DESCRIBE (and DESCRIBE_CONFIGS) on a topic, which its READ and WRITE imply."""
+        """Describing a topic: Kafka's DESCRIBE, which its READ and WRITE imply. DescribeConfigs asks the
+        same here, where Kafka asks DESCRIBE_CONFIGS (implied only by ALTER_CONFIGS): a topic's configs
+        are no secret from those who may read or write it."""
         return self.may(Op.READ, Resource.TOPIC, topic) or self.may(Op.WRITE, Resource.TOPIC, topic)
 
     def require_describe(self, topic: str) -> None:

@@ -59,9 +59,9 @@ async def read_size(reader: asyncio.StreamReader, max_bytes: int) -> int | None:
     return check_size(_SIZE.unpack(head)[0], max_bytes)
 
 
-def check_size(size: int, max_bytes: int) -> int:
+def check_size(size: int, max_bytes: int, minimum: int = MIN_REQUEST_SIZE) -> int:
     """``size`` if a frame may declare it; BadRequest (the connection is closed) otherwise."""
-    if size < MIN_REQUEST_SIZE:
+    if size < minimum:
         raise BadRequest(f"a frame declares {size} bytes, fewer than a request header")
     if size > max_bytes:
         # Refused before reading it: the connection is closed (as Kafka's broker does).

@@ -6,8 +6,9 @@ Mechanisms:
 - ``SCRAM-SHA-256`` and ``SCRAM-SHA-512`` (RFC 5802 / 7677): client-first, server-first, client-final,
   server-final over two SaslAuthenticate round trips. The message syntax, nonces and proofs are scramp's
   (the SCRAM library pg8000 uses): a well-kept implementation of a protocol where a hand-written parser is
-  an easy place for a mistake. An unknown user gets made-up credentials, so the exchange fails at the
-  proof like a wrong password does and does not tell which names exist.
+  an easy place for a mistake. An unknown user gets made-up credentials with a salt stable per name and
+  no hashing per attempt (``Principals.scram_credential``), so the exchange fails at the proof like a
+  wrong password does and neither its salt nor its timing tells which names exist.
 
 The states: ``NEW`` (only ApiVersions and SaslHandshake are served) -> ``HANDSHAKEN`` (mechanism chosen)
 -> ``AUTHENTICATED``; any failure -> ``FAILED``, after which the connection sends the error answer and
@@ -21,12 +22,11 @@ served.
 
 from __future__ import annotations
 
-import os
 from enum import Enum, auto
 
 from scramp import ScramException, ScramMechanism
 
-from agents.principals import SCRAM_ITERATIONS, Principal, Principals
+from agents.principals import Principal, Principals
 from storage.errors import IllegalSaslState, SaslAuthenticationFailed, UnsupportedSaslMechanism
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -127,13 +127,7 @@ class SaslExchange:
         """scramp's auth_fn: the user's salted credentials, or made-up ones for an unknown user."""
         assert self.mechanism is not None
         self._scram_user = name
-        principal = self._principals.get(name)
-        credential = principal.scram.get(self.mechanism) if principal is not None else None
-        if credential is None:
-            salt, stored, server, iterations = ScramMechanism(self.mechanism).make_auth_info(
-                os.urandom(16).hex(), iteration_count=SCRAM_ITERATIONS
-            )
-            return salt, stored, server, iterations
+        credential = self._principals.scram_credential(self.mechanism, name)
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 
     def _done(self, principal: Principal) -> None:

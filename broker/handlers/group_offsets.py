@@ -126,7 +126,11 @@ _DPartition = _DTopic.OffsetDeleteResponsePartition
 
 async def handle_offset_delete(ctx: BrokerContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
     version = req.API_VERSION
-    partitions = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    # Kafka: DELETE on the group, and READ on each topic (a partition of a topic not readable is refused).
+    unreadable = {t.name for t in req.topics if not ctx.may(Op.READ, Resource.TOPIC, t.name)}
+    partitions = [
+        (t.name, p.partition_index) for t in req.topics for p in t.partitions if t.name not in unreadable
+    ]
     try:
         ctx.require(Op.ADMIN, Resource.GROUP, req.group_id)  # Kafka: DELETE on the group
         kept = await ctx.agent.groups.delete_offsets(req.group_id, partitions)
@@ -140,7 +144,9 @@ async def handle_offset_delete(ctx: BrokerContext, req: OffsetDeleteRequest) -> 
             partitions=[
                 _DPartition(
                     partition_index=p.partition_index,
-                    error_code=errors.GROUP_SUBSCRIBED_TO_TOPIC
+                    error_code=errors.TOPIC_AUTHORIZATION_FAILED
+                    if t.name in unreadable
+                    else errors.GROUP_SUBSCRIBED_TO_TOPIC
                     if (t.name, p.partition_index) in kept
                     else errors.NONE,
                 )

@@ -546,3 +546,118 @@ def _fetch(names: list[str]) -> Any:
         forgotten_topics_data=[],
         rack_id="",
     )
+
+
+# --- what the review found --------------------------------------------------------------------------------
+
+
+def _null_string(frame: bytes, text: str) -> bytes:
+    """``frame`` with its first int16-length string ``text`` (after the size and header) made null."""
+    encoded = len(text).to_bytes(2, "big") + text.encode()
+    at = frame.index(encoded, 8)
+    body = frame[4:at] + (-1).to_bytes(2, "big", signed=True) + frame[at + len(encoded) :]
+    return len(body).to_bytes(4, "big") + body
+
+
+def test_null_names_are_denied_not_crashes(secured: RunningBroker) -> None:
+    """A null group id or topic name from a principal with grants is an authorization failure answered
+    in the request's own shape, not an exception that closes the connection."""
+    lo = ListOffsetsRequest[1]
+    cases: list[tuple[Any, Any, str]] = [
+        (FindCoordinatorRequest[1](key="GROUPX", key_type=0), FindCoordinatorResponse, "GROUPX"),
+        (OffsetFetchRequest[1](group_id="GROUPX", topics=[]), OffsetFetchResponse, "GROUPX"),
+        (DescribeGroupsRequest[0](groups=["GROUPX"]), DescribeGroupsResponse, "GROUPX"),
+        (
+            lo(
+                replica_id=-1,
+                topics=[
+                    lo.ListOffsetsTopic(
+                        name="TOPICX",
+                        partitions=[
+                            lo.ListOffsetsTopic.ListOffsetsPartition(partition_index=0, timestamp=-1)
+                        ],
+                    )
+                ],
+            ),
+            ListOffsetsResponse,
+            "TOPICX",
+        ),
+    ]
+    for request, response_class, text in cases:
+        with Wire(secured.port) as wire:
+            assert authenticate(wire, "bob").error_code == errors.NONE
+            wire.send(_null_string(Wire.frame(request, 7), text))
+            answer = Wire.decode(wire.recv_frame(), response_class, request.API_VERSION, 7)
+            assert answer is not None
+
+
+def test_a_null_sasl_token_is_an_authentication_failure(secured: RunningBroker) -> None:
+    with Wire(secured.port) as wire:
+        wire.call(SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse)
+        request = SaslAuthenticateRequest[1](auth_bytes=b"\x01\x02\x03\x04")
+        frame = Wire.frame(request, 2)
+        at = frame.index(b"\x00\x00\x00\x04\x01\x02\x03\x04")
+        body = frame[4:at] + b"\xff\xff\xff\xff"  # int32 length -1: a null token
+        wire.send(len(body).to_bytes(4, "big") + body)
+        answer = Wire.decode(wire.recv_frame(), SaslAuthenticateResponse, 1, 2)
+        assert answer.error_code == errors.SASL_AUTHENTICATION_FAILED
+        assert wire.closed_by_server()
+
+
+def test_a_short_v0_token_is_served(kafka_factory: Callable[..., Any], tmp_path: Path) -> None:
+    """A bare token shorter than a request header (user "ab", password "xyz": 8 bytes) is a token, not a
+    malformed frame."""
+    principals = tmp_path / "short.toml"
+    principals.write_text('[principals.ab]\npassword = "xyz"\nsuperuser = true\n')
+    with kafka_factory(principals_file=str(principals)) as broker, Wire(broker.port) as wire:
+        wire.call(SaslHandshakeRequest[0](mechanism="PLAIN"), SaslHandshakeResponse)
+        token = b"\0ab\0xyz"
+        wire.send(len(token).to_bytes(4, "big") + token)
+        assert wire.recv_frame() == b""
+        assert wire.call(MetadataRequest[12](topics=None), MetadataResponse, correlation_id=2).brokers
+
+
+def test_scram_does_not_tell_which_names_exist(secured: RunningBroker) -> None:
+    """An unknown name's salt is the same on every attempt, as a real principal's is, and costs no
+    password hashing: the server-first messages of two attempts cannot tell the two apart."""
+
+    def server_first(user: str) -> str:
+        with Wire(secured.port) as wire:
+            wire.call(SaslHandshakeRequest[1](mechanism="SCRAM-SHA-256"), SaslHandshakeResponse)
+            client = ScramClient(["SCRAM-SHA-256"], user, "whatever")
+            first = wire.call(
+                SaslAuthenticateRequest[2](auth_bytes=client.get_client_first().encode()),
+                SaslAuthenticateResponse,
+            )
+            assert first.error_code == errors.NONE
+            text: str = first.auth_bytes.decode()
+            return text
+
+    def salt(message: str) -> str:
+        return next(part[2:] for part in message.split(",") if part.startswith("s="))
+
+    assert salt(server_first("alice")) == salt(server_first("alice"))
+    assert salt(server_first("nobody")) == salt(server_first("nobody"))
+    assert salt(server_first("nobody")) != salt(server_first("somebody-else"))
+
+
+def test_unauthenticated_connections_cannot_starve_producers(
+    kafka_factory: Callable[..., Any], tmp_path: Path
+) -> None:
+    """Sockets that declare big frames and never log in take from their own small budget, not the produce
+    buffer: an authenticated producer still gets through, and such sockets are closed once that budget is
+    full or their time to authenticate has passed."""
+    with kafka_factory(principals_file=write_principals(tmp_path), buffer_bytes=4 * 1024 * 1024) as broker:
+        idle = [Wire(broker.port) for _ in range(12)]
+        try:
+            for wire in idle:
+                wire.send((512 * 1024).to_bytes(4, "big") + b"\x00\x12")  # a big frame, never finished
+            time.sleep(0.3)
+            closed = sum(1 for wire in idle if wire.closed_by_server())
+            assert closed >= 12 - 8  # 4 MiB of unauthenticated frames at most: 8 of 512 KiB
+            producer = Producer(sasl(broker, "alice", **{"linger.ms": 5, "message.timeout.ms": 10_000}))
+            producer.produce("orders.starve", value=b"through")
+            assert producer.flush(15) == 0
+        finally:
+            for wire in idle:
+                wire.close()

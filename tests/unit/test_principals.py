@@ -90,8 +90,17 @@ def test_the_file_itself(tmp_path: Path) -> None:
     path.write_text('[principals.a]\npassword = "pw"\n')
     assert load_principals(str(path)).get("a") is not None
     path.write_text("[principals.a\n")
-    with pytest.raises(SettingsError, match="not valid TOML"):
+    with pytest.raises(SettingsError, match="not valid UTF-8 TOML"):
         load_principals(str(path))
+    path.write_bytes(b'[principals.a]\npassword = "\xff"\n')
+    with pytest.raises(SettingsError, match="not valid UTF-8 TOML"):
+        load_principals(str(path))
+    path.write_text('[principals.a]\npassword = "zq9k\\u0007x7vv"\n')  # SASLprep refuses control chars
+    with pytest.raises(SettingsError, match="SASLprep") as info:
+        load_principals(str(path))
+    assert "zq9k" not in info.value.message
+    with pytest.raises(SettingsError, match="share a bearer token"):
+        parse_principals({"principals": {"a": {"tokens": ["t"]}, "b": {"tokens": ["t"]}}})
     with pytest.raises(SettingsError, match="cannot read"):
         load_principals(str(path) + ".missing")
     with pytest.raises(SettingsError, match="reserved"):
