@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
+from api import models
 from api.errors import error_response, install_error_handlers
 from api.loop import run_background_loop
 from api.middleware import Admission, LimitsAndAuth
@@ -52,4 +54,23 @@ def create_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
     )
     for module in (topics, records, groups, ops):
         app.include_router(module.router)
+    _document_produce_body(app)
     return app
+
+
+def _document_produce_body(app: FastAPI) -> None:
+    """The produce route reads its body itself (api/produce_body.py), so FastAPI does not see its model:
+    add ``ProduceIn`` and the models inside it to the OpenAPI components its requestBody refers to."""
+    make = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = make()
+            body = models.ProduceIn.model_json_schema(ref_template="#/components/schemas/{model}")
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.update(body.pop("$defs", {}))
+            components["ProduceIn"] = body
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

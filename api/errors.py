@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from api.models import describe_errors
 from api.responses import JSONBytes
 from storage.errors import BadRequest, BufferFull, ErrorKind, InvalidPayload, StrataError, Unauthorized
 
@@ -57,15 +58,6 @@ def error_response(error: StrataError) -> Response:
     )
 
 
-def _describe(errors: list[dict[str, object]]) -> str:
-    parts = []
-    for err in errors[:5]:
-        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")  # type: ignore[attr-defined]
-        parts.append(f"{loc or 'body'}: {err.get('msg')}")
-    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-    return "; ".join(parts) + more
-
-
 async def _strata_error(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, StrataError)
     if http_status(exc) >= 500:
@@ -79,8 +71,8 @@ async def _validation_error(_: Request, exc: Exception) -> Response:
     if any(e.get("type") == "json_invalid" for e in errors):
         return error_response(BadRequest("request body is not valid JSON"))
     if all(e.get("loc", ("body",))[0] in ("query", "path", "header") for e in errors):
-        return error_response(BadRequest(_describe(errors)))
-    return error_response(InvalidPayload(_describe(errors)))
+        return error_response(BadRequest(describe_errors(errors)))
+    return error_response(InvalidPayload(describe_errors(errors)))
 
 
 async def _http_error(_: Request, exc: Exception) -> Response:

@@ -12,7 +12,6 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
-from agents.encode import ProduceRecord
 from storage import records
 from storage.errors import InvalidPayload, NotAcceptable
 from storage.topic_config import MAX_PARTITIONS
@@ -159,7 +158,7 @@ class ErrorOut(BaseModel):
     message: str
 
 
-def _decode(
+def decode_field(
     text: str | None, encoding: Encoding, i: int, name: str, header: int | None = None
 ) -> bytes | None:
     """The bytes of record ``i``'s key, value or header value (the field is named only if it is wrong)."""
@@ -177,36 +176,23 @@ def _decode(
         raise InvalidPayload(f"{_field(i, header, name)} is not valid base64") from None
 
 
-def to_produce_records(body: ProduceIn) -> list[ProduceRecord]:
-    # Hot path (one call per record field): field names for error messages are built only on error.
-    out = []
-    encoding = body.encoding
-    for i, rec in enumerate(body.records):
-        headers: tuple[records.Header, ...] = ()
-        if rec.headers:
-            headers = tuple(
-                records.Header(_header_name(h.name, i, j), _decode(h.value, encoding, i, "value", j))
-                for j, h in enumerate(rec.headers)
-            )
-        out.append(
-            ProduceRecord(
-                key=_decode(rec.key, encoding, i, "key"),
-                value=_decode(rec.value, encoding, i, "value"),
-                headers=headers,
-                partition=rec.partition,
-                timestamp=rec.timestamp,
-            )
-        )
-    return out
-
-
 def _field(i: int, header: int | None, name: str) -> str:
     return f"records[{i}].{name}" if header is None else f"records[{i}].headers[{header}].{name}"
 
 
-def _header_name(name: str, i: int, j: int) -> str:
-    _decode(name, "utf8", i, "name", j)  # header names are UTF-8 in the record format
+def header_name(name: str, i: int, j: int) -> str:
+    decode_field(name, "utf8", i, "name", j)  # header names are UTF-8 in the record format
     return name
+
+
+def describe_errors(errors: list[dict[str, object]]) -> str:
+    """Validation errors as one line: the first five, each as ``location: message``."""
+    parts = []
+    for err in errors[:5]:
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")  # type: ignore[attr-defined]
+        parts.append(f"{loc or 'body'}: {err.get('msg')}")
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return "; ".join(parts) + more
 
 
 def _encode(data: bytes | None, encoding: Encoding, offset: int) -> str | None:
