@@ -16,7 +16,7 @@ throughput
     - key scan (for analysis only): the same, but ``iter_batches`` + ``scan_batch`` (values skipped), which
       is what each compaction pass does per record;
     - compaction: the real ``CompactionRound`` (planner with ``force`` -> one clean job over every file,
-      because the first clean job claims every file that holds the topic) on a hard-linked clone of the
+      because due partitions that share files are cleaned by one job) on a hard-linked clone of the
       dataset, with ``JobStats`` and ``RequestCounters``.
     Rates are of *input*: bytes of the input chunks and records read, over the job's wall time
     (``run_jobs``). The output of the last compaction is read back and checked: one record per key, holding
@@ -36,11 +36,15 @@ lag
     ``--lag-batch`` keys, evenly spaced, sent by ``--lag-producers`` concurrent lanes because each ack waits
     for a flush), optionally after ``--lag-preload-keys`` cold keys written once (a live, clean part of the
     log for the dirty ratio to be measured against), for ``--lag-duration`` seconds, while every partition
-    is read from offset 0 every ``--lag-poll-s`` seconds. For every overwritten (partition, offset), the lag
-    is the time from the ack of the overwrite to the end of the first poll that no longer returns the old
-    offset (an upper bound; resolution = the poll interval). Overwrites acked in the warm-up or too close to
-    the end to observe a lag of ``--lag-horizon-s`` are left out. Every poll also checks that each key's
-    latest acknowledged value is still there.
+    is read from offset 0 every ``--lag-poll-s`` seconds. ``--lag-cold-overwrites`` of the cold keys are
+    written once more, evenly spread over the measured window (an overwrite whose replaced record sits in
+    the cleaned part, often in L2). ``--lag-max-compaction-lag-ms`` sets the topic's
+    ``max.compaction.lag.ms`` (default: none, Kafka's default), the bound the planner must keep. For every
+    overwritten (partition, offset), the lag is the time from the ack of the overwrite to the end of the
+    first poll that no longer returns the old offset (an upper bound; resolution = the poll interval).
+    Overwrites acked in the warm-up or too close to the end to observe a lag of ``--lag-horizon-s`` are left
+    out. The figures are over every overwrite, and again for the cold keys alone (``cold``). Every poll also
+    checks that each key's latest acknowledged value is still there.
 
 ``--profile`` adds one compaction per value size under py-spy (``--format raw``, 250 Hz); the folded
 stacks go to bench/results/ and the top functions into the JSON. The machine may be shared: each
@@ -104,6 +108,8 @@ TARGET_LAG_S = 60.0
 TARGET_RSS_HEADROOM_MIB = 200.0  # worker RSS <= map size + 200 MiB
 TARGET_GETS_PER_INPUT = 2.0
 TARGET_PUTS_PER_OUTPUT = 1.0
+
+COLD_KEY = 1_000_000_000  # lag scenario: acks of cold keys carry COLD_KEY + their number
 
 
 # --- small helpers ----------------------------------------------------------------------------------------
@@ -869,14 +875,18 @@ def _run_lag(
             raise RuntimeError("strata serve did not start")
         time.sleep(0.1)
     topic = "lag"
-    r = client.post(
-        "/v1/topics",
-        json={"name": topic, "partitions": args.lag_partitions, "configs": {"cleanup.policy": "compact"}},
-    )
+    configs: dict[str, Any] = {"cleanup.policy": "compact"}
+    if args.lag_max_compaction_lag_ms is not None:
+        configs["max.compaction.lag.ms"] = args.lag_max_compaction_lag_ms
+    r = client.post("/v1/topics", json={"name": topic, "partitions": args.lag_partitions, "configs": configs})
     r.raise_for_status()
+    acks: list[tuple[int, int, int, float]] = []  # (key, partition, offset, ack time)
     # Optional cold keys, written once before the measurement: a live, clean part of the log that the
     # dirty ratio (min.cleanable.dirty.ratio) is measured against, as in a large table with a few hot keys.
+    # Their acks count (as key COLD_KEY + k, before the start) so that an overwrite of one has a record to
+    # replace.
     cold_value = "c" * args.lag_preload_value_bytes
+    preload_start = time.monotonic()
     for first in range(0, args.lag_preload_keys, 500):
         batch = range(first, min(args.lag_preload_keys, first + 500))
         r = client.post(
@@ -884,8 +894,10 @@ def _run_lag(
             json={"records": [{"key": f"cold-{k:07d}", "value": cold_value} for k in batch]},
         )
         r.raise_for_status()
+        t_ack = time.monotonic() - preload_start
+        for k, o in zip(batch, r.json()["offsets"], strict=True):
+            acks.append((COLD_KEY + k, o["partition"], o["offset"], t_ack))
 
-    acks: list[tuple[int, int, int, float]] = []  # (key, partition, offset, ack time)
     lock = threading.Lock()
     stop = threading.Event()
     value_pad = "x" * args.lag_value_bytes
@@ -893,6 +905,7 @@ def _run_lag(
     gap = args.lag_update_s / requests_per_cycle
     errors: list[str] = []
     t_start = time.monotonic()
+    acks[:] = [(k, p, o, t - (t_start - preload_start)) for k, p, o, t in acks]  # negative: before the start
 
     def produce(lane: int) -> None:
         # Request i (keys (i % per_cycle) * batch ...) is due at t_start + i * gap; lane j sends the i with
@@ -926,7 +939,37 @@ def _run_lag(
             i += args.lag_producers
         pclient.close()
 
+    def overwrite_cold() -> None:
+        # Cold keys overwritten once each, evenly over the window in which lags are measured.
+        count = min(args.lag_cold_overwrites, args.lag_preload_keys)
+        if not count:
+            return
+        cclient = httpx.Client(base_url=base, timeout=30.0)
+        chosen = random.Random(args.seed).sample(range(args.lag_preload_keys), count)
+        first_s = args.lag_warmup_s
+        span = max(0.0, args.lag_duration - args.lag_horizon_s - first_s)
+        for n, k in enumerate(chosen):
+            stop.wait(max(0.0, t_start + first_s + span * n / count - time.monotonic()))
+            if stop.is_set():
+                break
+            try:
+                resp = cclient.post(
+                    f"/v1/topics/{topic}/records",
+                    json={"records": [{"key": f"cold-{k:07d}", "value": "r" * args.lag_preload_value_bytes}]},
+                )
+                t_ack = time.monotonic() - t_start
+                if resp.status_code == 200:
+                    (o,) = resp.json()["offsets"]
+                    with lock:
+                        acks.append((COLD_KEY + k, o["partition"], o["offset"], t_ack))
+                else:
+                    errors.append(f"{resp.status_code} {resp.text[:200]}")
+            except httpx.HTTPError as exc:
+                errors.append(repr(exc))
+        cclient.close()
+
     producers = [threading.Thread(target=produce, args=(j,), daemon=True) for j in range(args.lag_producers)]
+    producers.append(threading.Thread(target=overwrite_cold, daemon=True))
     for thread in producers:
         thread.start()
     polls: list[dict[str, Any]] = []
@@ -984,7 +1027,9 @@ def _run_lag(
     lower: list[float] = []  # the last poll that still returned the old record: a lower bound of the lag
     censored: list[float] = []
     all_observed: list[float] = []
-    for chain in by_key.values():
+    cold_lags: list[float] = []
+    cold_censored: list[float] = []
+    for key, chain in by_key.items():
         for (p, o, _), (_, _, t_over) in itertools.pairwise(chain):
             gone_at = next(
                 (pl["end"] for pl in polls if pl["start"] >= t_over and o not in pl["present"][p]), None
@@ -993,10 +1038,14 @@ def _run_lag(
             if gone_at is None:
                 if in_window:
                     censored.append(end_s - t_over)
+                    if key >= COLD_KEY:
+                        cold_censored.append(end_s - t_over)
                 continue
             all_observed.append(gone_at - t_over)
             if in_window:
                 lags.append(gone_at - t_over)
+                if key >= COLD_KEY:
+                    cold_lags.append(gone_at - t_over)
                 still = [pl["end"] for pl in polls if pl["end"] < gone_at and o in pl["present"][p]]
                 lower.append(max(0.0, (still[-1] if still else t_over) - t_over))
     log_text = server_log.read_text(errors="replace")
@@ -1017,8 +1066,24 @@ def _run_lag(
         return None if value is None or value == float("inf") else round(value, 2)
 
     p99_lower_bound = quantile(0.99) is None and bool(censored)
+    cold_combined = sorted(cold_lags) + [float("inf")] * len(cold_censored)
+
+    def cold_quantile(q: float) -> float | None:
+        value = percentile(cold_combined, q)
+        return None if value is None or value == float("inf") else round(value, 2)
+
     return {
         "preload_keys": args.lag_preload_keys,
+        "max_compaction_lag_ms": args.lag_max_compaction_lag_ms,
+        "cold": {
+            "overwrites_in_window": len(cold_combined),
+            "removed_in_window": len(cold_lags),
+            "not_removed_in_window": len(cold_censored),
+            "not_removed_min_age_s": round(min(cold_censored), 1) if cold_censored else None,
+            "lag_p50_s": cold_quantile(0.50),
+            "lag_p99_s": cold_quantile(0.99),
+            "lag_max_s": round(max(cold_lags), 2) if cold_lags else None,
+        },
         "hot_keys": args.lag_keys,
         "value_bytes": args.lag_value_bytes,
         "duration_s": round(end_s, 1),
@@ -1154,6 +1219,18 @@ def print_report(results: dict[str, Any]) -> None:
                 ),
             )
         )
+        cold = lag.get("cold") or {}
+        if cold.get("overwrites_in_window"):
+            bound_s = (lag.get("max_compaction_lag_ms") or 0) / 1000
+            rows.append(
+                (
+                    "dedup lag, cold keys overwritten once: p50 / p99 / max",
+                    f"{cold['lag_p50_s']} / {cold['lag_p99_s']} / {cold['lag_max_s']} s "
+                    f"({cold['not_removed_in_window']} of {cold['overwrites_in_window']} not removed)",
+                    f"<= max.compaction.lag.ms ({bound_s:g} s) + interval" if bound_s else "-",
+                    verdict(not cold["not_removed_in_window"]),
+                )
+            )
         rows.append(
             ("dedup lag: latest values lost", str(lag["latest_lost"]), "0", verdict(lag["latest_lost"] == 0))
         )
@@ -1195,6 +1272,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lag-producers", type=int, default=4, help="concurrent produce lanes")
     parser.add_argument("--lag-preload-keys", type=int, default=0, help="cold keys written once first")
     parser.add_argument("--lag-preload-value-bytes", type=int, default=1024)
+    parser.add_argument("--lag-cold-overwrites", type=int, default=0, help="cold keys written once more")
+    parser.add_argument(
+        "--lag-max-compaction-lag-ms", type=int, default=None, help="the topic's max.compaction.lag.ms"
+    )
     parser.add_argument("--lag-duration", type=float, default=150.0)
     parser.add_argument("--lag-poll-s", type=float, default=2.0)
     parser.add_argument("--lag-warmup-s", type=float, default=10.0)

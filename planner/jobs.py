@@ -10,8 +10,9 @@
 Kinds:
 - ``merge``: rewrite small files of one level as fewer, larger files one level up. Compacted partitions are
   deduplicated along the way (as early as the first merge), within what the job holds.
-- ``clean``: rewrite every file that holds a dirty compacted partition, so its whole log is deduplicated in
-  one pass (Kafka's cleaner round). Output stays at the highest input level.
+- ``clean``: rewrite every file that holds a due compacted partition (and the other due partitions that
+  share those files), so each one's whole log, every level, is deduplicated in one pass from its log
+  start (Kafka's cleaner round). Output stays at the highest input level (at least 1).
 """
 
 from __future__ import annotations

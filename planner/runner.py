@@ -13,7 +13,9 @@ For every topic-partition of the job, in (topic, partition) order:
 Both streams of a file open at its first byte and only move forward, so a job costs at most two GETs per
 input file (one when nothing in the file is compacted) and one PUT per output file, whatever the partition
 count. Job chunks of one partition that are adjacent in the partition's log become one output chunk;
-runs separated by chunks outside the job stay separate chunks, so chunk offset ranges never overlap.
+runs separated by chunks outside the job stay separate chunks, so chunk offset ranges never overlap. In a
+compacted partition a run is also cut where the cleaned offset (before the job, and the one it commits)
+falls between two chunks, so that no chunk joins cleaned records with dirty ones (``_split_at``).
 
 Commit is compare-and-set (``commit_compaction``): if any input chunk changed meanwhile (retention, a topic
 deletion, another job), the outputs are abandoned to orphan GC and the job fails; a later plan retries.
@@ -289,8 +291,10 @@ class JobRun:
         if dedup:
             assert config is not None
             with self.on_phase("pass1"):
-                map_end = self._pass1(chunks, cleaned_offset, config)
+                map_end = self._pass1(chunks, cleaned_offset if covers_prefix else 0, config)
             self.stats.partitions_deduplicated += 1
+            if covers_prefix and map_end >= 0:
+                runs = _split_at(runs, map_end + 1)  # the new cleaned offset: see _split_at
         for run in runs:
             with self.on_phase("pass2"):
                 self._pass2(topic, partition, run, dedup, map_end, covers_prefix, config)
@@ -302,7 +306,12 @@ class JobRun:
     def _runs(
         self, topic: str, partition: int, chunks: list[FileChunk], dedup: bool
     ) -> tuple[list[list[FileChunk]], bool, int]:
-        """Split the job's chunks into runs adjacent in the partition's log; does the job hold its prefix?"""
+        """Split the job's chunks into runs adjacent in the partition's log; does the job hold its prefix?
+
+        Returns the runs, whether the job holds the partition's whole log up to its last chunk, and the
+        partition's cleaned offset (0 unless ``dedup``). A compacted partition's runs are also split where
+        the cleaned offset falls between two chunks (``_split_at``).
+        """
         if not dedup and all(_dense(c.chunk) for c in chunks) and _contiguous(chunks):
             return [chunks], False, 0
         whole = self.metadata.partition_chunks(topic, partition)
@@ -317,12 +326,13 @@ class JobRun:
             previous = index
         covers_prefix = bool(chunks) and order.get(chunks[0].chunk.chunk_id) == 0 and len(runs) == 1
         cleaned_offset = 0
-        if covers_prefix:
+        if dedup:
             if topic not in self._cleaned_offsets:  # one query per topic, not per partition
                 self._cleaned_offsets[topic] = {
                     s.partition: s.cleaned_offset for s in self.metadata.partition_stats(topic)
                 }
             cleaned_offset = self._cleaned_offsets[topic].get(partition, 0)
+            runs = _split_at(runs, cleaned_offset)
         return runs, covers_prefix, cleaned_offset
 
     def _read(self, readers: dict[int, ForwardReader], fc: FileChunk) -> bytes:
@@ -333,13 +343,15 @@ class JobRun:
     def _pass1(self, chunks: list[FileChunk], start: int, config: TopicConfig) -> int:
         """Fill the map from ``start``; returns the last offset it covers (-1: none)."""
         started = self.clock.monotonic()
-        cutoff = self.now_ms - config.min_compaction_lag_ms
+        # Without a minimum lag every record is cleanable, even one stamped ahead of this worker's clock
+        # (CreateTime comes from producers): checking it would stall cleaning behind that chunk.
+        cutoff = self.now_ms - config.min_compaction_lag_ms if config.min_compaction_lag_ms > 0 else None
         offset_map = self.map
         map_end = -1
         try:
             for fc in chunks:
                 chunk = fc.chunk
-                if chunk.max_timestamp > cutoff:
+                if cutoff is not None and chunk.max_timestamp > cutoff:
                     break  # records newer than min.compaction.lag.ms are never cleaned
                 if chunk.last_offset < start:
                     continue
@@ -522,6 +534,27 @@ class JobRun:
                 NewFile(key, len(data), self.spec.output_level, self.clock.now_ms()), output.chunks
             )
         )
+
+
+def _split_at(runs: list[list[FileChunk]], boundary: int) -> list[list[FileChunk]]:
+    """Cut runs between two chunks where ``boundary`` (a cleaned offset) falls: before it, after it.
+
+    So no output chunk joins cleaned records with dirty ones, and the planner's dirty figures (the bytes,
+    records and oldest record of chunks at or after the cleaned offset) describe the dirty records only.
+    A joined chunk would count as dirty: its cleaned bytes would inflate the dirty ratio, and its cleaned
+    records, often old, would look past max.compaction.lag.ms, so the whole log would be cleaned again
+    long before either threshold. (Only a chunk that itself spans the boundary, where a full offset map
+    stopped pass 1, still holds both; the next clean goes on from there.)
+    """
+    out: list[list[FileChunk]] = []
+    for run in runs:
+        start = 0
+        for i in range(1, len(run)):
+            if run[i - 1].chunk.last_offset < boundary <= run[i].chunk.last_offset:
+                out.append(run[start:i])
+                start = i
+        out.append(run[start:])
+    return out
 
 
 def _dense(chunk: ChunkRow) -> bool:

@@ -253,8 +253,13 @@ class PartitionStats:
     """What the compaction and retention planners decide on, for one partition.
 
     Only live chunk rows count. Dirty chunks are those with ``last_offset >= cleaned_offset``;
-    ``oldest_dirty_timestamp`` is the smallest ``max_timestamp`` among them (None when nothing is dirty),
-    which is what Kafka's ``max.compaction.lag.ms`` is measured from.
+    ``oldest_dirty_timestamp`` is the smallest ``max_timestamp`` among them (None when nothing is dirty):
+    the first moment some dirty chunk is wholly older than ``min.compaction.lag.ms``.
+    ``earliest_dirty_timestamp`` is their smallest ``min_timestamp``, the oldest dirty record, which is
+    what Kafka's ``max.compaction.lag.ms`` is measured from (its earliest dirty batch timestamp): a merge
+    that joins an old dirty record with newer ones moves the chunk's ``max_timestamp``, never this.
+    ``dirty_records`` counts the records the dirty chunks still hold (merges may have removed some of the
+    ``high_watermark - cleaned_offset`` offsets written since the last clean).
     """
 
     topic: str
@@ -267,6 +272,8 @@ class PartitionStats:
     dirty_bytes: int  # the same, over the dirty chunks only
     chunk_count: int
     oldest_dirty_timestamp: int | None
+    dirty_records: int = 0  # records held by the dirty chunks (0: unknown)
+    earliest_dirty_timestamp: int | None = None  # the smallest min_timestamp of the dirty chunks
 
 
 @dataclass(frozen=True, slots=True)

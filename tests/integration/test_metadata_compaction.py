@@ -157,10 +157,11 @@ def test_partition_stats_dirty_bytes_follow_the_cleaned_offset(metadata_store: M
     f1 = flush(store, chunk("t", 0, 3, max_ts=NOW + 1), chunk("t", 1, 2, position=300))  # t/0: 0-2
     f2 = flush(store, chunk("t", 0, 2, max_ts=NOW + 2))  # t/0: 3-4
 
+    # The chunk helper stamps min_timestamp = max_timestamp - 5: the oldest dirty *record* is NOW + 1 - 5.
     assert store.partition_stats() == [
-        PartitionStats("t", 0, 0, 5, 0, None, 500, 500, 2, NOW + 1),
-        PartitionStats("t", 1, 0, 2, 0, None, 200, 200, 1, NOW),
-        PartitionStats("u", 0, 0, 0, 0, None, 0, 0, 0, None),
+        PartitionStats("t", 0, 0, 5, 0, None, 500, 500, 2, NOW + 1, 5, NOW - 4),
+        PartitionStats("t", 1, 0, 2, 0, None, 200, 200, 1, NOW, 2, NOW - 5),
+        PartitionStats("u", 0, 0, 0, 0, None, 0, 0, 0, None, 0, None),
     ]
     assert [s.partition for s in store.partition_stats("t")] == [0, 1]
     with pytest.raises(UnknownTopic):
@@ -173,6 +174,7 @@ def test_partition_stats_dirty_bytes_follow_the_cleaned_offset(metadata_store: M
     assert (stats.cleaned_offset, stats.last_compaction_ms) == (3, NOW + 50)
     assert (stats.live_bytes, stats.dirty_bytes, stats.chunk_count) == (500, 200, 2)
     assert stats.oldest_dirty_timestamp == NOW + 2
+    assert (stats.dirty_records, stats.earliest_dirty_timestamp) == (2, NOW - 3)  # the dirty chunk only
 
     # Compacting everything up to the high watermark leaves nothing dirty; a later flush is dirty again.
     job = leased_job(store, [f1, f2])
@@ -187,6 +189,7 @@ def test_partition_stats_dirty_bytes_follow_the_cleaned_offset(metadata_store: M
     )
     stats = store.partition_stats("t")[0]
     assert (stats.cleaned_offset, stats.dirty_bytes, stats.oldest_dirty_timestamp) == (5, 0, None)
+    assert (stats.dirty_records, stats.earliest_dirty_timestamp) == (0, None)
     assert (stats.live_bytes, stats.chunk_count) == (500, 1)
     flush(store, chunk("t", 0, 1, max_ts=NOW + 9))
     stats = store.partition_stats("t")[0]
@@ -875,7 +878,9 @@ def test_migration_2_applies_to_a_version_1_database(metadata_url: str) -> None:
     store = sql_store(open_metadata_store(metadata_url))
     try:
         assert store.applied_migrations == tuple(range(2, schema.latest_version(dialect) + 1))
-        assert store.partition_stats() == [PartitionStats("t", 0, 1, 5, 0, None, 250, 250, 1, NOW)]
+        assert store.partition_stats() == [
+            PartitionStats("t", 0, 1, 5, 0, None, 250, 250, 1, NOW, 5, NOW - 1)
+        ]
         (old,) = store.live_files()
         assert store.file_chunks([old.file_id])[0].chunk.base_offset == 0
         job = leased_job(store, [old.file_id])

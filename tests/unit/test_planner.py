@@ -13,7 +13,7 @@ from typing import cast
 import pytest
 
 from planner.jobs import JOB_CLEAN, JOB_MERGE, InputFile, JobSpec
-from planner.planner import Planner, PlannerConfig, _due
+from planner.planner import Planner, PlannerConfig, _due, _overdue_ms, _ratio
 from planner.retain import should_retain
 from planner.retention import Retention
 from storage.clock import ManualClock
@@ -60,6 +60,46 @@ def test_due_when_dirty_data_is_older_than_max_compaction_lag() -> None:
     assert "max.compaction.lag.ms" in reason
     young = _stats(dirty_bytes=10, oldest_dirty_timestamp=NOW - 30_000)  # exactly the lag: not past it
     assert _due(young, config, NOW, force=False) is None
+
+
+def test_max_compaction_lag_is_measured_from_the_oldest_dirty_record_not_the_newest_of_its_chunk() -> None:
+    # A merge joined a record of NOW - 60 s with records of NOW - 10 s: the chunk's max_timestamp says
+    # 10 s, its min_timestamp 60 s. Kafka measures from the earliest (first batch) timestamp.
+    config = _config(**{"max.compaction.lag.ms": "30000"})
+    merged = _stats(
+        dirty_bytes=10, oldest_dirty_timestamp=NOW - 10_000, earliest_dirty_timestamp=NOW - 60_000
+    )
+    reason = _due(merged, config, NOW, force=False)
+    assert reason is not None
+    assert "max.compaction.lag.ms" in reason
+    assert _overdue_ms(merged, config, NOW) == 30_000
+    assert _due(replace(merged, earliest_dirty_timestamp=NOW - 30_000), config, NOW, force=False) is None
+    # With the default (no maximum lag) nothing is ever overdue.
+    assert _overdue_ms(merged, _config(), NOW) == 0
+
+
+def test_the_dirty_ratio_counts_bytes_written_since_the_last_clean_not_what_merges_left() -> None:
+    # 900 clean bytes; 950 offsets written since the clean, of which merges left 10 records in 100 bytes.
+    merged = _stats(
+        log_start_offset=0, high_watermark=1000, cleaned_offset=50, dirty_bytes=100, dirty_records=10
+    )
+    assert _ratio(merged) == pytest.approx(9500 / (900 + 9500))
+    reason = _due(merged, _config(), NOW, force=False)
+    assert reason is not None
+    assert "dirty ratio 0.91" in reason
+    # Nothing removed since the clean: Kafka's ratio as it was, dirty bytes / live bytes.
+    dense = replace(merged, dirty_records=950)
+    assert _ratio(dense) == pytest.approx(0.1)
+    assert _due(dense, _config(), NOW, force=False) is None
+    # Offsets below the log start (retention) were not written to this log as far as cleaning goes.
+    assert _ratio(replace(merged, log_start_offset=990)) == pytest.approx(0.1)
+
+
+def test_without_a_minimum_lag_records_stamped_ahead_of_the_clock_are_cleanable() -> None:
+    # CreateTime comes from producers, whose clocks may run ahead of the worker's.
+    assert _due(_stats(oldest_dirty_timestamp=NOW + 5_000), _config(), NOW, force=False) is not None
+    config = _config(**{"min.compaction.lag.ms": "1000"})
+    assert _due(_stats(oldest_dirty_timestamp=NOW + 5_000), config, NOW, force=True) is None
 
 
 def test_never_due_with_nothing_dirty_even_when_forced() -> None:
@@ -160,6 +200,54 @@ def test_clean_takes_every_file_of_a_due_compacted_partition(
     assert JobSpec.from_json(second.spec).reason == "c/1: requested"
     assert planner.plan("c", force=True) == []  # every file is claimed
     assert planner.plan("plain", force=True) == []  # not compacted: never cleaned
+
+
+def test_due_partitions_sharing_files_are_cleaned_by_one_job(
+    metadata: MetadataStore, clock: ManualClock
+) -> None:
+    metadata.create_topic("c", 3, COMPACT, NOW)
+    shared = _flush(metadata, clock, [("c", 0), ("c", 1)])
+    alone = _flush(metadata, clock, [("c", 2)])
+    later = _flush(metadata, clock, [("c", 1)])
+    planner = Planner(metadata, clock)
+    first, second = planner.plan("c", force=True)
+    spec = JobSpec.from_json(first.spec)
+    # One job for c/0 and c/1: separate jobs would be refused (a file is in one active job at most), and
+    # each would rewrite the shared file again.
+    assert [f.object_key for f in spec.inputs] == [shared, later]
+    assert spec.reason == "c/0: requested (and 1 more partition(s) sharing its files)"
+    assert [f.object_key for f in JobSpec.from_json(second.spec).inputs] == [alone]
+    assert JobSpec.from_json(second.spec).reason == "c/2: requested"
+
+
+def test_a_due_partition_whose_files_an_active_job_holds_does_not_hold_up_the_others(
+    metadata: MetadataStore, clock: ManualClock
+) -> None:
+    metadata.create_topic("c", 2, COMPACT, NOW)
+    busy = _flush(metadata, clock, [("c", 0)])
+    free = _flush(metadata, clock, [("c", 1)])
+    (busy_file,) = [f for f in metadata.live_files() if f.object_key == busy]
+    spec = JobSpec(JOB_MERGE, 1, (InputFile(busy_file.file_id, busy, busy_file.size, 0),), "a merge")
+    metadata.create_job(spec.kind, spec.to_json(), spec.file_ids, NOW)
+    planner = Planner(metadata, clock)
+    assert [d.partition for d in planner.dirty_partitions("c")] == [0, 1]  # both due
+    (job,) = planner.plan("c", force=True)
+    assert [f.object_key for f in JobSpec.from_json(job.spec).inputs] == [free]
+
+
+def test_partitions_past_max_compaction_lag_are_cleaned_first(
+    metadata: MetadataStore, clock: ManualClock
+) -> None:
+    metadata.create_topic("a-dirty", 1, COMPACT, NOW)
+    metadata.create_topic("b-late", 1, {**COMPACT, "max.compaction.lag.ms": "5000"}, NOW)
+    _flush(metadata, clock, [("a-dirty", 0)])
+    _flush(metadata, clock, [("b-late", 0)])
+    clock.advance(10)
+    due = Planner(metadata, clock).dirty_partitions()
+    # Both never cleaned (ratio 1.0); the one past its bound goes first, however many partitions are due.
+    assert [(d.topic, d.overdue_ms > 0) for d in due] == [("b-late", True), ("a-dirty", False)]
+    jobs = Planner(metadata, clock, PlannerConfig(max_jobs_per_round=1)).plan()
+    assert [JobSpec.from_json(j.spec).reason.split(":")[0] for j in jobs] == ["b-late/0"]
 
 
 def test_dirty_partitions_skip_topics_that_are_not_compacted(

@@ -51,7 +51,10 @@ class ReadQueries(SqlBase):
                 " p.last_compaction_ms, COALESCE(SUM(c.length), 0),"
                 " COALESCE(SUM(CASE WHEN c.last_offset >= p.cleaned_offset THEN c.length ELSE 0 END), 0),"
                 " COUNT(c.chunk_id),"
-                " MIN(CASE WHEN c.last_offset >= p.cleaned_offset THEN c.max_timestamp END)"
+                " MIN(CASE WHEN c.last_offset >= p.cleaned_offset THEN c.max_timestamp END),"
+                " COALESCE(SUM(CASE WHEN c.last_offset >= p.cleaned_offset THEN c.record_count ELSE 0 END),"
+                " 0),"
+                " MIN(CASE WHEN c.last_offset >= p.cleaned_offset THEN c.min_timestamp END)"
                 " FROM partitions p"
                 " LEFT JOIN chunks c ON c.topic = p.topic AND c.partition_id = p.partition_id"
                 f" {where}"
@@ -158,4 +161,6 @@ def _partition_stats(r: Row) -> PartitionStats:
         dirty_bytes=int(r[7]),
         chunk_count=int(r[8]),
         oldest_dirty_timestamp=None if r[9] is None else int(r[9]),
+        dirty_records=int(r[10]),
+        earliest_dirty_timestamp=None if r[11] is None else int(r[11]),
     )
