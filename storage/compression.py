@@ -135,7 +135,8 @@ def compress(codec: int, data: _Buffer) -> bytes:
         return b"".join(parts)
     if codec == LZ4:
         compressor = cramjam.lz4.Compressor(level=_LZ4_LEVEL, content_checksum=False, block_linked=False)
-        compressor.compress(data)
+        # cramjam's streaming Compressor takes only bytes (a bytearray or memoryview is a TypeError).
+        compressor.compress(data if isinstance(data, bytes) else bytes(data))
         return bytes(compressor.finish())
     if codec == ZSTD:
         return bytes(cramjam.zstd.compress(data, level=_ZSTD_LEVEL))

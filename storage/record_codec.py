@@ -78,6 +78,11 @@ codec, a compressed stream that is corrupt or decompresses past its bound) raise
 
 Compaction reads and rewrites batches with the same layout in ``storage/record_scan.py`` (keys and record
 spans without values, survivors copied byte for byte). ``storage.records`` is the one import for both.
+
+The record loop here (``decode_records_reference``) is the pure-Python reference. The hot paths decode
+with the compiled codec of ``storage/record_compiled.py`` (aiokafka's Cython reader, chosen and argued
+there), which uses this module's header checks and returns exactly what the reference returns, errors
+included; it hands the reference any batch it cannot read exactly.
 """
 
 from __future__ import annotations
@@ -102,7 +107,7 @@ __all__ = [
     "Record",
     "check_framing",
     "count_records",
-    "decode_records",
+    "decode_records_reference",
     "iter_batches",
     "read_header",
 ]
@@ -472,10 +477,11 @@ def _decode_batch(data: bytes, pos: int, header: BatchHeader, offset_base: int) 
     return out
 
 
-def decode_records(
+def decode_records_reference(
     buf: bytes | bytearray | memoryview, *, offset_base: int = 0, verify_crc: bool = True
 ) -> Iterator[Record]:
-    """Decode every record of every batch in ``buf``, in order.
+    """The pure-Python reference of ``storage.records.decode_records`` (compiled, ``record_compiled.py``):
+    every record of every batch in ``buf``, in order.
 
     A record's offset is ``offset_base + baseOffset + offsetDelta``: pass the chunk's absolute base offset
     from the metadata store as ``offset_base`` to read a Strata chunk whose batches are relative.

@@ -3,6 +3,11 @@
 The byte layout, what the CRC covers and what is relative are documented once, at the top of
 ``storage/record_codec.py``; this module writes exactly that layout with the codec's own structs. Callers
 import it through the facade, ``storage/records.py``.
+
+``encode_batch_reference`` is the pure-Python reference encoder. The facade's ``encode_batch`` is the
+compiled one of ``storage/record_compiled.py`` (aiokafka's Cython builder), which writes the same bytes
+and hands this one what it cannot write exactly (a delete horizon, a first timestamp of -1) and every
+input to refuse.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from storage.record_codec import (
     Record,
 )
 
-__all__ = ["encode_batch", "set_base_offset"]
+__all__ = ["encode_batch_reference", "set_base_offset"]
 
 # Zigzag varints of -64..63 are one byte; precomputing them skips the loop for the common small fields
 # (attributes-free record prefixes, small deltas, null markers, header counts).
@@ -70,7 +75,7 @@ def _encode_headers(headers: tuple[Header, ...]) -> bytes:
     return b"".join(parts)
 
 
-def encode_batch(
+def encode_batch_reference(
     records: Sequence[Record],
     base_offset: int = 0,
     *,
@@ -78,7 +83,8 @@ def encode_batch(
     last_offset_delta: int | None = None,
     codec: int = compression.NONE,
 ) -> bytes:
-    """Encode ``records`` as one RecordBatch v2, uncompressed unless ``codec`` names one (1-4).
+    """The pure-Python reference of ``storage.records.encode_batch`` (compiled, ``record_compiled.py``):
+    ``records`` as one RecordBatch v2, uncompressed unless ``codec`` names one (1-4).
 
     Offsets must be >= ``base_offset`` and strictly increasing; gaps are allowed, because compaction output
     keeps the offsets its input had. Timestamps may go backwards (a negative ``timestampDelta``).

@@ -10,6 +10,12 @@ A compressed batch is scanned in its expanded form (header, then decompressed re
 filtered from it is compressed again with the same codec, as Kafka's cleaner does (``MemoryRecords.filterTo``
 writes retained records with the original batch's compression type). A compressed batch that keeps all of
 its records and needs no new delete horizon is copied as stored, as Kafka copies a wholly retained batch.
+
+``scan_batch_reference`` is the pure-Python reference of the scan. Compaction uses the facade's
+``scan_batch``, compiled in ``storage/record_compiled.py`` (aiokafka's Cython reader, record spans from
+canonical sizes), which gives the same spans and errors. ``filter_batch`` and ``recompress_batch`` stay
+here in Python: they parse no record (survivors and records are copied as bytes), except when a new delete
+horizon must be set, which decodes and re-encodes that one batch with the reference.
 """
 
 from __future__ import annotations
@@ -34,9 +40,9 @@ from storage.record_codec import (
     _expand_batch,
     _varint_tail,
 )
-from storage.record_encode import _assemble_batch, encode_batch
+from storage.record_encode import _assemble_batch, encode_batch_reference
 
-__all__ = ["RecordSpan", "filter_batch", "recompress_batch", "scan_batch"]
+__all__ = ["RecordSpan", "filter_batch", "recompress_batch", "scan_batch_reference"]
 
 
 @dataclass(slots=True)
@@ -58,8 +64,9 @@ class RecordSpan:
     end: int
 
 
-def scan_batch(batch: bytes, header: BatchHeader, offset_base: int = 0) -> list[RecordSpan]:
-    """Offsets, timestamps, keys and tombstone flags of one batch's records; values are skipped.
+def scan_batch_reference(batch: bytes, header: BatchHeader, offset_base: int = 0) -> list[RecordSpan]:
+    """The pure-Python reference of ``storage.records.scan_batch`` (compiled, ``record_compiled.py``):
+    offsets, timestamps, keys and tombstone flags of one batch's records; values are skipped.
 
     ``batch`` is exactly one batch (as ``iter_batches`` yields it, as bytes). Its CRC is not re-checked.
     """
@@ -160,7 +167,7 @@ def filter_batch(
             for r in _decode_batch(batch, 0, header, offset_base)
             if r.offset in wanted
         ]
-        return encode_batch(
+        return encode_batch_reference(
             records,
             base_offset,
             delete_horizon_ms=delete_horizon_ms,

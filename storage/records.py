@@ -1,10 +1,14 @@
 """Kafka RecordBatch v2 records, sans-IO: the one import for the codec and its compaction helpers.
 
-- ``storage/record_codec.py``: the byte layout (documented at its top), decoding, batch headers.
-- ``storage/record_encode.py``: encoding, and base-offset patching.
-- ``storage/record_scan.py``: rewriting stored batches: ``scan_batch`` (keys and record spans, values
-  skipped) and ``filter_batch`` (survivors copied byte for byte, delete horizon set) for compaction, and
-  ``recompress_batch`` (a batch's records in another codec) for the ``compression.type`` topic config.
+- ``storage/record_codec.py``: the byte layout (documented at its top), batch headers, and the
+  pure-Python reference decoder.
+- ``storage/record_encode.py``: the pure-Python reference encoder, and base-offset patching.
+- ``storage/record_scan.py``: rewriting stored batches: compaction's ``filter_batch`` (survivors copied
+  byte for byte, delete horizon set) and the reference of its ``scan_batch`` (keys and record spans,
+  values skipped), and ``recompress_batch`` (a batch's records in another codec) for the
+  ``compression.type`` topic config.
+- ``storage/record_compiled.py``: ``decode_records``, ``encode_batch`` and ``scan_batch`` compiled
+  (aiokafka's Cython codec), with exactly the reference's bytes, records, spans and errors.
 - ``storage/compression.py``: the four codecs of compressed batches, bounded decompression.
 
 Callers import from here (``from storage import records``); the split is by concept, not an API change.
@@ -22,12 +26,12 @@ from storage.record_codec import (
     Record,
     check_framing,
     count_records,
-    decode_records,
     iter_batches,
     read_header,
 )
-from storage.record_encode import encode_batch, set_base_offset
-from storage.record_scan import RecordSpan, filter_batch, recompress_batch, scan_batch
+from storage.record_compiled import decode_records, encode_batch, scan_batch
+from storage.record_encode import set_base_offset
+from storage.record_scan import RecordSpan, filter_batch, recompress_batch
 
 __all__ = [
     "DELETE_HORIZON_FLAG",

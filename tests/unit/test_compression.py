@@ -222,3 +222,12 @@ def test_gzip_from_the_standard_library_and_zlib_streams() -> None:
     assert decompress(GZIP, gzip.compress(data), len(data)) == data
     with pytest.raises(CodecError):  # a zlib (not gzip) stream is another format
         decompress(GZIP, zlib.compress(data), len(data))
+
+
+def test_every_codec_compresses_every_buffer_type() -> None:
+    """``compress`` takes bytes, bytearray and memoryview alike (cramjam lz4 Compressor: bytes only)."""
+    data = b"strata " * 100
+    for codec in (compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD):
+        expected = compression.compress(codec, data)
+        for buffer in (bytearray(data), memoryview(data)):
+            assert compression.compress(codec, buffer) == expected

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -109,3 +111,33 @@ def test_matches_java_transliteration(key: bytes, partitions: int) -> None:
     assert murmur2(key) == _reference_murmur2(key)
     assert -(2**31) <= murmur2(key) < 2**31
     assert 0 <= partition_for_key(key, partitions) < partitions
+
+
+# --- the compiled partitioner (confluent-kafka's librdkafka murmur2) against the Python murmur2 ----------
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.binary(max_size=300),
+    st.integers(1, 2**31 - 1) | st.integers(1, 64) | st.sampled_from([1, 2, 3, 1000, 2**31 - 1]),
+)
+def test_compiled_partition_matches_python_murmur2(key: bytes, partitions: int) -> None:
+    expected = (murmur2(key) & 0x7FFFFFFF) % partitions
+    assert partition_for_key(key, partitions) == expected
+    assert partition_for_key(bytearray(key), partitions) == expected
+    assert partition_for_key(memoryview(b"x" + key)[1:], partitions) == expected
+
+
+def test_compiled_partition_over_many_random_keys() -> None:
+    # Byte-for-byte equality over 100,000 keys of every length up to 100, from a fixed seed.
+    rng = random.Random(20_260_101)
+    for i in range(100_000):
+        key = rng.randbytes(i % 101)
+        partitions = rng.randrange(1, 5000)
+        assert partition_for_key(key, partitions) == (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def test_partition_counts_past_int32_use_the_python_murmur2() -> None:
+    # librdkafka's partition count is an int32; Kafka's is too, so only the Python path can serve these.
+    assert partition_for_key(b"21", 2**31) == (murmur2(b"21") & 0x7FFFFFFF) % 2**31
+    assert partition_for_key(b"abc", 2**40) == murmur2(b"abc") & 0x7FFFFFFF
