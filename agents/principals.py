@@ -37,7 +37,7 @@ from enum import Enum
 
 from scramp import ScramException, ScramMechanism
 
-from storage.errors import SettingsError
+from storage.errors import Forbidden, GroupForbidden, SettingsError
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 # RFC 7677's minimum; Kafka's kafka-configs --add-config SCRAM-SHA-256=[iterations=4096,...] default.
@@ -104,6 +104,37 @@ class Principal:
 # The principal of a bearer token from STRATA_API_TOKENS: those tokens predate principals and have always
 # allowed everything.
 TOKEN_SUPERUSER = "token"
+
+# Whoever uses a front door that runs without authentication: every operation is allowed.
+ANYONE = Principal("anyone", superuser=True)
+
+
+# The checks both front doors make (api/authz.py, broker/context.py), on the principal of the request:
+# ANYONE without authentication, None for a request that has not authenticated.
+
+
+def may(who: Principal | None, op: Op, resource: Resource, name: str | None) -> bool:
+    return who is not None and who.may(op, resource, name)
+
+
+def may_describe(who: Principal | None, topic: str | None) -> bool:
+    """Describing a topic (its partitions, offsets and configs): Kafka's DESCRIBE, which its READ and
+    WRITE imply. DescribeConfigs asks the same, where Kafka asks DESCRIBE_CONFIGS (implied only by
+    ALTER_CONFIGS): a topic's configs are no secret from those who may read or write it."""
+    return may(who, Op.READ, Resource.TOPIC, topic) or may(who, Op.WRITE, Resource.TOPIC, topic)
+
+
+def require(who: Principal | None, op: Op, resource: Resource, name: str | None) -> None:
+    """Forbidden (a topic) or GroupForbidden (a group) unless ``may``: HTTP 403, and on the Kafka door
+    TOPIC_/GROUP_AUTHORIZATION_FAILED."""
+    if not may(who, op, resource, name):
+        message = f"principal {who.name if who else '?'!r} may not {op.value} {resource.value[:-1]} {name!r}"
+        raise Forbidden(message) if resource is Resource.TOPIC else GroupForbidden(message)
+
+
+def require_describe(who: Principal | None, topic: str | None) -> None:
+    if not may_describe(who, topic):
+        require(who, Op.READ, Resource.TOPIC, topic)
 
 
 class Principals:

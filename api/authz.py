@@ -10,38 +10,31 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from agents.principals import Op, Principal, Resource
-from storage.errors import Forbidden, GroupForbidden
+from agents import principals as access
+from agents.principals import ANYONE, Op, Principal, Resource
 
 PRINCIPAL = "strata.principal"
 
 
 def principal(request: Request) -> Principal | None:
-    found: Principal | None = request.scope.get(PRINCIPAL)
+    """The request's principal: ANYONE when the agent runs without authentication."""
+    if PRINCIPAL not in request.scope:
+        return ANYONE
+    found: Principal | None = request.scope[PRINCIPAL]
     return found
 
 
 def check(request: Request, op: Op, resource: Resource, name: str) -> None:
-    if not may(request, op, resource, name):
-        who = principal(request)
-        kind = "topic" if resource is Resource.TOPIC else "group"
-        message = f"principal {who.name if who else '?'!r} may not {op.value} {kind} {name!r}"
-        raise Forbidden(message) if resource is Resource.TOPIC else GroupForbidden(message)
+    access.require(principal(request), op, resource, name)
 
 
 def may(request: Request, op: Op, resource: Resource, name: str) -> bool:
-    if PRINCIPAL not in request.scope:
-        return True  # no authentication configured
-    who = principal(request)
-    return who is not None and who.may(op, resource, name)
+    return access.may(principal(request), op, resource, name)
 
 
 def may_describe(request: Request, topic: str) -> bool:
-    """Describing a topic (its configs and partitions) needs read or write on it, as Kafka's DESCRIBE is
-    implied by READ and WRITE."""
-    return may(request, Op.READ, Resource.TOPIC, topic) or may(request, Op.WRITE, Resource.TOPIC, topic)
+    return access.may_describe(principal(request), topic)
 
 
 def check_describe(request: Request, topic: str) -> None:
-    if not may_describe(request, topic):
-        check(request, Op.READ, Resource.TOPIC, topic)
+    access.require_describe(principal(request), topic)

@@ -387,13 +387,6 @@ class Connection(asyncio.BufferedProtocol):
                 failed = exc
             if exchange is not None and exchange.state is State.AUTHENTICATED and failed is None:
                 self._authenticated_as(exchange)
-                assert exchange.principal is not None
-                log.info(
-                    "Kafka connection from %s authenticated as %r (%s)",
-                    self.peer,
-                    exchange.principal.name,
-                    exchange.mechanism,
-                )
             response = SaslAuthenticateResponse[version](
                 error_code=errors.NONE if failed is None else errors.kafka_error(failed),
                 error_message=None if failed is None else failed.message,
@@ -419,16 +412,17 @@ class Connection(asyncio.BufferedProtocol):
             return
         if exchange.state is State.AUTHENTICATED:
             self._authenticated_as(exchange)
-            assert exchange.principal is not None
-            log.info(
-                "Kafka connection from %s authenticated as %r (%s, v0)",
-                self.peer,
-                exchange.principal.name,
-                exchange.mechanism,
-            )
         self._fill(self._new_slot(), _SIZE.pack(len(out)) + out)
 
     def _authenticated_as(self, exchange: SaslExchange) -> None:
+        assert exchange.principal is not None
+        log.info(
+            "Kafka connection from %s authenticated as %r (%s%s)",
+            self.peer,
+            exchange.principal.name,
+            exchange.mechanism,
+            ", v0" if exchange.raw else "",
+        )
         self.ctx = replace(self.ctx, principal=exchange.principal)
         if self._auth_timer is not None:
             self._auth_timer.cancel()

@@ -9,14 +9,14 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from agents import principals as access
 from agents.agent import Agent
 from agents.buffer import ProduceBuffer
-from agents.principals import Op, Principal, Principals, Resource
+from agents.principals import ANYONE, Op, Principal, Principals, Resource
 from broker.budget import ByteBudget
 from broker.cluster import ClusterView
 from broker.config import BrokerConfig
 from storage.clock import Clock
-from storage.errors import Forbidden, GroupForbidden
 from storage.metadata.base import MetadataStore, TopicInfo
 
 # Topic ids are derived from the topic's name and creation time, so every agent gives the same id to the
@@ -47,34 +47,26 @@ class BrokerContext:
         default_factory=lambda: ProduceBuffer(max_bytes=UNAUTHENTICATED_BYTES)
     )
 
+    @property
+    def who(self) -> Principal | None:
+        """This connection's principal: ANYONE without authentication, None before it authenticates."""
+        return ANYONE if self.principals is None else self.principal
+
     def may(self, op: Op, resource: Resource, name: str | None) -> bool:
-        """Whether this connection's principal may do ``op`` to the topic or group ``name``."""
-        if self.principals is None:
-            return True
-        return self.principal is not None and self.principal.may(op, resource, name)
+        return access.may(self.who, op, resource, name)
 
     def require(self, op: Op, resource: Resource, name: str | None) -> None:
-        """Forbidden (a topic) or GroupForbidden (a group) unless ``may``; the handlers' kafka_error turns
-        them into TOPIC_/GROUP_AUTHORIZATION_FAILED."""
-        if not self.may(op, resource, name):
-            who = self.principal.name if self.principal is not None else "?"
-            message = f"principal {who!r} may not {op.value} {resource.value[:-1]} {name!r}"
-            raise Forbidden(message) if resource is Resource.TOPIC else GroupForbidden(message)
+        access.require(self.who, op, resource, name)
 
     def may_describe(self, topic: str) -> bool:
-        """Describing a topic: Kafka's DESCRIBE, which its READ and WRITE imply. DescribeConfigs asks the
-        same here, where Kafka asks DESCRIBE_CONFIGS (implied only by ALTER_CONFIGS): a topic's configs
-        are no secret from those who may read or write it."""
-        return self.may(Op.READ, Resource.TOPIC, topic) or self.may(Op.WRITE, Resource.TOPIC, topic)
+        return access.may_describe(self.who, topic)
 
     def require_describe(self, topic: str) -> None:
-        if not self.may_describe(topic):
-            self.require(Op.READ, Resource.TOPIC, topic)
+        access.require_describe(self.who, topic)
 
     def may_any(self, op: Op, resource: Resource) -> bool:
-        if self.principals is None:
-            return True
-        return self.principal is not None and self.principal.may_any(op, resource)
+        who = self.who
+        return who is not None and who.may_any(op, resource)
 
     @property
     def brokers(self) -> list[tuple[int, str, int]]:

@@ -54,11 +54,13 @@ async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> Held:
         for t in req.topics
         for p in t.partitions
     ]
-    reads = [r for r in every if ctx.may(Op.READ, Resource.TOPIC, r.topic)]
-    denied = len(reads) < len(every)
+    reads = []
     for r in every:
-        if denied and not ctx.may(Op.READ, Resource.TOPIC, r.topic):
+        if ctx.may(Op.READ, Resource.TOPIC, r.topic):
+            reads.append(r)
+        else:
             r.error_code = errors.TOPIC_AUTHORIZATION_FAILED  # answered at once, with the others' records
+    denied = len(reads) < len(every)
     response_max = req.max_bytes if req.API_VERSION >= 3 else 2**31 - 1
     # No answer can carry more than its partitions' limits (KIP-74's first-batch overshoot aside), so the
     # grant asks for no more: clients' fetch.max.bytes defaults to 50 MiB whatever the partitions hold.

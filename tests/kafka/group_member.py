@@ -40,6 +40,20 @@ class Out:
             sys.stdout.flush()
 
 
+def _python_client_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What kafka-python's and aiokafka's consumers are given alike (their settings share names)."""
+    return {
+        "bootstrap_servers": args.bootstrap,
+        "group_id": args.group,
+        "client_id": args.name,
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": args.session_ms,
+        "heartbeat_interval_ms": args.heartbeat_ms,
+        "max_poll_interval_ms": args.rebalance_ms,
+    }
+
+
 def watch_stdin(stop: threading.Event) -> None:
     """``stop`` or end of file on stdin sets ``stop``."""
 
@@ -114,17 +128,7 @@ def run_kafka_python(args: argparse.Namespace, out: Out, stop: threading.Event) 
         def on_partitions_assigned(self, assigned: Any) -> None:
             out.emit("assigned", parts=sorted(tp.partition for tp in assigned))
 
-    consumer = KafkaConsumer(
-        bootstrap_servers=args.bootstrap,
-        group_id=args.group,
-        client_id=args.name,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        session_timeout_ms=args.session_ms,
-        heartbeat_interval_ms=args.heartbeat_ms,
-        max_poll_interval_ms=args.rebalance_ms,
-        max_poll_records=20,
-    )
+    consumer = KafkaConsumer(**_python_client_settings(args), max_poll_records=20)
     consumer.subscribe([args.topic], listener=Listener())
     while not stop.is_set():
         # Rebalance callbacks run inside poll(), in this thread: between two polls the partitions stay
@@ -164,17 +168,7 @@ def run_aiokafka(args: argparse.Namespace, out: Out, stop: threading.Event) -> N
                 owned.update(tp.partition for tp in assigned)
                 out.emit("assigned", parts=sorted(tp.partition for tp in assigned))
 
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=args.bootstrap,
-            group_id=args.group,
-            client_id=args.name,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            session_timeout_ms=args.session_ms,
-            heartbeat_interval_ms=args.heartbeat_ms,
-            max_poll_interval_ms=args.rebalance_ms,
-            rebalance_timeout_ms=args.rebalance_ms,
-        )
+        consumer = AIOKafkaConsumer(**_python_client_settings(args), rebalance_timeout_ms=args.rebalance_ms)
         consumer.subscribe([args.topic], listener=Listener())
         await consumer.start()
         try:

@@ -317,37 +317,30 @@ def test_denied_with_real_clients(secured: RunningBroker) -> None:
         with pytest.raises(KafkaException) as info:
             future.result(10)
         assert info.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    # Reading a topic outside bob's prefixes.
-    consumer = Consumer(sasl(secured, "bob", **{"group.id": "billing-2"}))
-    try:
-        consumer.subscribe(["secret"])
-        codes = set()
-        deadline = time.time() + 15
-        while not codes and time.time() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is not None:
-                codes.add(msg.error().code())
-        assert KafkaError.TOPIC_AUTHORIZATION_FAILED in codes
-    finally:
-        consumer.close()
-    # A group outside bob's prefixes.
-    consumer = Consumer(sasl(secured, "bob", **{"group.id": "other-group"}))
-    try:
-        consumer.subscribe(["orders.x"])
-        codes = set()
-        deadline = time.time() + 15
-        while not codes and time.time() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is not None:
-                codes.add(msg.error().code())
-        assert KafkaError.GROUP_AUTHORIZATION_FAILED in codes
-    finally:
-        consumer.close()
+    # Reading a topic outside bob's prefixes, and a group outside them.
+    assert KafkaError.TOPIC_AUTHORIZATION_FAILED in _subscribe_errors(secured, "billing-2", "secret")
+    assert KafkaError.GROUP_AUTHORIZATION_FAILED in _subscribe_errors(secured, "other-group", "orders.x")
     # The data did not change: the topics are as admin left them.
     admin = AdminClient(sasl(secured, "admin"))
     topics = admin.list_topics(timeout=10).topics
     assert set(topics) == {"orders.x", "secret"}
     assert len(topics["orders.x"].partitions) == 1
+
+
+def _subscribe_errors(broker: RunningBroker, group: str, topic: str) -> set[int]:
+    """The error codes bob's consumer in ``group`` first sees after subscribing to ``topic``."""
+    consumer = Consumer(sasl(broker, "bob", **{"group.id": group}))
+    try:
+        consumer.subscribe([topic])
+        codes: set[int] = set()
+        deadline = time.time() + 15
+        while not codes and time.time() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is not None:
+                codes.add(msg.error().code())
+        return codes
+    finally:
+        consumer.close()
 
 
 def test_idempotent_producers_with_and_without_write(secured: RunningBroker) -> None:
