@@ -19,8 +19,12 @@ COPY broker ./broker
 COPY pipeline ./pipeline
 COPY planner ./planner
 COPY storage ./storage
-RUN pip install . \
-    && rm -rf /src/build /src/*.egg-info \
+# gcc builds compaction's two C extensions (storage/_keyscan.c, planner/_probe.c); removed once built.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && pip install . \
+    && apt-get purge -y --auto-remove gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/* /src/build /src/*.egg-info \
     && useradd --system --uid 10001 --user-group --home-dir /data --no-create-home strata \
     && mkdir -p /data \
     && chown strata:strata /data

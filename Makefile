@@ -14,8 +14,8 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Reinstall whenever pyproject.toml changes.
-$(STAMP): pyproject.toml | $(BIN)/python
+# Reinstall whenever pyproject.toml or a C extension's source changes (pip builds them with the system's cc).
+$(STAMP): pyproject.toml storage/_keyscan.c planner/_probe.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 

@@ -41,16 +41,22 @@ Why a keyed hash: with an unkeyed hash such as Kafka's MD5, anyone who may produ
 compute keys offline: pairs of different keys with equal MD5 (identical-prefix collisions take seconds),
 which the cleaner treats as one key, so whichever of the two was written first loses its latest record
 wherever such a pair is in use (keys that embed input someone else chose, say); and many keys that share a
-probe sequence, which turn probing into a linear scan (hash flooding). ``KeyHasher`` uses BLAKE2b keyed
-with a random secret per compaction job, so without the secret the hash of a key cannot be predicted, and
-neither can be done better than by chance (the birthday bound above).
+probe sequence, which turn probing into a linear scan (hash flooding). ``KeyHasher`` hashes each key with
+SipHash-2-4, a keyed pseudo-random function made for hash tables fed by untrusted keys, twice: h1 and h2
+under the two halves of a random 32-byte secret drawn per compaction job. Without the secret the hash of
+a key cannot be predicted, so neither can be done better than by chance (the birthday bound above).
+SipHash in place of keyed BLAKE2b: the same property for keys this short, and a few dozen nanoseconds per
+key in C, where compaction's scan hashes every key as it reads it (``storage/_keyscan.c``).
+
+Batches: ``put_words`` and ``get_words`` (and ``put_many``/``get_many`` over 16-byte hashes) run the probe
+loops in C over the same table (``planner/_probe.c``); ``put`` and ``get`` are the same rules in Python,
+one key at a time, and tests hold the two to the same answers.
 
 The maps are not thread-safe; each worker thread owns one.
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
 import struct
 from collections.abc import Sequence
@@ -59,10 +65,15 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from planner import _probe
 from storage.errors import OffsetMapFull
+from storage.record_columns import SIPHASH_KEY_SIZE, siphash24
 
 HASH_SIZE = 16
-"""Bytes in a key hash (BLAKE2b-128)."""
+"""Bytes in a key hash: two SipHash-2-4 values, h1 and h2, little-endian."""
+
+SECRET_SIZE = 2 * SIPHASH_KEY_SIZE
+"""Bytes in a ``KeyHasher`` secret: the SipHash keys of h1 and h2."""
 
 BYTES_PER_ENTRY = HASH_SIZE + 8
 """Bytes per slot: the hash and the offset, as in Kafka's SkimpyOffsetMap."""
@@ -77,23 +88,21 @@ _HASH_WORDS = struct.Struct("<QQ")
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
-Positions = npt.NDArray[np.intp]
-Mask = npt.NDArray[np.bool_]
 
 
 class KeyHasher:
-    """Keyed 128-bit hash of record keys: BLAKE2b with a per-job secret (see the module docstring).
+    """Keyed 128-bit hash of record keys: SipHash-2-4 under two 16-byte keys (see the module docstring).
 
     Both passes of a job must use the same hasher; the next job draws a new secret.
     """
 
-    __slots__ = ("_proto",)
+    __slots__ = ("key_a", "key_b")
 
     def __init__(self, secret: bytes) -> None:
-        if not 16 <= len(secret) <= 64:
-            raise ValueError(f"secret must be 16 to 64 bytes, got {len(secret)}")
-        # Keying BLAKE2b costs a compression of the key block; copy a keyed state instead of redoing it.
-        self._proto = hashlib.blake2b(digest_size=HASH_SIZE, key=secret)
+        if len(secret) != SECRET_SIZE:
+            raise ValueError(f"secret must be {SECRET_SIZE} bytes, got {len(secret)}")
+        self.key_a = secret[:SIPHASH_KEY_SIZE]
+        self.key_b = secret[SIPHASH_KEY_SIZE:]
 
     @classmethod
     def random(cls, rng: random.Random) -> KeyHasher:
@@ -102,22 +111,13 @@ class KeyHasher:
         Production passes ``random.SystemRandom()`` (the OS CSPRNG): a secret an attacker can predict makes
         collisions computable again. Tests pass a seeded ``random.Random``.
         """
-        return cls(rng.randbytes(32))
+        return cls(rng.randbytes(SECRET_SIZE))
 
     def hash(self, key: bytes) -> bytes:
-        h = self._proto.copy()
-        h.update(key)
-        return h.digest()
+        return _HASH_WORDS.pack(siphash24(self.key_a, key), siphash24(self.key_b, key))
 
     def hash_many(self, keys: Sequence[bytes]) -> list[bytes]:
-        copy = self._proto.copy
-        out: list[bytes] = []
-        append = out.append
-        for key in keys:
-            h = copy()
-            h.update(key)
-            append(h.digest())
-        return out
+        return [self.hash(key) for key in keys]
 
 
 @runtime_checkable
@@ -138,6 +138,15 @@ class OffsetMap(Protocol):
     def put_many(self, hashes: Sequence[bytes], offsets: Sequence[int]) -> int: ...
 
     def get_many(self, hashes: Sequence[bytes]) -> list[int]: ...
+
+    def put_words(self, h1: U64, h2: U64, offsets: I64) -> int:
+        """``put_many`` with each hash given as its two words (``h1``, ``h2``: the hash's little-endian
+        halves), as compaction's column scan produces them."""
+        ...
+
+    def get_words(self, h1: U64, h2: U64) -> I64:
+        """``get_many`` with each hash given as its two words."""
+        ...
 
     def clear(self) -> None: ...
 
@@ -227,15 +236,9 @@ def _prime_at_most(n: int) -> int:
 class SkimpyOffsetMap:
     """Open addressing with double hashing in one preallocated buffer (layout in the module docstring).
 
-    Single-key ``put``/``get`` run in Python over a ``memoryview`` of the buffer; ``put_many``/``get_many``
-    run the same probe sequences vectorised with numpy, one probe step for all pending items at a time, and
-    finish the last few items in Python.
+    Single-key ``put``/``get`` run in Python over a ``memoryview`` of the buffer; the batch calls run the
+    same probe sequences in C (``planner/_probe.c``).
     """
-
-    # Below this many pending items a vectorised probe step costs more than probing them one by one.
-    _scalar_tail = 192
-    # put_many probes at most this many items ahead (bounds its temporary arrays, ~100 B per item).
-    _window = 1 << 18
 
     def __init__(
         self, memory_bytes: int = DEFAULT_MEMORY_BYTES, load_factor: float = DEFAULT_LOAD_FACTOR
@@ -250,9 +253,6 @@ class SkimpyOffsetMap:
         self._capacity = capacity
         # calloc: pages become resident as slots are first written, and stay resident across clear().
         self._table: U64 = np.zeros((slots, 3), dtype=np.uint64)
-        self._h1col: U64 = self._table[:, 0]
-        self._h2col: U64 = self._table[:, 1]
-        self._offcol: U64 = self._table[:, 2]
         self._words = self._table.data.cast("B").cast("Q")
         self._size = 0
         self._latest = -1
@@ -335,20 +335,6 @@ class SkimpyOffsetMap:
             i = 3 * pos
         return -1
 
-    def _find_one(self, h1: int, h2: int, pos: int, step: int) -> tuple[int, bool]:
-        """Continue one probe sequence from ``pos``: (slot holding the hash, True) or (first empty, False)."""
-        w = self._words
-        slots = self._slots
-        while True:
-            i = 3 * pos
-            if not w[i + 2]:
-                return pos, False
-            if w[i] == h1 and w[i + 1] == h2:
-                return pos, True
-            pos += step
-            if pos >= slots:
-                pos -= slots
-
     # --- batches -------------------------------------------------------------------------------------------
 
     def get_many(self, hashes: Sequence[bytes]) -> list[int]:
@@ -356,10 +342,7 @@ class SkimpyOffsetMap:
             return []
         if set(map(len, hashes)) != {HASH_SIZE}:
             raise ValueError(f"every key hash must be {HASH_SIZE} bytes")
-        h1, h2 = _split(hashes)
-        pos, _ = self._probe(h1, h2)
-        # A miss ends on an empty slot, whose word 2 is 0: stored - 1 is then the -1 that means "absent".
-        out: list[int] = (self._offcol[pos].astype(np.int64) - 1).tolist()
+        out: list[int] = self.get_words(*_split(hashes)).tolist()
         return out
 
     def put_many(self, hashes: Sequence[bytes], offsets: Sequence[int]) -> int:
@@ -368,137 +351,32 @@ class SkimpyOffsetMap:
         The result equals calling ``put`` for each item and stopping at the first ``OffsetMapFull``.
         """
         _check_batch(hashes, offsets)
-        n = len(hashes)
-        if n == 0:
+        if not hashes:
             return 0
-        offs = _offset_array(offsets)
+        return self.put_words(*_split(hashes), _offset_array(offsets))
+
+    def get_words(self, h1: U64, h2: U64) -> I64:
+        return np.frombuffer(
+            _probe.get_many(self._table, self._slots, _words(h1), _words(h2)), dtype=np.int64
+        )
+
+    def put_words(self, h1: U64, h2: U64, offsets: I64) -> int:
+        offs = np.ascontiguousarray(offsets, dtype=np.int64)
+        if not h1.shape[0] == h2.shape[0] == offs.shape[0]:
+            raise ValueError(f"{h1.shape[0]} h1, {h2.shape[0]} h2 and {offs.shape[0]} offsets")
+        if offs.size == 0:
+            return 0
         _check_offsets(offs)
-        h1_all, h2_all = _split(hashes)
-        done = 0
-        while done < n:
-            end = min(n, done + self._window)
-            h1, h2, off = h1_all[done:end], h2_all[done:end], offs[done:end]
-            pos, found = self._probe(h1, h2)
-            room = self._capacity - self._size
-            take = end - done
-            if room < take:
-                # Count every not-found item as a new entry (an upper bound: some may repeat a hash), so the
-                # prefix certainly fits; the next round probes again and sees what this one inserted.
-                new_so_far = np.cumsum(~found)
-                take = int(np.searchsorted(new_so_far, room, side="right"))
-                if take == 0:
-                    break
-            self._apply(h1[:take], h2[:take], off[:take], pos[:take], found[:take])
-            done += take
-        return done
+        stored, self._size = _probe.put_many(
+            self._table, self._slots, self._capacity, self._size, _words(h1), _words(h2), offs
+        )
+        if stored:
+            self._latest = max(self._latest, int(offs[stored - 1]))
+        return int(stored)
 
-    def _probe(self, h1: U64, h2: U64) -> tuple[Positions, Mask]:
-        """Per item: the slot holding its hash (found) or else the first empty slot of its probe sequence."""
-        n = h1.shape[0]
-        slots = self._slots
-        out_pos: Positions = (h1 % np.uint64(slots)).astype(np.intp)
-        steps: Positions = (h2 % np.uint64(slots - 1)).astype(np.intp) + 1
-        found: Mask = np.zeros(n, dtype=np.bool_)
-        active: Positions = np.arange(n, dtype=np.intp)
-        cur, a1, a2, st = out_pos, h1, h2, steps
-        table = self._table
-        while active.size > self._scalar_tail:
-            rows = np.take(table, cur, axis=0)
-            empty = rows[:, 2] == 0
-            hit = (rows[:, 0] == a1) & (rows[:, 1] == a2) & ~empty
-            found[active[hit]] = True
-            pending = ~(empty | hit)
-            # Resolved items keep the position they were given when they were last advanced.
-            active, cur, a1, a2, st = active[pending], cur[pending], a1[pending], a2[pending], st[pending]
-            cur += st
-            cur[cur >= slots] -= slots
-            out_pos[active] = cur
-        for j, p, x1, x2, s in zip(
-            active.tolist(), cur.tolist(), a1.tolist(), a2.tolist(), st.tolist(), strict=True
-        ):
-            out_pos[j], found[j] = self._find_one(x1, x2, p, s)
-        return out_pos, found
 
-    def _apply(self, h1: U64, h2: U64, off: I64, pos: Positions, found: Mask) -> None:
-        """Write a prefix known to fit: claim slots for the new hashes, then store every offset."""
-        new = np.flatnonzero(~found)
-        slot_of = pos.copy()
-        if new.size:
-            slot_of[new] = self._claim(h1[new], h2[new], pos[new])
-        stored = off.astype(np.uint64) + np.uint64(1)
-        col = self._offcol
-        # Items with the same hash share a slot. The one with the largest offset (the last: offsets are
-        # non-decreasing) must win, and numpy does not promise which of several writes to one index lands.
-        # So write, read back, and let the items whose write did not land raise their slot to the maximum.
-        col[slot_of] = stored
-        lost = np.flatnonzero(col[slot_of] != stored)
-        if lost.size:
-            np.maximum.at(col, slot_of[lost], stored[lost])
-        last = int(off[-1])
-        if last > self._latest:
-            self._latest = last
-
-    def _claim(self, h1: U64, h2: U64, start: Positions) -> Positions:
-        """Give every hash a slot, claiming empty ones for hashes not yet in the map.
-
-        ``start`` is where ``_probe`` found each probe sequence's first empty slot. Items with the same hash
-        share ``start`` and move in lockstep, so one of them claims a slot and the others then find it there.
-        """
-        slots = self._slots
-        n = h1.shape[0]
-        slot_of: Positions = np.empty(n, dtype=np.intp)
-        steps: Positions = (h2 % np.uint64(slots - 1)).astype(np.intp) + 1
-        active: Positions = np.arange(n, dtype=np.intp)
-        cur, a1, a2, st = start.copy(), h1, h2, steps
-        table, c1, c2, coff = self._table, self._h1col, self._h2col, self._offcol
-        claimed = 0
-        # Nothing has been written since _probe saw every start slot empty: skip the first look.
-        empty: Mask = np.ones(n, dtype=np.bool_)
-        hit: Mask = np.zeros(n, dtype=np.bool_)
-        first = True
-        while active.size > self._scalar_tail:
-            if not first:
-                rows = np.take(table, cur, axis=0)
-                empty = rows[:, 2] == 0
-                hit = (rows[:, 0] == a1) & (rows[:, 1] == a2) & ~empty
-            first = False
-            won = np.zeros(active.size, dtype=np.bool_)
-            contenders = np.flatnonzero(empty)
-            if contenders.size:
-                # Several items may want the same empty slot. Each writes its index into the slot's word 0
-                # (free while word 2 is 0); the one whose index stays there wins and fills the slot, which
-                # overwrites every such mark. Losers stay put and look at the slot again next step.
-                at = cur[contenders]
-                marks = active[contenders].astype(np.uint64)
-                c1[at] = marks
-                winners = contenders[c1[at] == marks]
-                at = cur[winners]
-                c1[at] = a1[winners]
-                c2[at] = a2[winners]
-                coff[at] = 1  # offset 0 for now; _apply stores the real one
-                won[winners] = True
-                claimed += winners.size
-            resolved = hit | won
-            slot_of[active[resolved]] = cur[resolved]
-            advance = ~empty & ~hit
-            cur = cur + np.where(advance, st, 0)
-            cur[cur >= slots] -= slots
-            keep = ~resolved
-            active, cur, a1, a2, st = active[keep], cur[keep], a1[keep], a2[keep], st[keep]
-        w = self._words
-        for j, p, x1, x2, s in zip(
-            active.tolist(), cur.tolist(), a1.tolist(), a2.tolist(), st.tolist(), strict=True
-        ):
-            slot, present = self._find_one(x1, x2, p, s)
-            if not present:
-                i = 3 * slot
-                w[i] = x1
-                w[i + 1] = x2
-                w[i + 2] = 1
-                claimed += 1
-            slot_of[j] = slot
-        self._size += claimed
-        return slot_of
+def _words(column: U64) -> U64:
+    return np.ascontiguousarray(column, dtype=np.uint64)
 
 
 def _offset_array(offsets: Sequence[int]) -> I64:
@@ -580,3 +458,18 @@ class FakeOffsetMap:
 
     def get_many(self, hashes: Sequence[bytes]) -> list[int]:
         return [self.get(h) for h in hashes]
+
+    def put_words(self, h1: U64, h2: U64, offsets: I64) -> int:
+        return self.put_many(_join(h1, h2), np.asarray(offsets, dtype=np.int64).tolist())
+
+    def get_words(self, h1: U64, h2: U64) -> I64:
+        return np.array(self.get_many(_join(h1, h2)), dtype=np.int64)
+
+
+def _join(h1: U64, h2: U64) -> list[bytes]:
+    """16-byte hashes from their two words (the inverse of ``_split``)."""
+    words = np.empty((h1.shape[0], 2), dtype="<u8")
+    words[:, 0] = h1
+    words[:, 1] = h2
+    raw = words.tobytes()
+    return [raw[i : i + HASH_SIZE] for i in range(0, len(raw), HASH_SIZE)]

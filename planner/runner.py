@@ -38,11 +38,13 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
+import numpy as np
+import numpy.typing as npt
 from pyroaring import BitMap
 
 from planner.jobs import JobSpec
 from planner.offset_map import KeyHasher, OffsetMap, SkimpyOffsetMap
-from planner.retain import should_retain
+from planner.retain import retain_mask
 from planner.stats import JobOutcome, JobStats
 from planner.streams import ForwardReader
 from storage import fileformat, records
@@ -61,12 +63,15 @@ from storage.metadata.base import (
     NewFile,
 )
 from storage.objectstore.base import ObjectStore
+from storage.record_columns import scan_columns
 from storage.topic_config import TopicConfig
 
 log = logging.getLogger("strata.job")
 
 MiB = 1024 * 1024
-# Pass 1 hashes and inserts keys in groups of this many (vectorised map inserts, bounded memory).
+I64 = npt.NDArray[np.int64]
+U64 = npt.NDArray[np.uint64]
+# Pass 1 inserts keys in groups of this many (one C loop per group, bounded memory).
 PASS1_BATCH = 16_384
 
 
@@ -357,25 +362,30 @@ class JobRun:
                     continue
                 data = self._read(self.pass1, fc)
                 self.stats.pass1_bytes += len(data)
-                # Only (key, offset) pairs are kept, PASS1_BATCH at a time: pass 1's memory beyond the
-                # map stays small whatever the chunk size.
-                keys: list[bytes] = []
-                key_offsets: list[int] = []
+                # Only hashes and offsets are kept, PASS1_BATCH at a time: pass 1's memory beyond the map
+                # stays small whatever the chunk size.
+                h1: list[U64] = []
+                h2: list[U64] = []
+                key_offsets: list[I64] = []
+                pending = 0
                 last_seen = -1
                 for header, view in records.iter_batches(data, verify_crc=False):
-                    for span in records.scan_batch(bytes(view), header, chunk.base_offset):
-                        if span.offset < start:
-                            continue
-                        last_seen = span.offset
-                        if span.key is not None:
-                            keys.append(span.key)
-                            key_offsets.append(span.offset)
-                    if len(keys) >= PASS1_BATCH:
-                        full_at = self._put(keys, key_offsets)
+                    cols = scan_columns(view, header, chunk.base_offset, self.hasher.key_a, self.hasher.key_b)
+                    wanted = cols.offsets >= start
+                    if not wanted.any():
+                        continue
+                    last_seen = int(cols.offsets[-1])  # offsets increase within a batch
+                    keyed = wanted & cols.keyed
+                    h1.append(cols.h1[keyed])
+                    h2.append(cols.h2[keyed])
+                    key_offsets.append(cols.offsets[keyed])
+                    pending += int(keyed.sum())
+                    if pending >= PASS1_BATCH:
+                        full_at = self._put(h1, h2, key_offsets)
                         if full_at is not None:
                             return full_at
-                        keys, key_offsets = [], []
-                full_at = self._put(keys, key_offsets)
+                        h1, h2, key_offsets, pending = [], [], [], 0
+                full_at = self._put(h1, h2, key_offsets)
                 if full_at is not None:
                     return full_at
                 if last_seen >= 0:
@@ -385,13 +395,16 @@ class JobRun:
             self.stats.map_utilization = max(self.stats.map_utilization, offset_map.utilization)
             self.stats.pass1_seconds += self.clock.monotonic() - started
 
-    def _put(self, keys: list[bytes], offsets: list[int]) -> int | None:
-        """Put keys in the map; if it fills, the last offset it covers (Kafka's partial cleaning)."""
-        stored = self.map.put_many(self.hasher.hash_many(keys), offsets)
-        if stored == len(keys):
+    def _put(self, h1: list[U64], h2: list[U64], offsets: list[I64]) -> int | None:
+        """Put key hashes in the map; if it fills, the last offset it covers (Kafka's partial cleaning)."""
+        if not offsets:
+            return None
+        all_offsets = np.concatenate(offsets)
+        stored = self.map.put_words(np.concatenate(h1), np.concatenate(h2), all_offsets)
+        if stored == len(all_offsets):
             return None
         self.stats.partial_partitions += 1
-        return offsets[stored] - 1  # everything before the first record that did not fit
+        return int(all_offsets[stored]) - 1  # everything before the first record that did not fit
 
     def _pass2(
         self,
@@ -407,7 +420,7 @@ class JobRun:
         dense = not dedup and all(_dense(fc.chunk) for fc in run) and _contiguous(run)
         piece = _Piece(run[0].chunk.base_offset)
         horizon = self.now_ms + (config.delete_retention_ms if config is not None else 0)
-        offset_map, hash_many = self.map, self.hasher.hash_many
+        offset_map, key_a, key_b = self.map, self.hasher.key_a, self.hasher.key_b
         for i, fc in enumerate(run):
             chunk = fc.chunk
             data = self._read(self.pass2, fc)
@@ -423,45 +436,47 @@ class JobRun:
                     records.set_base_offset(buf, position, relative_base)
                     piece.count += header.records_count
                     continue
-                batch = bytes(view)
-                spans = records.scan_batch(batch, header, chunk.base_offset)
-                kept = spans
+                cols = scan_columns(view, header, chunk.base_offset, key_a, key_b)
                 if dedup:
-                    batch_horizon = header.delete_horizon_ms
-                    found = iter(offset_map.get_many(hash_many([s.key for s in spans if s.key is not None])))
-                    kept = []
-                    for span in spans:
-                        latest = -1 if span.key is None else next(found)
-                        if should_retain(
-                            span.offset,
-                            span.key is not None,
-                            span.tombstone,
-                            latest,
-                            map_end,
-                            batch_horizon,
-                            self.now_ms,
-                            can_drop_tombstones,
-                        ):
-                            kept.append(span)
-                        elif span.tombstone and latest <= span.offset:
-                            self.stats.tombstones_removed += 1
-                if not kept:
+                    latest = np.full(len(cols.offsets), -1, dtype=np.int64)
+                    latest[cols.keyed] = offset_map.get_words(cols.h1[cols.keyed], cols.h2[cols.keyed])
+                    keep = retain_mask(
+                        cols.offsets,
+                        cols.keyed,
+                        cols.tombstone,
+                        latest,
+                        map_end,
+                        header.delete_horizon_ms,
+                        self.now_ms,
+                        can_drop_tombstones,
+                    )
+                    # Tombstones removed with no later record of their key: dropped at their horizon.
+                    self.stats.tombstones_removed += int(
+                        (~keep & cols.tombstone & (latest <= cols.offsets)).sum()
+                    )
+                else:
+                    keep = np.ones(len(cols.offsets), dtype=np.bool_)
+                if not keep.any():
                     continue
+                kept_offsets = cols.offsets[keep]
+                kept_timestamps = cols.timestamps[keep]
                 new_horizon = None
-                if dedup and header.delete_horizon_ms is None and any(s.tombstone for s in kept):
+                if dedup and header.delete_horizon_ms is None and bool(cols.tombstone[keep].any()):
                     new_horizon = horizon  # first time these tombstones are kept: start their clock
-                buf += records.filter_batch(
-                    batch,
+                buf += records.filter_ranges(
+                    view,
                     header,
-                    kept,
+                    kept_offsets.tolist(),
+                    int(kept_timestamps.max()),
+                    list(zip(cols.starts[keep].tolist(), cols.ends[keep].tolist(), strict=True)),
                     offset_base=chunk.base_offset,
                     base_offset=relative_base,
                     delete_horizon_ms=new_horizon,
                 )
-                piece.present.update(s.offset - piece.base for s in kept)
-                piece.count += len(kept)
-                piece.min_ts = min(piece.min_ts, *(s.timestamp for s in kept))
-                piece.max_ts = max(piece.max_ts, *(s.timestamp for s in kept))
+                piece.present.update((kept_offsets - piece.base).tolist())
+                piece.count += len(kept_offsets)
+                piece.min_ts = min(piece.min_ts, int(kept_timestamps.min()))
+                piece.max_ts = max(piece.max_ts, int(kept_timestamps.max()))
             if dense:
                 piece.min_ts = min(piece.min_ts, chunk.min_timestamp)
                 piece.max_ts = max(piece.max_ts, chunk.max_timestamp)

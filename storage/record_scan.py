@@ -42,7 +42,7 @@ from storage.record_codec import (
 )
 from storage.record_encode import _assemble_batch, encode_batch_reference
 
-__all__ = ["RecordSpan", "filter_batch", "recompress_batch", "scan_batch_reference"]
+__all__ = ["RecordSpan", "filter_batch", "filter_ranges", "recompress_batch", "scan_batch_reference"]
 
 
 @dataclass(slots=True)
@@ -156,15 +156,40 @@ def filter_batch(
     (once per batch holding tombstones, on the first compaction that keeps them). The result has the
     batch's codec: a compressed batch's survivors are compressed again with it.
     """
-    if not kept:
+    return filter_ranges(
+        batch,
+        header,
+        [span.offset for span in kept],
+        max((span.timestamp for span in kept), default=0),
+        [(span.start, span.end) for span in kept],
+        offset_base=offset_base,
+        base_offset=base_offset,
+        delete_horizon_ms=delete_horizon_ms,
+    )
+
+
+def filter_ranges(
+    batch: bytes | memoryview,
+    header: BatchHeader,
+    offsets: Sequence[int],
+    max_timestamp: int,
+    ranges: Sequence[tuple[int, int]],
+    *,
+    offset_base: int,
+    base_offset: int,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """``filter_batch`` given the kept records' offsets, their largest timestamp and their byte ranges
+    in the expanded batch (``start``/``end`` of their spans), for callers that scanned into columns."""
+    if not offsets:
         raise ValueError("a record batch needs at least one record")
     codec = header.attributes & _COMPRESSION_MASK
     if delete_horizon_ms is not None and header.delete_horizon_ms != delete_horizon_ms:
-        wanted = {span.offset for span in kept}
+        wanted = set(offsets)
         shift = base_offset - (offset_base + header.base_offset)
         records = [
             Record(r.offset + shift, r.timestamp, r.key, r.value, r.headers)
-            for r in _decode_batch(batch, 0, header, offset_base)
+            for r in _decode_batch(bytes(batch), 0, header, offset_base)
             if r.offset in wanted
         ]
         return encode_batch_reference(
@@ -174,7 +199,7 @@ def filter_batch(
             last_offset_delta=header.last_offset_delta,
             codec=codec,
         )
-    if codec and len(kept) == header.records_count:
+    if codec and len(offsets) == header.records_count:
         # Nothing removed: the stored bytes are the answer. Compressing again would cost CPU and could
         # change them. baseOffset is outside the CRC.
         out = bytearray(batch)
@@ -185,13 +210,13 @@ def filter_batch(
         header.attributes,
         header.last_offset_delta,
         header.base_timestamp,
-        max(span.timestamp for span in kept),
+        max_timestamp,
         header.producer_id,
         header.producer_epoch,
         header.base_sequence,
-        len(kept),
+        len(offsets),
     )
-    return _assemble_batch(base_offset, covered, b"".join(expanded[span.start : span.end] for span in kept))
+    return _assemble_batch(base_offset, covered, b"".join(expanded[start:end] for start, end in ranges))
 
 
 def recompress_batch(batch: bytes | memoryview, header: BatchHeader, codec: int) -> bytes:

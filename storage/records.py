@@ -31,7 +31,7 @@ from storage.record_codec import (
 )
 from storage.record_compiled import decode_records, encode_batch, scan_batch
 from storage.record_encode import set_base_offset
-from storage.record_scan import RecordSpan, filter_batch, recompress_batch
+from storage.record_scan import RecordSpan, filter_batch, filter_ranges, recompress_batch
 
 __all__ = [
     "DELETE_HORIZON_FLAG",
@@ -47,6 +47,7 @@ __all__ = [
     "decode_records",
     "encode_batch",
     "filter_batch",
+    "filter_ranges",
     "iter_batches",
     "read_header",
     "recompress_batch",

@@ -10,11 +10,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner.jobs import JOB_CLEAN, JOB_MERGE, InputFile, JobSpec
 from planner.planner import Planner, PlannerConfig, _due, _overdue_ms, _ratio
-from planner.retain import should_retain
+from planner.retain import retain_mask, should_retain
 from planner.retention import Retention
 from storage.clock import ManualClock
 from storage.metadata import open_metadata_store
@@ -361,3 +364,41 @@ def test_should_retain(
     kept: bool,
 ) -> None:
     assert should_retain(offset, key, tombstone, latest, map_end, horizon, NOW, drop_ok) is kept
+
+
+_record = st.tuples(st.integers(0, 40), st.booleans(), st.booleans(), st.integers(-1, 40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_record, max_size=30),
+    st.integers(-1, 40),
+    st.none() | st.sampled_from([NOW - 1, NOW, NOW + 1]),
+    st.booleans(),
+)
+def test_retain_mask_is_should_retain_per_record(
+    rows: list[tuple[int, bool, bool, int]], map_end: int, horizon: int | None, drop_ok: bool
+) -> None:
+    offsets, keyed, tombstone, latest = (
+        (np.array(column) for column in zip(*rows, strict=True))
+        if rows
+        else (
+            np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=np.bool_),
+            np.zeros(0, dtype=np.bool_),
+            np.zeros(0, dtype=np.int64),
+        )
+    )
+    mask = retain_mask(
+        offsets.astype(np.int64),
+        keyed.astype(np.bool_),
+        tombstone.astype(np.bool_),
+        latest.astype(np.int64),
+        map_end,
+        horizon,
+        NOW,
+        drop_ok,
+    )
+    assert mask.tolist() == [
+        should_retain(o, k, t, la, map_end, horizon, NOW, drop_ok) for o, k, t, la in rows
+    ]

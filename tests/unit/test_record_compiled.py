@@ -1,6 +1,7 @@
 """The compiled codec (storage/record_compiled.py) against the pure-Python reference.
 
-Encode gives the same bytes; decode and compaction's scan give the same records and spans; every malformed
+Encode gives the same bytes; decode and compaction's scans (record spans, and the C column scan of
+storage/record_columns.py) give the same records and spans; every malformed
 input gives the same error with the same message. Batches are built valid, then broken at the field level
 in the ways where aiokafka's reader is more lenient than the reference (negative lengths other than -1,
 longer varints, record attributes that are not a one-byte varint, varlongs past 64 bits), and at random.
@@ -18,9 +19,10 @@ from hypothesis import strategies as st
 
 from storage import compression, record_compiled
 from storage.errors import CodecError
-from storage.record_codec import decode_records_reference, read_header
+from storage.record_codec import BatchHeader, decode_records_reference, read_header
+from storage.record_columns import scan_columns, siphash24
 from storage.record_encode import encode_batch_reference
-from storage.record_scan import scan_batch_reference
+from storage.record_scan import RecordSpan, scan_batch_reference
 from storage.records import (
     RECORD_BATCH_OVERHEAD,
     Header,
@@ -58,7 +60,10 @@ def same_decode(data: bytes, *, offset_base: int = 0, verify_crc: bool = True) -
 
 
 def same_scan(batch: bytes, offset_base: int = 0) -> _Outcome | None:
-    """Scan outcomes of a one-batch buffer whose header reads (None when it does not)."""
+    """Scan outcomes of a one-batch buffer whose header reads (None when it does not).
+
+    The compiled scan and compaction's column scan (``storage/_keyscan.c``) must both match the reference.
+    """
     try:
         header = read_header(batch, 0, False)
     except CodecError:
@@ -66,7 +71,61 @@ def same_scan(batch: bytes, offset_base: int = 0) -> _Outcome | None:
     compiled = outcome(lambda: scan_batch(batch, header, offset_base))
     reference = outcome(lambda: scan_batch_reference(batch, header, offset_base))
     assert compiled == reference
+    columns = outcome(lambda: column_rows(batch, header, offset_base))
+    assert columns == expected_rows(reference), (columns, reference)
     return compiled
+
+
+_KEY_A, _KEY_B = bytes(range(16)), bytes(range(16, 32))
+
+
+def key_hash(key: bytes) -> bytes:
+    return siphash24(_KEY_A, key).to_bytes(8, "little") + siphash24(_KEY_B, key).to_bytes(8, "little")
+
+
+_INT64 = range(-(2**63), 2**63)
+
+
+def column_rows(batch: bytes, header: BatchHeader, offset_base: int) -> list[tuple[object, ...]]:
+    """``scan_columns``' answer as one row per record: offset, timestamp, key hash, tombstone, span."""
+    cols = scan_columns(batch, header, offset_base, _KEY_A, _KEY_B)
+    hashes = [
+        (int(a).to_bytes(8, "little") + int(b).to_bytes(8, "little")) if keyed else None
+        for a, b, keyed in zip(cols.h1, cols.h2, cols.keyed, strict=True)
+    ]
+    return list(
+        zip(
+            cols.offsets.tolist(),
+            cols.timestamps.tolist(),
+            hashes,
+            cols.tombstone.tolist(),
+            cols.starts.tolist(),
+            cols.ends.tolist(),
+            strict=True,
+        )
+    )
+
+
+def expected_rows(reference: _Outcome) -> _Outcome:
+    """What ``column_rows`` must give for the reference scan's outcome: its spans with keys hashed, or its
+    error; a record whose offset or timestamp needs more than 64 bits is the column scan's own refusal."""
+    kind, value = reference
+    if kind != "ok":
+        return reference
+    assert isinstance(value, list)
+    spans: list[RecordSpan] = value
+    for span in spans:
+        if span.timestamp not in _INT64:
+            return ("CodecError", "record timestamp is outside 64 bits")
+        if span.offset not in _INT64:
+            return ("CodecError", "record offset is outside 64 bits")
+    return (
+        "ok",
+        [
+            (s.offset, s.timestamp, None if s.key is None else key_hash(s.key), s.tombstone, s.start, s.end)
+            for s in spans
+        ],
+    )
 
 
 def same_encode(records: list[Record], base_offset: int = 0, **options: int | None) -> _Outcome:
