@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from agents.buffer import PendingFlush, PendingRequest, ProduceBuffer, ProduceRequest, Reservation
 from agents.cache import ObjectCache
 from agents.encode import ProduceRecord, RequestEncoder
-from agents.fetch import Fetcher, FetchResult
+from agents.fetch import ChunksResult, Fetcher, FetchResult
 from agents.flusher import Flusher
 from agents.group_coordinator import GroupCoordinator
 from agents.group_state import GroupLimits
@@ -396,3 +396,9 @@ class Agent:
         self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int
     ) -> FetchResult:
         return await self.fetcher.fetch(topic, partition, offset, max_bytes, max_wait_ms)
+
+    async def fetch_chunks(
+        self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int
+    ) -> ChunksResult:
+        """``fetch`` without decoding (see ``agents.fetch.ChunksResult``)."""
+        return await self.fetcher.fetch_chunks(topic, partition, offset, max_bytes, max_wait_ms)

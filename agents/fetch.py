@@ -71,6 +71,19 @@ class FetchResult:
     log_start_offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class ChunksResult:
+    """What a fetch from ``offset`` reads, not yet decoded: the chunks (rows and bytes, CRCs unchecked) in
+    offset order. ``decode_fetch`` turns it into the ``FetchResult`` that ``Fetcher.fetch`` returns; a
+    front door may instead render the answer straight from the bytes, with the same rules."""
+
+    chunks: list[tuple[ChunkRow, memoryview]]
+    offset: int
+    max_bytes: int
+    high_watermark: int
+    log_start_offset: int
+
+
 def plan_reads(chunks: list[ChunkRow]) -> list[tuple[str, int, int, list[ChunkRow]]]:
     """Group chunks into ranged GETs: (object_key, start, end, chunks), merging near ranges per object."""
     reads: list[tuple[str, int, int, list[ChunkRow]]] = []
@@ -111,17 +124,29 @@ class Fetcher:
     async def fetch(
         self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int
     ) -> FetchResult:
+        return decode_fetch(await self.fetch_chunks(topic, partition, offset, max_bytes, max_wait_ms))
+
+    async def fetch_chunks(
+        self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int
+    ) -> ChunksResult:
+        """``fetch`` up to its reads: long-polls as ``fetch`` does and returns the chunks undecoded."""
         state = await asyncio.to_thread(self.metadata.partition_state, topic, partition)
         _check_range(state, offset)
         deadline = self.clock.monotonic() + max_wait_ms / 1000
         while offset >= state.high_watermark:
             remaining = deadline - self.clock.monotonic()
             if remaining <= 0:
-                return FetchResult([], offset, state.high_watermark, state.log_start_offset)
+                return ChunksResult([], offset, max_bytes, state.high_watermark, state.log_start_offset)
             await self.watch.wait(topic, partition, min(remaining, POLL_INTERVAL_S))
             state = await asyncio.to_thread(self.metadata.partition_state, topic, partition)
             _check_range(state, offset)
-        return await self._read(state, offset, max_bytes)
+        try:
+            return await self._read_once(state, offset, max_bytes)
+        except ObjectNotFound:
+            # Compaction may have replaced these chunks and GC deleted their file between our lookup and
+            # our GET (only possible past the GC grace period). The new chunk rows point at live files.
+            log.info("a file vanished under a fetch of %s/%d; looking up again", state.topic, state.partition)
+            return await self._read_once(state, offset, max_bytes)
 
     async def state(self, topic: str, partition: int) -> PartitionState:
         return await asyncio.to_thread(self.metadata.partition_state, topic, partition)
@@ -220,6 +245,24 @@ class Fetcher:
             spent += costs[key]
         return admitted
 
+    def _admit_one_partition(self, chunks: list[ChunkRow]) -> set[str]:
+        """The files a one-partition fetch may read: while its first chunk's file is cached, only cached
+        files (and files read by range); else, as a multi-partition fetch, the oldest uncached ones up to
+        half the cache.
+
+        One partition's megabytes span dozens of flush files, each read whole and shared with the
+        consumers of the other partitions, which must come for a file before the cache lets it go. Left
+        to read as far as its max_bytes, each fetch pulled in dozens of files, the consumers of different
+        partitions drifted apart and the cache could not hold what they shared: measured, a catch-up of
+        32 partitions over HTTP read every file 6-12 times. Now the fetch that finds its next file
+        missing reads a few, and the fetches of the other partitions are served from them until they too
+        reach a missing file: the consumers move through the log together and each file is read once.
+        """
+        first = chunks[0] if chunks else None
+        if first is None or not (self._read_whole(first) and self.cache.has_file(first.object_key)):
+            return self._admit_files(chunks)
+        return {c.object_key for c in chunks if not self._read_whole(c) or self.cache.has_file(c.object_key)}
+
     async def _lookup(self, read: BatchRead) -> tuple[PartitionState, list[ChunkRow]] | StrataError:
         try:
             state = await self.state(read.topic, read.partition)
@@ -283,41 +326,16 @@ class Fetcher:
                 found = (record.offset, record.timestamp)
         return found
 
-    async def _read(self, state: PartitionState, offset: int, max_bytes: int) -> FetchResult:
-        try:
-            return await self._read_once(state, offset, max_bytes)
-        except ObjectNotFound:
-            # Compaction may have replaced these chunks and GC deleted their file between our lookup and
-            # our GET (only possible past the GC grace period). The new chunk rows point at live files.
-            log.info("a file vanished under a fetch of %s/%d; looking up again", state.topic, state.partition)
-            return await self._read_once(state, offset, max_bytes)
-
-    async def _read_once(self, state: PartitionState, offset: int, max_bytes: int) -> FetchResult:
+    async def _read_once(self, state: PartitionState, offset: int, max_bytes: int) -> ChunksResult:
         chunks = await asyncio.to_thread(
             self.metadata.find_chunks, state.topic, state.partition, offset, MAX_CHUNKS_PER_FETCH
         )
         selected = _select(chunks, state.high_watermark, max_bytes)
-        out: list[records.Record] = []
-        size = 0
-        next_offset = offset
-        for chunk, data in await self._load(selected):
-            for record in _decode_chunk(chunk, data):
-                if record.offset < offset:
-                    continue
-                record_size = _record_size(record)
-                if out and size + record_size > max_bytes:
-                    return FetchResult(out, next_offset, state.high_watermark, state.log_start_offset)
-                out.append(record)
-                size += record_size
-                next_offset = record.offset + 1
-            # Offsets up to the chunk's last offset are consumed even if compaction removed them.
-            next_offset = max(next_offset, chunk.last_offset + 1)
-        if not selected:
-            # No chunk at or after ``offset`` below the high watermark: everything up to it was removed.
-            next_offset = max(offset, state.high_watermark)
-        return FetchResult(out, next_offset, state.high_watermark, state.log_start_offset)
+        selected = _within(selected, self._admit_one_partition(selected)) or selected[:1]
+        loaded = await self._load(selected)
+        return ChunksResult(loaded, offset, max_bytes, state.high_watermark, state.log_start_offset)
 
-    async def _load(self, chunks: list[ChunkRow]) -> list[tuple[ChunkRow, bytes]]:
+    async def _load(self, chunks: list[ChunkRow]) -> list[tuple[ChunkRow, memoryview]]:
         # (key, offset of the bytes read within the object, GET range or whole file, chunks)
         reads = [
             (key, 0, None, members) if self._read_whole(members[0]) else (key, start, end, members)
@@ -329,10 +347,13 @@ class Fetcher:
                 for key, start, end, members in reads
             )
         )
-        loaded: dict[int, bytes] = {}
+        loaded: dict[int, memoryview] = {}
         for (_, base, _, members), data in zip(reads, datas, strict=True):
+            # Views, not copies: the read (a whole file, usually) is cached and shared anyway, and a copy
+            # of every chunk was a fresh allocation per fetch.
+            view = memoryview(data)
             for chunk in members:
-                loaded[chunk.chunk_id] = data[chunk.position - base : chunk.position - base + chunk.length]
+                loaded[chunk.chunk_id] = view[chunk.position - base : chunk.position - base + chunk.length]
         return [(chunk, loaded[chunk.chunk_id]) for chunk in chunks]
 
     def _read_whole(self, chunk: ChunkRow) -> bool:
@@ -385,12 +406,38 @@ class Fetcher:
         return data
 
 
-def _patched_batches(loaded: list[tuple[ChunkRow, bytes]], offset: int, max_bytes: int) -> bytes:
+def decode_fetch(result: ChunksResult) -> FetchResult:
+    """The records a fetch answers: from the first existing offset >= ``result.offset``, whole records up
+    to ``max_bytes`` (``record_size`` each; at least one), and the offset to fetch next, past any offsets
+    compaction removed at the end of the chunks read."""
+    out: list[records.Record] = []
+    size = 0
+    offset = result.offset
+    next_offset = offset
+    for chunk, data in result.chunks:
+        for record in _decode_chunk(chunk, data):
+            if record.offset < offset:
+                continue
+            size_of = record_size(record)
+            if out and size + size_of > result.max_bytes:
+                return FetchResult(out, next_offset, result.high_watermark, result.log_start_offset)
+            out.append(record)
+            size += size_of
+            next_offset = record.offset + 1
+        # Offsets up to the chunk's last offset are consumed even if compaction removed them.
+        next_offset = max(next_offset, chunk.last_offset + 1)
+    if not result.chunks:
+        # No chunk at or after ``offset`` below the high watermark: everything up to it was removed.
+        next_offset = max(offset, result.high_watermark)
+    return FetchResult(out, next_offset, result.high_watermark, result.log_start_offset)
+
+
+def _patched_batches(loaded: list[tuple[ChunkRow, memoryview]], offset: int, max_bytes: int) -> bytes:
     """The chunks' batches from the one holding ``offset`` on, with absolute base offsets, up to max_bytes
     (at least one batch)."""
     out = bytearray()
     for chunk, data in loaded:
-        _verify(chunk, data)
+        verify(chunk, data)
         for header, batch in records.iter_batches(data, verify_crc=False):  # the chunk CRC covered it
             base = chunk.base_offset + header.base_offset
             if base + header.last_offset_delta < offset:
@@ -434,15 +481,15 @@ def _check_range(state: PartitionState, offset: int) -> None:
         )
 
 
-def _decode_chunk(chunk: ChunkRow, data: bytes) -> list[records.Record]:
-    _verify(chunk, data)
+def _decode_chunk(chunk: ChunkRow, data: memoryview) -> list[records.Record]:
+    verify(chunk, data)
     try:
         return list(records.decode_records(data, offset_base=chunk.base_offset))
     except CodecError as exc:
         raise _corrupt(chunk, exc) from exc
 
 
-def _verify(chunk: ChunkRow, data: bytes) -> None:
+def verify(chunk: ChunkRow, data: bytes | memoryview) -> None:
     """The chunk CRC from the metadata row covers every byte of every batch in it."""
     try:
         fileformat.verify_chunk(data, chunk.crc, object_key=chunk.object_key)
@@ -467,7 +514,8 @@ def _corrupt(chunk: ChunkRow, exc: CodecError) -> CorruptObject:
     )
 
 
-def _record_size(record: records.Record) -> int:
+def record_size(record: records.Record) -> int:
+    """A record's share of a fetch's ``max_bytes``: its key, value and headers, plus 16."""
     size = 16 + len(record.key or b"") + len(record.value or b"")
     for header in record.headers:
         size += len(header.key) + len(header.value or b"")

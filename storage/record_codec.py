@@ -108,6 +108,7 @@ __all__ = [
     "check_framing",
     "count_records",
     "decode_records_reference",
+    "expand_records",
     "iter_batches",
     "read_header",
 ]
@@ -183,6 +184,11 @@ class BatchHeader(NamedTuple):
     def delete_horizon_ms(self) -> int | None:
         """When the batch's tombstones may be removed, if a compaction already kept them once."""
         return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG else None
+
+    @property
+    def append_time(self) -> int | None:
+        """Every record's timestamp when the batch's are LogAppendTime (its maxTimestamp), else None."""
+        return self.max_timestamp if self.attributes & _LOG_APPEND_TIME else None
 
 
 # --- decoding --------------------------------------------------------------------------------------------
@@ -355,6 +361,19 @@ def _expand_batch(data: bytes | memoryview, pos: int, header: BatchHeader) -> tu
         )
     header_bytes = bytes(memoryview(data)[pos : pos + RECORD_BATCH_OVERHEAD])
     return header_bytes + records, 0, RECORD_BATCH_OVERHEAD + len(records)
+
+
+def expand_records(batch: bytes | memoryview, header: BatchHeader) -> tuple[bytes | memoryview, int, int]:
+    """One whole batch's records, decompressed if need be: (buffer, first record's position, end).
+
+    For readers of records outside this module (compaction's column scan, HTTP's JSON rendering). An
+    uncompressed batch is returned as given (no copy); decompression is bounded as everywhere
+    (``CodecError`` past the bound or on a corrupt stream).
+    """
+    if not header.attributes & _COMPRESSION_MASK:
+        return batch, RECORD_BATCH_OVERHEAD, header.size
+    data, pos, end = _expand_batch(batch, 0, header)
+    return data, pos + RECORD_BATCH_OVERHEAD, end
 
 
 def check_framing(batch: bytes | memoryview, header: BatchHeader) -> None:

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from storage._keyscan import scan_records, siphash24
 from storage.errors import CodecError
-from storage.record_codec import _LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, BatchHeader, _expand_batch
+from storage.record_codec import BatchHeader, expand_records
 
 __all__ = ["SIPHASH_KEY_SIZE", "RecordColumns", "scan_columns", "siphash24"]
 
@@ -54,17 +54,16 @@ def scan_columns(
     their keys hashed with SipHash-2-4 under ``key_a`` (h1) and ``key_b`` (h2), 16 bytes each."""
     if len(batch) != header.size:
         raise CodecError(f"batch is {len(batch)} bytes, its header says {header.size}")
-    expanded, pos, end = _expand_batch(batch, 0, header)
-    append_time = header.max_timestamp if header.attributes & _LOG_APPEND_TIME else None
+    expanded, pos, end = expand_records(batch, header)
     result = scan_records(
         expanded,
-        pos + RECORD_BATCH_OVERHEAD,
+        pos,
         end,
         header.records_count,
         offset_base,
         header.base_offset,
         header.base_timestamp,
-        append_time,
+        header.append_time,
         header.last_offset_delta,
         key_a,
         key_b,

@@ -26,6 +26,7 @@ from storage.record_codec import (
     Record,
     check_framing,
     count_records,
+    expand_records,
     iter_batches,
     read_header,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "count_records",
     "decode_records",
     "encode_batch",
+    "expand_records",
     "filter_batch",
     "filter_ranges",
     "iter_batches",

@@ -11,14 +11,17 @@ import asyncio
 import re
 from typing import Annotated
 
+import orjson
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response
 
 from agents.buffer import Reservation
+from agents.fetch import decode_fetch
 from agents.principals import Op, Resource
 from api import authz, models
 from api.middleware import RESERVATION
 from api.produce_body import parse_produce_body
+from api.record_json import render_records
 from api.responses import JSONBytes
 from api.routes.common import ERRORS, MiB, PartitionPath, RuntimeDep, TopicPath, topic_name
 from api.runtime import Runtime
@@ -107,20 +110,32 @@ async def fetch(
     try:
         # A negative offset is out of range like any other: the fetcher checks it against the
         # partition's log start and high watermark and raises 41601 with the valid range.
-        result = await runtime.agent.fetch(name, partition, offset, max_bytes, max_wait_ms)
-        payload = {
-            "records": [models.record_out(r, encoding) for r in result.records],
-            "next_offset": result.next_offset,
-            "high_watermark": result.high_watermark,
-            "log_start_offset": result.log_start_offset,
-        }
+        result = await runtime.agent.fetch_chunks(name, partition, offset, max_bytes, max_wait_ms)
+        body = bytearray(b'{"records":')
+        rendered = render_records(result, encoding == "base64", body)
+        if rendered is None:
+            # The reference path: decodes every record and raises the precise error (CorruptObject,
+            # NotAcceptable) where the compiled renderer declined.
+            fetched = decode_fetch(result)
+            body = bytearray(b'{"records":')
+            body += orjson.dumps([models.record_out(r, encoding) for r in fetched.records])
+            rendered = (len(fetched.records), fetched.next_offset)
     except StrataError as exc:
         runtime.metrics.fetch_requests.labels(str(exc.code)).inc()
         raise
+    count, next_offset = rendered
     runtime.metrics.fetch_requests.labels("ok").inc()
-    runtime.metrics.fetch_records.inc(len(result.records))
+    runtime.metrics.fetch_records.inc(count)
     runtime.metrics.fetch_latency.observe(runtime.clock.monotonic() - started)
-    return JSONBytes(payload)
+    body += b","
+    body += orjson.dumps(
+        {
+            "next_offset": next_offset,
+            "high_watermark": result.high_watermark,
+            "log_start_offset": result.log_start_offset,
+        }
+    )[1:]  # {"records":[...],"next_offset":...}: the object's other fields after the records array
+    return Response(memoryview(body), media_type="application/json")
 
 
 @router.get(

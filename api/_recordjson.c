@@ -1,0 +1,485 @@
+/* api._recordjson: the records of an HTTP fetch answer rendered as JSON in C, straight from stored batches.
+
+Why native code: building a Record and then a dict per record, encoding each key and value and handing
+the lot to orjson cost the agent ~16 ms of CPU per MiB served over HTTP (py-spy, docs/benchmarks.md), ten
+times what a Kafka fetch of the same bytes costs. orjson serialises Python objects fast, but creating
+those objects was the cost; no library renders RecordBatch v2 records as JSON. This loop reads one batch's
+records and writes their JSON objects with no Python object per record.
+
+It is a fast path, never the authority. Input is one batch's records in their expanded form (after
+decompression, as storage/record_codec.py's _expand_batch gives them; the byte layout is documented at the
+top of that module). Whenever the bytes are anything but plainly valid (a check of the reference decoder
+fails, a header name or, for utf8, a key or value is not valid UTF-8, a timestamp leaves 64 bits) the call
+returns None and the caller answers through the reference path (decode, then api/models.py record_out),
+which raises the precise error. Every record of the batch is checked, also those after the answer's
+max_bytes cut.
+
+Each record becomes {"offset":N,"key":K,"value":V,"headers":[{"name":S,"value":V}...],"timestamp":T},
+K and V null or a JSON string of the bytes as UTF-8 text (utf8) or standard base64 with padding (base64):
+what record_out and orjson produce, up to JSON's freedom in escaping. A record's size for max_bytes is
+agents/fetch.py's _record_size: 16 + key bytes + value bytes + header names (characters) + header values.
+*/
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The caller's bytearray, written in place: its bytes up to `len` are the answer so far, written into its
+   allocation (capacity `cap`) and grown by doubling; its size is set to len when the call returns. One
+   buffer for a whole answer, so a multi-MiB answer is not built from pieces joined (each a fresh
+   allocation) and copied again. Writing within the allocation, not resizing per call, matters: measured,
+   a resize up and down per batch cost an mremap of the whole answer each time (46,689 in 5 s). */
+typedef struct {
+    PyObject *array;
+    char *data;
+    Py_ssize_t len, cap;
+} Out;
+
+/* Bytes writable from the bytearray's start: its allocation less what precedes the start (after
+   deletions at the front) and the trailing NUL CPython keeps. */
+static Py_ssize_t capacity(PyObject *array) {
+    PyByteArrayObject *a = (PyByteArrayObject *)array;
+    return a->ob_alloc ? a->ob_alloc - (a->ob_start - a->ob_bytes) - 1 : 0;
+}
+
+static int grow(Out *out, Py_ssize_t extra) {
+    if (out->len + extra <= out->cap)
+        return 0;
+    Py_ssize_t cap = out->cap < 4096 ? 4096 : out->cap;
+    while (cap < out->len + extra)
+        cap *= 2;
+    if (PyByteArray_Resize(out->array, cap) < 0)
+        return -1;
+    out->data = PyByteArray_AS_STRING(out->array);
+    out->cap = capacity(out->array);
+    return 0;
+}
+
+static inline void put(Out *out, const char *s, Py_ssize_t n) {
+    memcpy(out->data + out->len, s, n);
+    out->len += n;
+}
+
+#define PUTS(out, s) put((out), (s), (Py_ssize_t)sizeof(s) - 1)
+
+/* ---- reading: the reference decoder's rules, as a yes/no -------------------------------------------- */
+
+typedef struct {
+    const uint8_t *buf;
+    Py_ssize_t pos, end;
+} Reader;
+
+/* A varint of at most max_bits bits (storage/record_codec.py's _varint_tail), unsigned; 0 on success. */
+static int varint(Reader *r, Py_ssize_t limit, int max_bits, uint64_t *out) {
+    uint64_t value = 0;
+    for (int shift = 0;; shift += 7) {
+        if (r->pos >= limit || shift >= max_bits)
+            return -1;
+        uint64_t b = r->buf[r->pos++];
+        if (shift == 63 && b > 1)
+            return -1;
+        value |= (b & 0x7F) << shift;
+        if (b < 0x80)
+            break;
+    }
+    if (max_bits < 64 && (value >> max_bits))
+        return -1;
+    *out = value;
+    return 0;
+}
+
+static inline int64_t zigzag(uint64_t n) { return (int64_t)((n >> 1) ^ (~(n & 1) + 1)); }
+
+/* Whether s[0..n) is UTF-8 exactly as Python's strict decoder accepts it; counts its characters. */
+static int utf8(const uint8_t *s, Py_ssize_t n, Py_ssize_t *chars) {
+    Py_ssize_t i = 0, count = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        count++;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int extra;
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF)
+            extra = 1;
+        else if (c == 0xE0) {
+            extra = 2;
+            lo = 0xA0;
+        } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF)
+            extra = 2;
+        else if (c == 0xED) {
+            extra = 2;
+            hi = 0x9F; /* no surrogates */
+        } else if (c == 0xF0) {
+            extra = 3;
+            lo = 0x90;
+        } else if (c >= 0xF1 && c <= 0xF3)
+            extra = 3;
+        else if (c == 0xF4) {
+            extra = 3;
+            hi = 0x8F; /* nothing past U+10FFFF */
+        } else
+            return -1;
+        if (i + extra >= n) /* the last continuation byte is s[i + extra] */
+            return -1;
+        if (s[i + 1] < lo || s[i + 1] > hi)
+            return -1;
+        for (int k = 2; k <= extra; k++)
+            if ((s[i + k] & 0xC0) != 0x80)
+                return -1;
+        i += extra + 1;
+    }
+    *chars = count;
+    return 0;
+}
+
+/* ---- writing --------------------------------------------------------------------------------------- */
+
+static const char HEX[] = "0123456789abcdef";
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* A JSON string of valid UTF-8 text: quotes, backslashes and control characters escaped. */
+static int json_text(Out *out, const uint8_t *s, Py_ssize_t n) {
+    if (grow(out, 6 * n + 2) < 0)
+        return -1;
+    char *p = out->data + out->len;
+    *p++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint8_t c = s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *p++ = (char)c;
+            continue;
+        }
+        *p++ = '\\';
+        switch (c) {
+        case '"': *p++ = '"'; break;
+        case '\\': *p++ = '\\'; break;
+        case '\b': *p++ = 'b'; break;
+        case '\f': *p++ = 'f'; break;
+        case '\n': *p++ = 'n'; break;
+        case '\r': *p++ = 'r'; break;
+        case '\t': *p++ = 't'; break;
+        default:
+            *p++ = 'u';
+            *p++ = '0';
+            *p++ = '0';
+            *p++ = HEX[c >> 4];
+            *p++ = HEX[c & 15];
+        }
+    }
+    *p++ = '"';
+    out->len = p - out->data;
+    return 0;
+}
+
+static int json_base64(Out *out, const uint8_t *s, Py_ssize_t n) {
+    if (grow(out, 4 * ((n + 2) / 3) + 2) < 0)
+        return -1;
+    char *p = out->data + out->len;
+    *p++ = '"';
+    Py_ssize_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) | s[i + 2];
+        *p++ = B64[v >> 18];
+        *p++ = B64[(v >> 12) & 63];
+        *p++ = B64[(v >> 6) & 63];
+        *p++ = B64[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)s[i] << 16;
+        *p++ = B64[v >> 18];
+        *p++ = B64[(v >> 12) & 63];
+        *p++ = '=';
+        *p++ = '=';
+    } else if (n - i == 2) {
+        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8);
+        *p++ = B64[v >> 18];
+        *p++ = B64[(v >> 12) & 63];
+        *p++ = B64[(v >> 6) & 63];
+        *p++ = '=';
+    }
+    *p++ = '"';
+    out->len = p - out->data;
+    return 0;
+}
+
+/* Key, value or header value: null, or a string in the requested encoding (-2: not UTF-8 text). */
+static int json_bytes(Out *out, const uint8_t *s, Py_ssize_t n, int base64) {
+    if (n < 0) {
+        if (grow(out, 4) < 0)
+            return -1;
+        PUTS(out, "null");
+        return 0;
+    }
+    if (base64)
+        return json_base64(out, s, n);
+    Py_ssize_t chars;
+    if (utf8(s, n, &chars) < 0)
+        return -2;
+    return json_text(out, s, n);
+}
+
+/* ---- one batch ------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int64_t first_offset, base_timestamp, append_time, last_delta, start_offset;
+    int log_append_time, base64;
+    Py_ssize_t count;
+} Batch;
+
+typedef struct {
+    Py_ssize_t size, max_bytes, rendered;
+    int nonempty, stopped;
+    int64_t next_offset;
+} Progress;
+
+/* Field positions of one record; lengths are -1 for null. */
+typedef struct {
+    int64_t offset, timestamp;
+    const uint8_t *key, *value;
+    Py_ssize_t key_len, value_len, headers_at, headers, end;
+} Fields;
+
+static int read_record(Reader *r, const Batch *b, int64_t *previous, Fields *f) {
+    uint64_t n;
+    if (r->pos >= r->end || varint(r, r->end, 32, &n) < 0)
+        return -1;
+    Py_ssize_t record_end = r->pos + zigzag(n);
+    if (record_end > r->end || record_end - r->pos < 6)
+        return -1;
+    r->pos += 1; /* attributes */
+    if (varint(r, record_end, 64, &n) < 0)
+        return -1;
+    int64_t timestamp_delta = zigzag(n);
+    if (varint(r, record_end, 32, &n) < 0)
+        return -1;
+    int64_t offset_delta = zigzag(n);
+    if (offset_delta <= *previous || offset_delta > b->last_delta)
+        return -1;
+    *previous = offset_delta;
+    if (__builtin_add_overflow(b->first_offset, offset_delta, &f->offset))
+        return -1;
+    if (b->log_append_time)
+        f->timestamp = b->append_time;
+    else if (__builtin_add_overflow(b->base_timestamp, timestamp_delta, &f->timestamp))
+        return -1;
+    for (int field = 0; field < 2; field++) {
+        if (varint(r, record_end, 32, &n) < 0)
+            return -1;
+        int64_t length = zigzag(n);
+        if (length < -1 || r->pos + (length > 0 ? length : 0) > record_end)
+            return -1;
+        const uint8_t *at = r->buf + r->pos;
+        if (length > 0)
+            r->pos += length;
+        if (field == 0) {
+            f->key = at;
+            f->key_len = length;
+        } else {
+            f->value = at;
+            f->value_len = length;
+        }
+    }
+    if (varint(r, record_end, 32, &n) < 0)
+        return -1;
+    int64_t headers = zigzag(n);
+    if (headers < 0 || headers * 2 > record_end - r->pos)
+        return -1;
+    f->headers = headers;
+    f->headers_at = r->pos;
+    /* Check the headers now (names UTF-8, lengths in the record); they are written from headers_at. */
+    for (int64_t h = 0; h < headers; h++) {
+        if (varint(r, record_end, 32, &n) < 0)
+            return -1;
+        int64_t length = zigzag(n);
+        Py_ssize_t chars;
+        if (length < 0 || r->pos + length > record_end || utf8(r->buf + r->pos, length, &chars) < 0)
+            return -1;
+        r->pos += length;
+        if (varint(r, record_end, 32, &n) < 0)
+            return -1;
+        length = zigzag(n);
+        if (length < -1 || r->pos + (length > 0 ? length : 0) > record_end)
+            return -1;
+        if (length > 0)
+            r->pos += length;
+    }
+    if (r->pos != record_end)
+        return -1;
+    f->end = record_end;
+    return 0;
+}
+
+/* The record's JSON object (after a comma unless it is the answer's first). 0 on success, -1 out
+   of memory, -2 not renderable (the caller falls back). Its size for max_bytes goes to *size. */
+static int write_record(Out *out, const Reader *r, const Fields *f, int base64, int first, Py_ssize_t *size) {
+    char number[32];
+    Py_ssize_t total = 16 + (f->key_len > 0 ? f->key_len : 0) + (f->value_len > 0 ? f->value_len : 0);
+    if (grow(out, 64) < 0)
+        return -1;
+    if (!first)
+        PUTS(out, ",");
+    PUTS(out, "{\"offset\":");
+    put(out, number, snprintf(number, sizeof number, "%lld", (long long)f->offset));
+    PUTS(out, ",\"key\":");
+    int rc = json_bytes(out, f->key, f->key_len, base64);
+    if (rc < 0)
+        return rc;
+    if (grow(out, 16) < 0)
+        return -1;
+    PUTS(out, ",\"value\":");
+    rc = json_bytes(out, f->value, f->value_len, base64);
+    if (rc < 0)
+        return rc;
+    if (grow(out, 16) < 0)
+        return -1;
+    PUTS(out, ",\"headers\":[");
+    Reader h = {r->buf, f->headers_at, f->end};
+    uint64_t n;
+    for (Py_ssize_t i = 0; i < f->headers; i++) {
+        varint(&h, f->end, 32, &n); /* checked by read_record */
+        Py_ssize_t length = (Py_ssize_t)zigzag(n), chars;
+        const uint8_t *name = h.buf + h.pos;
+        utf8(name, length, &chars);
+        h.pos += length;
+        if (grow(out, 16) < 0)
+            return -1;
+        if (i)
+            PUTS(out, ",");
+        PUTS(out, "{\"name\":");
+        if (json_text(out, name, length) < 0)
+            return -1;
+        varint(&h, f->end, 32, &n);
+        length = (Py_ssize_t)zigzag(n);
+        if (grow(out, 16) < 0)
+            return -1;
+        PUTS(out, ",\"value\":");
+        rc = json_bytes(out, h.buf + h.pos, length, base64);
+        if (rc < 0)
+            return rc;
+        if (length > 0)
+            h.pos += length;
+        total += chars + (length > 0 ? length : 0);
+        if (grow(out, 1) < 0)
+            return -1;
+        PUTS(out, "}");
+    }
+    if (grow(out, 48) < 0)
+        return -1;
+    PUTS(out, "],\"timestamp\":");
+    put(out, number, snprintf(number, sizeof number, "%lld", (long long)f->timestamp));
+    PUTS(out, "}");
+    *size = total;
+    return 0;
+}
+
+/* Render the batch's records at or past start_offset while they fit (see render_batch's doc). 0 on
+   success, -1 out of memory, -2 not renderable. */
+static int render(Reader *r, const Batch *b, Progress *p, Out *out) {
+    int64_t previous = -1;
+    for (Py_ssize_t i = 0; i < b->count; i++) {
+        Fields f;
+        if (read_record(r, b, &previous, &f) < 0)
+            return -2;
+        r->pos = f.end;
+        if (p->stopped || f.offset < b->start_offset)
+            continue; /* still read: every record of the batch is checked */
+        Py_ssize_t mark = out->len, size;
+        int rc = write_record(out, r, &f, b->base64, !p->nonempty, &size);
+        if (rc < 0)
+            return rc;
+        if (p->nonempty && p->size + size > p->max_bytes) {
+            out->len = mark; /* agents/fetch.py: stop before the record that does not fit */
+            p->stopped = 1;
+            continue;
+        }
+        p->nonempty = 1;
+        p->size += size;
+        p->rendered++;
+        p->next_offset = f.offset + 1;
+    }
+    return r->pos == r->end ? 0 : -2;
+}
+
+PyDoc_STRVAR(render_batch_doc,
+"render_batch(out, buf, pos, end, count, first_offset, base_timestamp, append_time, last_delta,\n"
+"             start_offset, base64, size, max_bytes, nonempty)\n--\n\n"
+"Append to the bytearray ``out`` the JSON objects of the records of one batch (its records from ``pos``\n"
+"to ``end`` of ``buf``, ``count`` of them, offsets ``first_offset`` + offsetDelta) at or past\n"
+"``start_offset``, each after a comma unless it is the answer's first (``nonempty``: the answer holds a\n"
+"record), while they fit: a record is left out, and every later one, once the answer holds a record and\n"
+"``size`` plus its size exceeds ``max_bytes``. Returns (records, next offset after the last one\n"
+"rendered or -1, new size, nonempty, stopped), or None when the batch is not plainly valid (the caller\n"
+"answers through the reference path; ``out`` may then hold part of a record). A negative ``max_bytes``\n"
+"only checks the batch.");
+
+static PyObject *render_batch(PyObject *self, PyObject *args) {
+    PyObject *array, *append_obj;
+    Py_buffer view;
+    Py_ssize_t pos, end, count, size, max_bytes;
+    long long first_offset, base_timestamp, last_delta, start_offset;
+    int base64, nonempty;
+    if (!PyArg_ParseTuple(args, "O!y*nnnLLOLLpnnp", &PyByteArray_Type, &array, &view, &pos, &end, &count,
+                          &first_offset, &base_timestamp, &append_obj, &last_delta, &start_offset, &base64,
+                          &size, &max_bytes, &nonempty))
+        return NULL;
+    PyObject *result = NULL;
+    Out out = {array, PyByteArray_AS_STRING(array), PyByteArray_GET_SIZE(array), capacity(array)};
+    if (pos < 0 || end < pos || end > view.len || count < 0) {
+        PyErr_SetString(PyExc_ValueError, "pos, end and count must lie within the buffer");
+        goto done;
+    }
+    Batch b = {
+        .first_offset = first_offset,
+        .base_timestamp = base_timestamp,
+        .last_delta = last_delta,
+        .start_offset = start_offset,
+        .base64 = base64,
+        .count = count,
+    };
+    if (append_obj != Py_None) {
+        b.log_append_time = 1;
+        b.append_time = PyLong_AsLongLong(append_obj);
+        if (b.append_time == -1 && PyErr_Occurred())
+            goto done;
+    }
+    Reader r = {(const uint8_t *)view.buf, pos, end};
+    /* max_bytes < 0: check the batch only (the answer is already full; the reference decodes the rest of
+       the chunk, so its errors must still be found). */
+    Progress p = {.size = size, .max_bytes = max_bytes, .nonempty = nonempty, .stopped = max_bytes < 0,
+                  .next_offset = -1};
+    /* With the GIL held: the bytearray grows in place. */
+    int rc = render(&r, &b, &p, &out);
+    if (PyByteArray_Resize(array, out.len) < 0)
+        goto done;
+    if (rc == -1) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rc == -2) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    result = Py_BuildValue("nLnNN", p.rendered, (long long)p.next_offset, p.size, PyBool_FromLong(p.nonempty),
+                           PyBool_FromLong(p.stopped));
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"render_batch", render_batch, METH_VARARGS, render_batch_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "api._recordjson",
+    .m_doc = "HTTP fetch answers rendered as JSON in C (documented in api/_recordjson.c).",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__recordjson(void) { return PyModule_Create(&module); }

@@ -1,0 +1,24 @@
+"""Type stubs of the C extension ``api/_recordjson.c`` (documented there)."""
+
+from typing import Any, TypeAlias
+
+import numpy as np
+
+Buffer: TypeAlias = bytes | bytearray | memoryview | np.ndarray[Any, Any]
+
+def render_batch(
+    out: bytearray,
+    buf: Buffer,
+    pos: int,
+    end: int,
+    count: int,
+    first_offset: int,
+    base_timestamp: int,
+    append_time: int | None,
+    last_delta: int,
+    start_offset: int,
+    base64: bool,
+    size: int,
+    max_bytes: int,
+    nonempty: bool,
+) -> tuple[int, int, int, bool, bool] | None: ...
