@@ -24,116 +24,9 @@ agents/fetch.py's _record_size: 16 + key bytes + value bytes + header names (cha
 #include <stdint.h>
 #include <string.h>
 
-/* The caller's bytearray, written in place: its bytes up to `len` are the answer so far, written into its
-   allocation (capacity `cap`) and grown by doubling; its size is set to len when the call returns. One
-   buffer for a whole answer, so a multi-MiB answer is not built from pieces joined (each a fresh
-   allocation) and copied again. Writing within the allocation, not resizing per call, matters: measured,
-   a resize up and down per batch cost an mremap of the whole answer each time (46,689 in 5 s). */
-typedef struct {
-    PyObject *array;
-    char *data;
-    Py_ssize_t len, cap;
-} Out;
+#include "../storage/_growbuf.h"
+#include "../storage/_recordread.h"
 
-/* Bytes writable from the bytearray's start: its allocation less what precedes the start (after
-   deletions at the front) and the trailing NUL CPython keeps. */
-static Py_ssize_t capacity(PyObject *array) {
-    PyByteArrayObject *a = (PyByteArrayObject *)array;
-    return a->ob_alloc ? a->ob_alloc - (a->ob_start - a->ob_bytes) - 1 : 0;
-}
-
-static int grow(Out *out, Py_ssize_t extra) {
-    if (out->len + extra <= out->cap)
-        return 0;
-    Py_ssize_t cap = out->cap < 4096 ? 4096 : out->cap;
-    while (cap < out->len + extra)
-        cap *= 2;
-    if (PyByteArray_Resize(out->array, cap) < 0)
-        return -1;
-    out->data = PyByteArray_AS_STRING(out->array);
-    out->cap = capacity(out->array);
-    return 0;
-}
-
-static inline void put(Out *out, const char *s, Py_ssize_t n) {
-    memcpy(out->data + out->len, s, n);
-    out->len += n;
-}
-
-#define PUTS(out, s) put((out), (s), (Py_ssize_t)sizeof(s) - 1)
-
-/* ---- reading: the reference decoder's rules, as a yes/no -------------------------------------------- */
-
-typedef struct {
-    const uint8_t *buf;
-    Py_ssize_t pos, end;
-} Reader;
-
-/* A varint of at most max_bits bits (storage/record_codec.py's _varint_tail), unsigned; 0 on success. */
-static int varint(Reader *r, Py_ssize_t limit, int max_bits, uint64_t *out) {
-    uint64_t value = 0;
-    for (int shift = 0;; shift += 7) {
-        if (r->pos >= limit || shift >= max_bits)
-            return -1;
-        uint64_t b = r->buf[r->pos++];
-        if (shift == 63 && b > 1)
-            return -1;
-        value |= (b & 0x7F) << shift;
-        if (b < 0x80)
-            break;
-    }
-    if (max_bits < 64 && (value >> max_bits))
-        return -1;
-    *out = value;
-    return 0;
-}
-
-static inline int64_t zigzag(uint64_t n) { return (int64_t)((n >> 1) ^ (~(n & 1) + 1)); }
-
-/* Whether s[0..n) is UTF-8 exactly as Python's strict decoder accepts it; counts its characters. */
-static int utf8(const uint8_t *s, Py_ssize_t n, Py_ssize_t *chars) {
-    Py_ssize_t i = 0, count = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        count++;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        int extra;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF)
-            extra = 1;
-        else if (c == 0xE0) {
-            extra = 2;
-            lo = 0xA0;
-        } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF)
-            extra = 2;
-        else if (c == 0xED) {
-            extra = 2;
-            hi = 0x9F; /* no surrogates */
-        } else if (c == 0xF0) {
-            extra = 3;
-            lo = 0x90;
-        } else if (c >= 0xF1 && c <= 0xF3)
-            extra = 3;
-        else if (c == 0xF4) {
-            extra = 3;
-            hi = 0x8F; /* nothing past U+10FFFF */
-        } else
-            return -1;
-        if (i + extra >= n) /* the last continuation byte is s[i + extra] */
-            return -1;
-        if (s[i + 1] < lo || s[i + 1] > hi)
-            return -1;
-        for (int k = 2; k <= extra; k++)
-            if ((s[i + k] & 0xC0) != 0x80)
-                return -1;
-        i += extra + 1;
-    }
-    *chars = count;
-    return 0;
-}
 
 /* ---- writing --------------------------------------------------------------------------------------- */
 
@@ -222,10 +115,10 @@ static int json_bytes(Out *out, const uint8_t *s, Py_ssize_t n, int base64) {
 }
 
 /* ---- one batch ------------------------------------------------------------------------------------- */
-
 typedef struct {
-    int64_t first_offset, base_timestamp, append_time, last_delta, start_offset;
-    int log_append_time, base64;
+    BatchInfo info;
+    int64_t start_offset;
+    int base64;
     Py_ssize_t count;
 } Batch;
 
@@ -234,84 +127,6 @@ typedef struct {
     int nonempty, stopped;
     int64_t next_offset;
 } Progress;
-
-/* Field positions of one record; lengths are -1 for null. */
-typedef struct {
-    int64_t offset, timestamp;
-    const uint8_t *key, *value;
-    Py_ssize_t key_len, value_len, headers_at, headers, end;
-} Fields;
-
-static int read_record(Reader *r, const Batch *b, int64_t *previous, Fields *f) {
-    uint64_t n;
-    if (r->pos >= r->end || varint(r, r->end, 32, &n) < 0)
-        return -1;
-    Py_ssize_t record_end = r->pos + zigzag(n);
-    if (record_end > r->end || record_end - r->pos < 6)
-        return -1;
-    r->pos += 1; /* attributes */
-    if (varint(r, record_end, 64, &n) < 0)
-        return -1;
-    int64_t timestamp_delta = zigzag(n);
-    if (varint(r, record_end, 32, &n) < 0)
-        return -1;
-    int64_t offset_delta = zigzag(n);
-    if (offset_delta <= *previous || offset_delta > b->last_delta)
-        return -1;
-    *previous = offset_delta;
-    if (__builtin_add_overflow(b->first_offset, offset_delta, &f->offset))
-        return -1;
-    if (b->log_append_time)
-        f->timestamp = b->append_time;
-    else if (__builtin_add_overflow(b->base_timestamp, timestamp_delta, &f->timestamp))
-        return -1;
-    for (int field = 0; field < 2; field++) {
-        if (varint(r, record_end, 32, &n) < 0)
-            return -1;
-        int64_t length = zigzag(n);
-        if (length < -1 || r->pos + (length > 0 ? length : 0) > record_end)
-            return -1;
-        const uint8_t *at = r->buf + r->pos;
-        if (length > 0)
-            r->pos += length;
-        if (field == 0) {
-            f->key = at;
-            f->key_len = length;
-        } else {
-            f->value = at;
-            f->value_len = length;
-        }
-    }
-    if (varint(r, record_end, 32, &n) < 0)
-        return -1;
-    int64_t headers = zigzag(n);
-    if (headers < 0 || headers * 2 > record_end - r->pos)
-        return -1;
-    f->headers = headers;
-    f->headers_at = r->pos;
-    /* Check the headers now (names UTF-8, lengths in the record); they are written from headers_at. */
-    for (int64_t h = 0; h < headers; h++) {
-        if (varint(r, record_end, 32, &n) < 0)
-            return -1;
-        int64_t length = zigzag(n);
-        Py_ssize_t chars;
-        if (length < 0 || r->pos + length > record_end || utf8(r->buf + r->pos, length, &chars) < 0)
-            return -1;
-        r->pos += length;
-        if (varint(r, record_end, 32, &n) < 0)
-            return -1;
-        length = zigzag(n);
-        if (length < -1 || r->pos + (length > 0 ? length : 0) > record_end)
-            return -1;
-        if (length > 0)
-            r->pos += length;
-    }
-    if (r->pos != record_end)
-        return -1;
-    f->end = record_end;
-    return 0;
-}
-
 /* The record's JSON object (after a comma unless it is the answer's first). 0 on success, -1 out
    of memory, -2 not renderable (the caller falls back). Its size for max_bytes goes to *size. */
 static int write_record(Out *out, const Reader *r, const Fields *f, int base64, int first, Py_ssize_t *size) {
@@ -381,7 +196,7 @@ static int render(Reader *r, const Batch *b, Progress *p, Out *out) {
     int64_t previous = -1;
     for (Py_ssize_t i = 0; i < b->count; i++) {
         Fields f;
-        if (read_record(r, b, &previous, &f) < 0)
+        if (read_record(r, &b->info, &previous, &f) < 0)
             return -2;
         r->pos = f.end;
         if (p->stopped || f.offset < b->start_offset)
@@ -426,23 +241,22 @@ static PyObject *render_batch(PyObject *self, PyObject *args) {
                           &size, &max_bytes, &nonempty))
         return NULL;
     PyObject *result = NULL;
-    Out out = {array, PyByteArray_AS_STRING(array), PyByteArray_GET_SIZE(array), capacity(array)};
+    Out out;
+    out_open(&out, array);
     if (pos < 0 || end < pos || end > view.len || count < 0) {
         PyErr_SetString(PyExc_ValueError, "pos, end and count must lie within the buffer");
         goto done;
     }
     Batch b = {
-        .first_offset = first_offset,
-        .base_timestamp = base_timestamp,
-        .last_delta = last_delta,
+        .info = {.first_offset = first_offset, .base_timestamp = base_timestamp, .last_delta = last_delta},
         .start_offset = start_offset,
         .base64 = base64,
         .count = count,
     };
     if (append_obj != Py_None) {
-        b.log_append_time = 1;
-        b.append_time = PyLong_AsLongLong(append_obj);
-        if (b.append_time == -1 && PyErr_Occurred())
+        b.info.log_append_time = 1;
+        b.info.append_time = PyLong_AsLongLong(append_obj);
+        if (b.info.append_time == -1 && PyErr_Occurred())
             goto done;
     }
     Reader r = {(const uint8_t *)view.buf, pos, end};
@@ -452,7 +266,7 @@ static PyObject *render_batch(PyObject *self, PyObject *args) {
                   .next_offset = -1};
     /* With the GIL held: the bytearray grows in place. */
     int rc = render(&r, &b, &p, &out);
-    if (PyByteArray_Resize(array, out.len) < 0)
+    if (out_close(&out) < 0)
         goto done;
     if (rc == -1) {
         PyErr_NoMemory();

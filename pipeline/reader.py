@@ -84,10 +84,11 @@ def read_snapshot(
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         by_key: Mapping[str, tuple[ChunkTask, ...]] = tasks.value
         for batch in batches:
-            for path, content in zip(
-                batch.column("path").to_pylist(), batch.column("content").to_pylist(), strict=True
-            ):
+            contents = batch.column("content")
+            for i, path in enumerate(batch.column("path").to_pylist()):
                 key = key_of(path)
+                # The object's bytes as a view of the Arrow buffer: to_pylist() copied each one.
+                content = memoryview(contents[i].as_buffer())
                 yield decode_file(content, by_key[key], include_headers, object_key=key)
 
     return files.select("path", "content").mapInArrow(decode, schema)
