@@ -526,7 +526,9 @@ def create_topics(url: str, topics: list[str], partitions: int) -> None:
             raise RuntimeError(f"creating topic {topic} failed: {r.status_code} {r.text[:500]}")
 
 
-def bare_phase(args: argparse.Namespace, workdir: Path, topics: list[str]) -> dict[str, Any]:
+def bare_phase(
+    args: argparse.Namespace, workdir: Path, topics: list[str], records_per_request: int
+) -> dict[str, Any]:
     port = free_port()
     cmd = [PYTHON, "-m", "uvicorn", "--app-dir", str(BENCH_DIR), "bare_app:app", "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--loop", "uvloop", "--http", "httptools", "--log-level", "warning"]
@@ -540,7 +542,7 @@ def bare_phase(args: argparse.Namespace, workdir: Path, topics: list[str]) -> di
             url,
             topics,
             clients=args.clients,
-            records_per_request=args.records_per_request,
+            records_per_request=records_per_request,
             value_bytes=args.value_bytes,
             procs=args.loadgen_procs,
             warmup=args.warmup,
@@ -614,6 +616,35 @@ def produce_phase(
     result["idle_s"] = args.idle
     result["idle_puts"] = puts(idle) - puts(marks["after"])
     result["idle_flushes"] = flushes(idle) - flushes(marks["after"])
+    return result
+
+
+def throughput_phase(
+    args: argparse.Namespace, agent: Proc, url: str, topics: list[str], extra_pids: dict[str, int]
+) -> dict[str, Any]:
+    """Closed-loop produce with enough bytes in flight that the flush interval is not the limit.
+
+    At the latency load (128 clients x 100 records of 1 KiB, 12.5 MiB in flight) Little's law caps
+    throughput near 12.5 MiB / the latency; --throughput-records-per-request raises what is in flight, and
+    the same load runs against the bare FastAPI app for the ceiling. Measured (docs/benchmarks.md): from
+    150 records (19 MiB in flight) on, admission refuses part of the load (it reserves 4x a body while the
+    body is parsed, against the 64 MiB buffer), so this load is off by default.
+    """
+    cpu = CpuWindow({"agent": agent.pid, **extra_pids})
+    result = run_produce_load(
+        url,
+        topics,
+        clients=args.clients,
+        records_per_request=args.throughput_records_per_request,
+        value_bytes=args.value_bytes,
+        procs=args.loadgen_procs,
+        warmup=args.warmup,
+        duration=args.duration,
+        think_ms=0.0,
+        on_window_start=cpu.mark_start,
+        on_window_end=cpu.mark_end,
+    )
+    result["cpu_cores"] = cpu.cores()
     return result
 
 
@@ -733,7 +764,9 @@ def produce_and_fetch(
     out: dict[str, Any],
 ) -> None:
     log(f"[{backend}] ceiling: bare FastAPI, {args.clients} clients x {args.records_per_request} records")
-    out["bare"] = bare_phase(args, workdir, topics)
+    out["bare"] = bare_phase(args, workdir, topics, args.records_per_request)
+    if args.throughput_records_per_request:
+        out["bare_throughput"] = bare_phase(args, workdir, topics, args.throughput_records_per_request)
     agent, url = start_agent(args, workdir, "agent", store_args, args.buffer_bytes)
     try:
         create_topics(url, topics, args.partitions)
@@ -742,6 +775,10 @@ def produce_and_fetch(
         with RssSampler(agent.pid, 0.1) as sampler:
             out["produce"] = produce_phase(args, agent, url, topics, extra_pids)
         out["produce"]["peak_rss_mib"] = sampler.peak_kib / 1024
+        if args.throughput_records_per_request:
+            n, r = args.clients, args.throughput_records_per_request
+            log(f"[{backend}] produce throughput: strata agent, {n} clients x {r} records")
+            out["throughput"] = throughput_phase(args, agent, url, topics, extra_pids)
         if args.fetch_warm:
             log(f"[{backend}] fetch catch-up (same agent, warm cache)")
             out["fetch"] = fetch_phase(args, agent, url, topics, extra_pids)
@@ -808,6 +845,24 @@ def evaluate(r: dict[str, Any]) -> list[dict[str, Any]]:
         row("bare FastAPI ceiling", round(b["mib_s"], 1), "-", None, "MiB/s")
         ok = ratio is not None and ratio >= TARGET_CEILING_RATIO
         row("produce / ceiling", round(ratio * 100, 1) if ratio is not None else None, ">= 60", ok, "%")
+    if "throughput" in r:
+        t, bt = r["throughput"], r["bare_throughput"]
+        name = f"{r['throughput']['clients']} x {r['throughput']['records_per_request']} records"
+        row(f"produce throughput, {name}", round(t["mib_s"], 1), ">= 60", t["mib_s"] >= 60.0, "MiB/s")
+        row(f"bare FastAPI ceiling, {name}", round(bt["mib_s"], 1), "-", None, "MiB/s")
+        t_ratio = t["mib_s"] / bt["mib_s"] if bt["mib_s"] else None
+        t_ok = t_ratio is not None and t_ratio >= TARGET_CEILING_RATIO
+        shown = round(t_ratio * 100, 1) if t_ratio is not None else None
+        row(f"produce / ceiling, {name}", shown, ">= 60", t_ok, "%")
+        refused = sum(v for k, v in t["status"].items() if k != "200")
+        row(f"requests refused or failed, {name}", refused, "= 0", refused == 0)
+        row(
+            f"agent CPU per MiB produced, {name}",
+            cpu_ms_per_mib(t["cpu_cores"].get("agent"), t["mib_s"]),
+            "-",
+            None,
+            "ms",
+        )
         agent_ms = cpu_ms_per_mib(p["cpu_cores"].get("agent"), p["mib_s"])
         bare_ms = cpu_ms_per_mib(b["cpu_cores"].get("server"), b["mib_s"])
         row("agent CPU per MiB produced", agent_ms, "-", None, "ms")
@@ -938,6 +993,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--backend", choices=("local", "s3", "both"), default="both")
     parser.add_argument("--clients", type=int, default=128, help="concurrent closed-loop produce clients")
     parser.add_argument("--records-per-request", type=int, default=100)
+    parser.add_argument(
+        "--throughput-records-per-request",
+        type=int,
+        default=0,
+        help="records per request of an extra load with more bytes in flight (0: none); see throughput_phase",
+    )
     parser.add_argument("--value-bytes", type=int, default=1024)
     parser.add_argument("--topics", type=int, default=1)
     parser.add_argument("--partitions", type=int, default=32, help="total, split evenly over the topics")
