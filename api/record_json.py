@@ -19,8 +19,6 @@ from api._recordjson import render_batch
 from storage import records
 from storage.errors import CodecError, CorruptObject
 
-_INT64_MAX = (1 << 63) - 1
-
 
 def render_records(result: ChunksResult, base64: bool, out: bytearray) -> tuple[int, int] | None:
     """Append the JSON array of the answer's records to ``out``; (how many, next_offset), or None: use
@@ -34,26 +32,9 @@ def render_records(result: ChunksResult, base64: bool, out: bytearray) -> tuple[
         stopped = False
         try:
             verify(chunk, data)
-            for header, batch in records.iter_batches(data, verify_crc=True):
-                buf, pos, end = records.expand_records(batch, header)
-                first_offset = chunk.base_offset + header.base_offset
-                if not 0 <= first_offset <= _INT64_MAX:
-                    return None
+            for _, args in records.batches_for_c(data, chunk.base_offset):
                 rendered = render_batch(
-                    out,
-                    buf,
-                    pos,
-                    end,
-                    header.records_count,
-                    first_offset,
-                    header.base_timestamp,
-                    header.append_time,
-                    header.last_offset_delta,
-                    offset,
-                    base64,
-                    size,
-                    -1 if stopped else result.max_bytes,
-                    nonempty,
+                    out, *args, offset, base64, size, -1 if stopped else result.max_bytes, nonempty
                 )
                 if rendered is None:
                     return None

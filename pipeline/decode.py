@@ -70,24 +70,8 @@ def _decode_columns(
         for task in tasks:
             data = view[task.position : task.position + task.length]
             fileformat.verify_chunk(data, task.crc, object_key=object_key)
-            for header, batch in records.iter_batches(data, verify_crc=True):
-                first_offset = task.base_offset + header.base_offset
-                if not 0 <= first_offset <= _INT64_MAX:
-                    return None
-                buf, pos, end = records.expand_records(batch, header)
-                n = decode_columns(
-                    columns,  # type: ignore[arg-type]
-                    buf,
-                    pos,
-                    end,
-                    header.records_count,
-                    first_offset,
-                    header.base_timestamp,
-                    header.append_time,
-                    header.last_offset_delta,
-                    task.start,
-                    task.end,
-                )
+            for header, args in records.batches_for_c(data, task.base_offset):
+                n = decode_columns(columns, *args, task.start, task.end)  # type: ignore[arg-type]
                 if n is None:
                     return None
                 if n:

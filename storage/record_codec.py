@@ -102,9 +102,11 @@ __all__ = [
     "LOG_OVERHEAD",
     "MAGIC",
     "RECORD_BATCH_OVERHEAD",
+    "BatchArgs",
     "BatchHeader",
     "Header",
     "Record",
+    "batches_for_c",
     "check_framing",
     "count_records",
     "decode_records_reference",
@@ -374,6 +376,37 @@ def expand_records(batch: bytes | memoryview, header: BatchHeader) -> tuple[byte
         return batch, RECORD_BATCH_OVERHEAD, header.size
     data, pos, end = _expand_batch(batch, 0, header)
     return data, pos + RECORD_BATCH_OVERHEAD, end
+
+
+BatchArgs = tuple[bytes | memoryview, int, int, int, int, int, int | None, int]
+
+
+def batches_for_c(data: bytes | memoryview, offset_base: int) -> Iterator[tuple[BatchHeader, BatchArgs]]:
+    """Each batch of ``data`` (CRCs checked) with what the C record loops take first: its records'
+    buffer, their start and end (``expand_records``), recordsCount, the first offset (``offset_base`` +
+    baseOffset), baseTimestamp, the LogAppendTime timestamp or None, and lastOffsetDelta.
+
+    Those loops (``storage/_recordcols.c``, ``api/_recordjson.c``) count in 64 bits: a batch whose first
+    offset does not fit is a ``CodecError`` here, as a corrupt one is.
+    """
+    for header, batch in iter_batches(data, verify_crc=True):
+        first_offset = offset_base + header.base_offset
+        if not 0 <= first_offset <= _INT64_MAX:
+            raise CodecError(f"record batch offsets start at {first_offset}, outside 64 bits")
+        buf, pos, end = expand_records(batch, header)
+        yield (
+            header,
+            (
+                buf,
+                pos,
+                end,
+                header.records_count,
+                first_offset,
+                header.base_timestamp,
+                header.append_time,
+                header.last_offset_delta,
+            ),
+        )
 
 
 def check_framing(batch: bytes | memoryview, header: BatchHeader) -> None:
