@@ -19,7 +19,8 @@ COPY broker ./broker
 COPY pipeline ./pipeline
 COPY planner ./planner
 COPY storage ./storage
-# gcc builds the C extensions (storage/_*.c, planner/_probe.c, api/_recordjson.c); removed once built.
+# gcc builds the C extensions (storage/_*.c, agents/_encode.c, planner/_probe.c, api/_recordjson.c); removed
+# once built.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \
     && pip install . \

@@ -15,7 +15,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # Reinstall whenever pyproject.toml or a C extension's source changes (pip builds them with the system's cc).
-$(STAMP): pyproject.toml $(wildcard storage/_*.c storage/_*.h planner/_*.c api/_*.c) | $(BIN)/python
+$(STAMP): pyproject.toml $(wildcard storage/_*.c storage/_*.h planner/_*.c api/_*.c agents/_*.c) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 

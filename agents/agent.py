@@ -22,6 +22,7 @@ import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from agents.buffer import PendingFlush, PendingRequest, ProduceBuffer, ProduceRequest, Reservation
 from agents.cache import ObjectCache
@@ -217,6 +218,11 @@ class Agent:
         """Validate, partition and encode records against the topic's current configuration."""
         cached = await self.topic(topic)
         return self.encoder.encode(cached.info, cached.config, recs, self.clock.now_ms())
+
+    async def prepare_text(self, topic: str, items: list[Any]) -> ProduceRequest | None:
+        """``prepare`` for records given as text (``RequestEncoder.encode_text``); None: use ``prepare``."""
+        cached = await self.topic(topic)
+        return self.encoder.encode_text(cached.info, cached.config, items, self.clock.now_ms())
 
     async def produce_records(
         self, topic: str, recs: Sequence[ProduceRecord], idempotency_key: str | None = None

@@ -17,7 +17,9 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from agents._encode import encode_records
 from agents.buffer import PartitionBatch, ProduceRequest
 from storage import records
 from storage.errors import InvalidPayload, InvalidTimestamp, RecordTooLarge, UnknownPartition
@@ -110,6 +112,48 @@ class RequestEncoder:
                 )
             )
         return ProduceRequest(info.name, batches, [(batch_index[p], j) for p, j in order])
+
+    def encode_text(
+        self, info: TopicInfo, config: TopicConfig, items: list[Any], now_ms: int
+    ) -> ProduceRequest | None:
+        """``encode`` for records given as text: dicts with optional "key" and "value" (str or None, sent as
+        their UTF-8 bytes), "headers" (a list of {"name", "value"}), "partition" and "timestamp", as the
+        HTTP door parses them. One C loop (``agents/_encode.c``) applies ``encode``'s rules and writes the
+        same batches; None when any record breaks a rule or needs more than that loop handles, and the
+        caller then encodes through ``encode``, which says why."""
+        if info.name not in self._round_robin:
+            # The start ``partition`` would draw for the topic's first null key, drawn once either way.
+            self._round_robin[info.name] = self.rng.randrange(info.partitions)
+        start = self._round_robin[info.name]
+        encoded = encode_records(
+            items,
+            info.partitions,
+            config.compacted,
+            config.max_message_bytes,
+            now_ms,
+            config.message_timestamp_before_max_ms,
+            config.message_timestamp_after_max_ms,
+            MAX_TIMESTAMP_MS,
+            start,
+        )
+        if encoded is None:
+            return None
+        parts, pairs, null_keys = encoded
+        self._round_robin[info.name] = start + null_keys
+        codec = config.compression_codec or 0
+        batches = [
+            PartitionBatch(
+                info.name,
+                partition,
+                records.batch_of_records(section, count, first, highest, codec),
+                count,
+                lowest,
+                highest,
+            )
+            for partition, section, count, first, lowest, highest in parts
+        ]
+        flat = memoryview(pairs).cast("i").tolist()
+        return ProduceRequest(info.name, batches, list(zip(flat[::2], flat[1::2], strict=True)))
 
     def partition(self, info: TopicInfo, rec: ProduceRecord) -> int:
         if rec.partition is not None:

@@ -65,10 +65,25 @@ def is_json(content_type: str | None) -> bool:
     return kind == "application" and (subtype == "json" or subtype.endswith("+json"))
 
 
-def parse_produce_body(raw: bytes, content_type: str | None) -> list[ProduceRecord]:
-    """The body's records; BadRequest (40001) if it is not JSON, InvalidPayload (42206) if it is JSON of
-    the wrong shape or a key, value or header is not valid in the body's encoding, or is not sent as
-    JSON at all (as FastAPI answers a model body of another content type)."""
+class TextRecords:
+    """A body's records as parsed, utf8-encoded and read by pydantic-core's strict parser: their strings
+    are valid Unicode (that parser refuses lone surrogates), so turning them into records cannot fail, and
+    the agent may encode them as they are (``RequestEncoder.encode_text``) or through ``records()``."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[_Record]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def records(self) -> list[ProduceRecord]:
+        return _records(self.items, "utf8")
+
+
+def parse_produce_request(raw: bytes, content_type: str | None) -> list[ProduceRecord] | TextRecords:
+    """``parse_produce_body``, leaving the records of a utf8 body that the strict parser read as text."""
     if not is_json(content_type):
         raise InvalidPayload("body: send the records as JSON (Content-Type: application/json)")
     if not raw.strip():
@@ -79,8 +94,20 @@ def parse_produce_body(raw: bytes, content_type: str | None) -> list[ProduceReco
         errors = exc.errors(include_url=False)
         if not any(e["type"] in ("json_invalid", "json_type") for e in errors):
             raise InvalidPayload(describe_errors(errors)) from None  # type: ignore[arg-type]
-        body = _lenient(raw)
-    return _records(body["records"], body.get("encoding", "utf8"))
+        lenient = _lenient(raw)
+        return _records(lenient["records"], lenient.get("encoding", "utf8"))
+    encoding = body.get("encoding", "utf8")
+    if encoding == "utf8":
+        return TextRecords(body["records"])
+    return _records(body["records"], encoding)
+
+
+def parse_produce_body(raw: bytes, content_type: str | None) -> list[ProduceRecord]:
+    """The body's records; BadRequest (40001) if it is not JSON, InvalidPayload (42206) if it is JSON of
+    the wrong shape or a key, value or header is not valid in the body's encoding, or is not sent as
+    JSON at all (as FastAPI answers a model body of another content type)."""
+    parsed = parse_produce_request(raw, content_type)
+    return parsed.records() if isinstance(parsed, TextRecords) else parsed
 
 
 def _lenient(raw: bytes) -> _Body:

@@ -36,7 +36,7 @@ from storage.record_codec import (
     Record,
 )
 
-__all__ = ["encode_batch_reference", "set_base_offset"]
+__all__ = ["batch_of_records", "encode_batch_reference", "set_base_offset"]
 
 # Zigzag varints of -64..63 are one byte; precomputing them skips the loop for the common small fields
 # (attributes-free record prefixes, small deltas, null markers, header counts).
@@ -169,7 +169,9 @@ def encode_batch_reference(
     return _assemble_batch(base_offset, covered_header, b"".join(parts))
 
 
-def _assemble_batch(base_offset: int, covered_header: bytes, records_bytes: bytes | memoryview) -> bytes:
+def _assemble_batch(
+    base_offset: int, covered_header: bytes, records_bytes: bytes | bytearray | memoryview
+) -> bytes:
     """A whole batch from its CRC-covered header (``_CRC_HEADER``) and its *uncompressed* records.
 
     The records are compressed with the codec the header's attributes name; the CRC is computed over the
@@ -190,6 +192,17 @@ def _assemble_batch(base_offset: int, covered_header: bytes, records_bytes: byte
             stored,
         )
     )
+
+
+def batch_of_records(
+    records_bytes: bytes | bytearray, count: int, first_timestamp: int, max_timestamp: int, codec: int = 0
+) -> bytes:
+    """The batch ``encode_batch`` writes for ``count`` records with offsets 0..count-1, CreateTime, no
+    producer, given their encoded records (``records_bytes``, uncompressed) and timestamps: for encoders
+    that write the records themselves (``agents/_encode.c``). Tests hold it to ``encode_batch``."""
+    covered = _CRC_HEADER.pack(codec, count - 1, first_timestamp, max_timestamp, -1, -1, -1, count)
+    # As bytes when compressed: cramjam's lz4 compressor takes no other buffer type.
+    return _assemble_batch(0, covered, bytes(records_bytes) if codec else records_bytes)
 
 
 def set_base_offset(buf: bytearray, position: int, base_offset: int) -> None:

@@ -33,7 +33,7 @@ from storage.record_codec import (
     read_header,
 )
 from storage.record_compiled import decode_records, encode_batch, scan_batch
-from storage.record_encode import set_base_offset
+from storage.record_encode import batch_of_records, set_base_offset
 from storage.record_scan import RecordSpan, filter_batch, filter_ranges, recompress_batch
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "Header",
     "Record",
     "RecordSpan",
+    "batch_of_records",
     "batches_for_c",
     "check_framing",
     "count_records",

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agents.buffer import ProduceRequest
 from agents.encode import MAX_TIMESTAMP_MS, ProduceRecord, RequestEncoder
 from storage import records
-from storage.errors import InvalidPayload, InvalidTimestamp, RecordTooLarge, UnknownPartition
+from storage.errors import InvalidPayload, InvalidTimestamp, RecordTooLarge, StrataError, UnknownPartition
 from storage.metadata.base import TopicInfo
 from storage.partitioner import partition_for_key
 from storage.topic_config import HOUR_MS, TopicConfig
@@ -71,3 +74,89 @@ def test_timestamps(timestamp: int, overrides: dict[str, str], ok: bool) -> None
     else:
         with pytest.raises(InvalidTimestamp):
             encode(recs, **overrides)
+
+
+# --- encode_text: the C loop against encode -----------------------------------------------------------
+
+_text = st.none() | st.text(max_size=12) | st.sampled_from(["", "ü✓𝄞", '"\\\n', "x" * 300])
+_item = st.fixed_dictionaries(
+    {},
+    optional={
+        "key": _text,
+        "value": _text,
+        "headers": st.lists(
+            st.fixed_dictionaries({"name": st.text(max_size=5)}, optional={"value": _text}), max_size=3
+        ),
+        "partition": st.none() | st.integers(-1, 5),
+        "timestamp": st.none()
+        | st.sampled_from(
+            [0, NOW, NOW - 2 * HOUR_MS, NOW + 2 * HOUR_MS, MAX_TIMESTAMP_MS, MAX_TIMESTAMP_MS + 1]
+        )
+        | st.integers(0, 2**40),
+    },
+)
+_configs = st.sampled_from(
+    [
+        {},
+        {"cleanup.policy": "compact"},
+        {"max.message.bytes": "400"},
+        {"message.timestamp.before.max.ms": str(HOUR_MS), "message.timestamp.after.max.ms": str(HOUR_MS)},
+        {"compression.type": "lz4"},
+        {"compression.type": "gzip"},
+    ]
+)
+
+
+def _as_records(items: list[dict[str, Any]]) -> list[ProduceRecord]:
+    def raw(text: str | None) -> bytes | None:
+        return None if text is None else text.encode()
+
+    return [
+        ProduceRecord(
+            raw(i.get("key")),
+            raw(i.get("value")),
+            tuple(records.Header(h["name"], raw(h.get("value"))) for h in i.get("headers", [])),
+            i.get("partition"),
+            i.get("timestamp"),
+        )
+        for i in items
+    ]
+
+
+def _shape(req: ProduceRequest) -> object:
+    return (
+        req.topic,
+        [(b.partition, bytes(b.data), b.record_count, b.min_timestamp, b.max_timestamp) for b in req.batches],
+        req.order,
+    )
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_item, min_size=1, max_size=12), _configs, st.integers(0, 2**20))
+def test_encode_text_is_encode(items: list[dict[str, Any]], overrides: dict[str, str], seed: int) -> None:
+    """The same batches (byte for byte), order and round-robin positions, request after request; declined
+    exactly where encode refuses."""
+    config = TopicConfig.from_overrides(overrides)
+    fast, slow = RequestEncoder(random.Random(seed)), RequestEncoder(random.Random(seed))
+    for request in (items, [{"value": "x"}, {"value": "y"}]):  # the second: null keys continue the same
+        try:
+            expected: object = _shape(slow.encode(INFO, config, _as_records(request), NOW))
+        except StrataError:
+            expected = None
+        got = fast.encode_text(INFO, config, request, NOW)
+        if expected is None:
+            assert got is None
+            # What the route does next: the same encoder encodes the records the slow way.
+            with pytest.raises(StrataError):
+                fast.encode(INFO, config, _as_records(request), NOW)
+        else:
+            assert got is not None
+            assert _shape(got) == expected
+
+
+def test_encode_text_declines_what_it_does_not_handle() -> None:
+    config = TopicConfig.from_overrides({})
+    encoder = RequestEncoder(random.Random(1))
+    assert encoder.encode_text(INFO, config, [{"value": "\ud800"}], NOW) is None  # no UTF-8 form
+    assert encoder.encode_text(INFO, config, [{"value": b"x"}], NOW) is None  # not text
+    assert encoder.encode_text(INFO, config, [{"partition": 2**70}], NOW) is None
