@@ -230,15 +230,13 @@ class Flusher:
             npartitions=len(built.chunks),
             seconds=self.clock.monotonic() - started,
         )
+        bases = result.base_offsets
+        partition_of = [chunk.partition for chunk in built.chunks]
+        deleted = {chunk_index for chunk_index, base in enumerate(bases) if base < 0}
         for req, placed in zip(requests, placements, strict=True):
             if req.future.done():
                 continue
-            if any(result.base_offsets[chunk_index] < 0 for chunk_index, _ in placed):
+            if deleted and any(chunk_index in deleted for chunk_index, _ in placed):
                 req.future.set_exception(UnknownTopic(f"topic {req.topic!r} was deleted during produce"))
                 continue
-            req.future.set_result(
-                [
-                    (built.chunks[chunk_index].partition, result.base_offsets[chunk_index] + rel)
-                    for chunk_index, rel in placed
-                ]
-            )
+            req.future.set_result([(partition_of[c], bases[c] + rel) for c, rel in placed])
