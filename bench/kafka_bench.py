@@ -106,7 +106,7 @@ TARGET_FETCH_MIB_S = 200.0  # local bucket, cold cache
 TARGET_GETS_PER_MIB = 0.25  # at most 1 GET per 4 MiB
 TARGET_RSS_HEADROOM_MIB = 150.0
 # The HTTP path's agent CPU per MiB produced, docs/benchmarks.md round 2 (3 runs, both backends).
-HTTP_CPU_MS_PER_MIB_DOCS = "19.3-21.1 (docs/benchmarks.md)"
+HTTP_CPU_MS_PER_MIB_DOCS = "6.8-7.7 (docs/benchmarks.md, 2026-11-26)"
 LOADGEN = BENCH_DIR / "kafka_loadgen.py"
 
 
