@@ -251,15 +251,11 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
         put_varint(o, zz(ts_delta));
         put_varint(o, zz(offset_delta));
         put_varint(o, zz(key.len));
-        if (key.len > 0) {
-            memcpy(o->data + o->len, key.data, key.len);
-            o->len += key.len;
-        }
+        if (key.len > 0)
+            put(o, key.data, key.len);
         put_varint(o, zz(value.len));
-        if (value.len > 0) {
-            memcpy(o->data + o->len, value.data, value.len);
-            o->len += value.len;
-        }
+        if (value.len > 0)
+            put(o, value.data, value.len);
         put_varint(o, zz(nheaders));
         for (Py_ssize_t h = 0; h < nheaders; h++) {
             PyObject *header = PyList_GET_ITEM(headers, h);
@@ -267,13 +263,10 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
             text_field(header, names.name, &name_text); /* checked above */
             text_field(header, names.value, &header_value);
             put_varint(o, zz(name_text.len));
-            memcpy(o->data + o->len, name_text.data, name_text.len);
-            o->len += name_text.len;
+            put(o, name_text.data, name_text.len);
             put_varint(o, zz(header_value.len));
-            if (header_value.len > 0) {
-                memcpy(o->data + o->len, header_value.data, header_value.len);
-                o->len += header_value.len;
-            }
+            if (header_value.len > 0)
+                put(o, header_value.data, header_value.len);
         }
         pb->count++;
         if (ts < pb->min_ts)

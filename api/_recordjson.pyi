@@ -1,10 +1,6 @@
 """Type stubs of the C extension ``api/_recordjson.c`` (documented there)."""
 
-from typing import Any, TypeAlias
-
-import numpy as np
-
-Buffer: TypeAlias = bytes | bytearray | memoryview | np.ndarray[Any, Any]
+from storage._cbuffer import Buffer
 
 def render_batch(
     out: bytearray,

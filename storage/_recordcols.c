@@ -32,8 +32,7 @@ enum { OFFSETS, TIMESTAMPS, KEY_ENDS, KEY_VALID, KEY_DATA, VALUE_ENDS, VALUE_VAL
 static int append(Out *out, const void *data, Py_ssize_t n) {
     if (grow(out, n) < 0)
         return -1;
-    memcpy(out->data + out->len, data, n);
-    out->len += n;
+    put(out, data, n);
     return 0;
 }
 

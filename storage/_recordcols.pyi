@@ -1,10 +1,6 @@
 """Type stubs of the C extension ``storage/_recordcols.c`` (documented there)."""
 
-from typing import Any, TypeAlias
-
-import numpy as np
-
-Buffer: TypeAlias = bytes | bytearray | memoryview | np.ndarray[Any, Any]
+from storage._cbuffer import Buffer
 
 def decode_columns(
     columns: tuple[bytearray, bytearray, bytearray, bytearray, bytearray, bytearray, bytearray, bytearray],
