@@ -4,6 +4,12 @@ patching.
 Reads: a file up to 1/4 of the cache is read whole, once, and shared: by concurrent fetches through one
 GET in flight, and by later ones through the cache (one GET per flush file on catch-up, where ranged reads
 cost one per fetch per file). Larger files (compaction output) get ranged GETs, near ranges coalesced.
+Which uncached files a fetch may read is bounded (``_admit_files``, ``_admit_one_partition``) so that the
+consumers of all partitions move through the log together and each file is read once.
+
+``Fetcher.fetch_chunks`` is a one-partition fetch up to its reads (the chunks, undecoded); ``decode_fetch``
+turns them into records. The HTTP door renders its answer from the chunks instead (``api/record_json.py``)
+and uses ``decode_fetch`` only where that declines.
 
 Offsets: a chunk row holds the chunk's absolute base offset; batches inside the file carry base offsets
 relative to their chunk. A record's offset is chunk.base_offset + batch.base_offset + offset_delta.
