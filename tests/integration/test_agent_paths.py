@@ -112,3 +112,34 @@ def test_fetch_survives_a_file_deleted_under_it(server_factory: Callable[..., An
         metadata.stale = before
         body = srv.fetch("t", 0, 0).json()
         assert [r["value"] for r in body["records"]] == ["2"]
+
+
+def test_http_catch_up_of_many_partitions_reads_each_file_once(
+    server_factory: Callable[..., Any],
+) -> None:
+    """Consumers of 8 partitions catch up in turns, each fetch asking for more than the cache holds.
+
+    Each fetch could read every file for its partition; with the cache too small to keep them until the
+    other partitions' turns, they were read again for each partition. A one-partition fetch reads new
+    files only when its next file is not cached, so the consumers move through the log together.
+    """
+    files, partitions = 24, 8
+    # Files of ~70 KiB, read whole (<= 1/4 of the cache); half the cache admits 3 new ones per fetch.
+    with server_factory(cache_bytes=512 * 1024) as srv:
+        srv.create_topic("c", partitions=partitions)
+        value = "v" * 1000
+        for f in range(files):  # one flush each: produce answers after its flush
+            batch = [{"value": value, "partition": p} for p in range(partitions) for _ in range(8)]
+            assert srv.produce("c", batch).status_code == 200
+        gets = srv.runtime.counters.get(GET)
+        position = [0] * partitions
+        done = [False] * partitions
+        while not all(done):
+            for p in range(partitions):
+                if done[p]:
+                    continue
+                body = srv.fetch("c", p, position[p], max_bytes=8 * 1024 * 1024).json()
+                position[p] = body["next_offset"]
+                done[p] = position[p] >= body["high_watermark"]
+        assert position == [files * 8] * partitions
+        assert srv.runtime.counters.get(GET) - gets == files
