@@ -128,8 +128,8 @@ def test_http_catch_up_of_many_partitions_reads_each_file_once(
     with server_factory(cache_bytes=512 * 1024) as srv:
         srv.create_topic("c", partitions=partitions)
         value = "v" * 1000
-        for f in range(files):  # one flush each: produce answers after its flush
-            batch = [{"value": value, "partition": p} for p in range(partitions) for _ in range(8)]
+        for _ in range(files):  # one flush each: produce answers after its flush
+            batch = [{"value": value, "partition": p} for p in range(partitions) for _copy in range(8)]
             assert srv.produce("c", batch).status_code == 200
         gets = srv.runtime.counters.get(GET)
         position = [0] * partitions
