@@ -414,7 +414,7 @@ class Fetcher:
 
 def decode_fetch(result: ChunksResult) -> FetchResult:
     """The records a fetch answers: from the first existing offset >= ``result.offset``, whole records up
-    to ``max_bytes`` (``record_size`` each; at least one), and the offset to fetch next, past any offsets
+    to ``max_bytes`` (``_record_size`` each; at least one), and the offset to fetch next, past any offsets
     compaction removed at the end of the chunks read."""
     out: list[records.Record] = []
     size = 0
@@ -424,7 +424,7 @@ def decode_fetch(result: ChunksResult) -> FetchResult:
         for record in _decode_chunk(chunk, data):
             if record.offset < offset:
                 continue
-            size_of = record_size(record)
+            size_of = _record_size(record)
             if out and size + size_of > result.max_bytes:
                 return FetchResult(out, next_offset, result.high_watermark, result.log_start_offset)
             out.append(record)
@@ -520,7 +520,7 @@ def _corrupt(chunk: ChunkRow, exc: CodecError) -> CorruptObject:
     )
 
 
-def record_size(record: records.Record) -> int:
+def _record_size(record: records.Record) -> int:
     """A record's share of a fetch's ``max_bytes``: its key, value and headers, plus 16."""
     size = 16 + len(record.key or b"") + len(record.value or b"")
     for header in record.headers:

@@ -15,8 +15,8 @@ throughput
       (C code, the ``crc32c`` package): what reading the input costs before any record is looked at;
     - raw scan: every live file read once (``store.get``), every chunk CRC-checked and decoded
       (``records.decode_records``, values included) and every key hashed (``KeyHasher.hash_many``);
-    - key scan (for analysis only): the same, but ``iter_batches`` + ``scan_batch`` (values skipped), which
-      is what each compaction pass does per record;
+    - key scan (for analysis only): the same, but ``iter_batches`` + ``scan_batch_reference`` (values
+      skipped), the Python reference of what each compaction pass reads per record;
     - compaction: the real ``CompactionRound`` (planner with ``force`` -> one clean job over every file,
       because due partitions that share files are cleaned by one job) on a hard-linked clone of the
       dataset, with ``JobStats`` and ``RequestCounters``.
@@ -94,6 +94,7 @@ from storage.clock import SystemClock  # noqa: E402
 from storage.keys import new_object_key  # noqa: E402
 from storage.metadata import LEVEL_INGEST, NewChunk, NewFile, open_metadata_store  # noqa: E402
 from storage.objectstore import GET, RequestCounters, open_object_store  # noqa: E402
+from storage.record_scan import scan_batch_reference  # noqa: E402
 
 MiB = 1024 * 1024
 RESULTS_DIR = BENCH_DIR / "results"
@@ -579,7 +580,7 @@ def child_scan(args: argparse.Namespace) -> dict[str, Any]:
                 else:
                     keys = []
                     for header, batch in records.iter_batches(chunk, verify_crc=False):
-                        spans = records.scan_batch(bytes(batch), header)
+                        spans = scan_batch_reference(bytes(batch), header)
                         keys.extend(s.key for s in spans if s.key is not None)
                         n_records += len(spans)
                 hasher.hash_many(keys)

