@@ -8,7 +8,7 @@ JARS_DIR := $(CURDIR)/.cache/jars
 JARS := $(JARS_DIR)/hadoop-aws-3.3.1.jar
 export STRATA_SPARK_JARS_DIR := $(JARS_DIR)
 
-.PHONY: run test check install clean jars demo kcat kafkajs kafka-conformance
+.PHONY: run test check install clean jars demo kcat kafkajs chromium kafka-conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,13 +39,17 @@ kafkajs: $(KAFKAJS)
 kcat:
 	@command -v kcat >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat; }
 
+# The web console's browser tests (tests/ui) drive Debian's Chromium headless, through Playwright.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; }
+
 run: $(STAMP)
 	$(BIN)/strata serve --data-dir ./data
 
 demo: $(STAMP) $(JARS)
 	$(BIN)/strata demo
 
-test: $(STAMP) $(JARS) $(KAFKAJS) kcat
+test: $(STAMP) $(JARS) $(KAFKAJS) kcat chromium
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check
 
 # librdkafka 2.0.2's own test suite against an agent: builds once into .cache/librdkafka-suite (root for

@@ -66,6 +66,9 @@ class Metrics:
             "strata_fetch_requests", "Fetch requests by outcome", ["outcome"], registry=r
         )
         self.fetch_records = Counter("strata_fetch_records", "Records returned by fetch", registry=r)
+        self.fetch_bytes = Counter(
+            "strata_fetch_bytes", "Stored record bytes served by fetch, both doors", registry=r
+        )
         self.fetch_latency = Histogram(
             "strata_fetch_latency_seconds",
             "Fetch latency, long-poll wait included",

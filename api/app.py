@@ -20,7 +20,7 @@ from api import models
 from api.errors import error_response, install_error_handlers
 from api.loop import run_background_loop
 from api.middleware import Admission, LimitsAndAuth
-from api.routes import groups, ops, records, topics
+from api.routes import browse, cluster, groups, ops, records, topics, ui
 from api.runtime import Runtime
 
 
@@ -52,8 +52,9 @@ def create_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
         on_error=error_response,
         admission=Admission(runtime.agent.buffer.reserve),
     )
-    for module in (topics, records, groups, ops):
+    for module in (topics, records, browse, groups, cluster, ops, ui):
         app.include_router(module.router)
+    app.mount("/ui/assets", ui.assets(), name="ui-assets")
     _document_produce_body(app)
     return app
 

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from agents.agent import Agent, AgentConfig
 from agents.group_state import GroupLimits
 from agents.metrics import Metrics
+from agents.metrics_history import MetricsHistory, RequestPrices
 from agents.principals import Principals, load_principals
 from api.settings import Settings
 from broker.budget import ByteBudget
@@ -55,6 +56,9 @@ class Runtime:
     kafka: KafkaServer | None = None
     # Who may use the HTTP door (--principals-file and STRATA_API_TOKENS); None: no authentication.
     principals: Principals | None = None
+    # The agent's recent metrics, sampled while the app runs (the console's overview charts).
+    history: MetricsHistory | None = None
+    _sampler: asyncio.Task[None] | None = None
 
     def planner(self) -> Planner:
         """A planner (cheap: no offset map), for planning from any role, such as the admin endpoint."""
@@ -81,8 +85,18 @@ class Runtime:
         await self.agent.start()
         if self.kafka is not None:
             await self.kafka.start()
+        if self.history is not None:
+            self._sampler = asyncio.create_task(self._sample_forever(self.history))
+
+    async def _sample_forever(self, history: MetricsHistory) -> None:
+        while True:
+            history.sample(self.clock.now_ms())
+            await self.clock.asleep(history.interval_ms / 1000)
 
     async def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+            await asyncio.gather(self._sampler, return_exceptions=True)
         if self.kafka is not None:
             await self.kafka.close()  # no new Kafka requests; then the agent flushes what it holds
         await self.agent.close()
@@ -227,4 +241,10 @@ def build_runtime(
         rng,
         kafka=kafka,
         principals=http_principals if (sasl is not None or settings.tokens) else None,
+        history=MetricsHistory(
+            metrics,
+            counters,
+            RequestPrices(settings.s3_put_price_per_1000, settings.s3_get_price_per_1000),
+            interval_ms=settings.metrics_sample_ms,
+        ),
     )

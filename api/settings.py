@@ -285,6 +285,27 @@ SETTINGS: tuple[Setting, ...] = (
         100 * MiB,
         "Kafka's socket.request.max.bytes: a larger request frame closes its connection",
     ),
+    Setting(
+        "metrics_sample_ms",
+        "STRATA_METRICS_SAMPLE_MS",
+        int,
+        5_000,
+        "How often the agent samples its own metrics for the console's charts (15 minutes are kept at 5 s)",
+    ),
+    Setting(
+        "s3_put_price_per_1000",
+        "STRATA_S3_PUT_PRICE_PER_1000",
+        float,
+        0.005,
+        "USD per 1,000 PUT/LIST requests, for the console's cost estimate (S3 Standard list price)",
+    ),
+    Setting(
+        "s3_get_price_per_1000",
+        "STRATA_S3_GET_PRICE_PER_1000",
+        float,
+        0.0004,
+        "USD per 1,000 GET requests, for the console's cost estimate (S3 Standard list price)",
+    ),
     Setting("log_level", "STRATA_LOG_LEVEL", str, "info", "Log level", ("debug", "info", "warning", "error")),
     Setting("access_log", "STRATA_ACCESS_LOG", parse_bool, False, "Log every HTTP request"),
 )
@@ -337,6 +358,9 @@ class Settings:
     kafka_max_connections: int = 1000
     kafka_fetch_buffer_bytes: int = 64 * MiB
     kafka_max_request_bytes: int = 100 * MiB
+    metrics_sample_ms: int = 5_000
+    s3_put_price_per_1000: float = 0.005
+    s3_get_price_per_1000: float = 0.0004
     log_level: str = "info"
     access_log: bool = False
 
@@ -380,7 +404,12 @@ def load_settings(
         if setting.choices and value is not None and value not in setting.choices:
             raise SettingsError(f"{setting.env}: {value!r} is not one of {', '.join(setting.choices)}")
     known = {f.name for f in fields(Settings)}
-    return Settings(**{k: v for k, v in values.items() if k in known})  # type: ignore[arg-type]
+    settings = Settings(**{k: v for k, v in values.items() if k in known})  # type: ignore[arg-type]
+    if settings.metrics_sample_ms < 100:
+        raise SettingsError("STRATA_METRICS_SAMPLE_MS: sample at most every 100 ms")
+    if settings.s3_put_price_per_1000 < 0 or settings.s3_get_price_per_1000 < 0:
+        raise SettingsError("STRATA_S3_PUT_PRICE_PER_1000 / STRATA_S3_GET_PRICE_PER_1000: not negative")
+    return settings
 
 
 def redact_password(url: str) -> str:

@@ -130,6 +130,7 @@ async def fetch(
     count, next_offset = rendered
     runtime.metrics.fetch_requests.labels("ok").inc()
     runtime.metrics.fetch_records.inc(count)
+    runtime.metrics.fetch_bytes.inc(sum(len(data) for _, data in result.chunks))
     runtime.metrics.fetch_latency.observe(runtime.clock.monotonic() - started)
     body += b","
     body += orjson.dumps(

@@ -129,6 +129,7 @@ async def _read_all(ctx: BrokerContext, reads: list[_Read], response_max: int, z
             result.log_start_offset,
         )
         total += len(r.data)
+    ctx.agent.metrics.fetch_bytes.inc(total)
     return total
 
 

@@ -1,0 +1,102 @@
+"""Response models of the endpoints the web console reads beside the core API: the cluster view, the
+agent's metrics history and the record browser. They are public API like the rest (OpenAPI at /docs)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class AgentOut(BaseModel):
+    node_id: int
+    host: str
+    port: int = Field(description="Kafka port the agent advertises (-1: no Kafka listener)")
+
+
+class ThisAgentOut(BaseModel):
+    node_id: int
+    host: str
+    http_port: int
+    kafka_port: int | None
+    role: str
+
+
+class MetadataHealthOut(BaseModel):
+    backend: str = Field(description="sqlite or postgresql")
+    ok: bool
+    latency_ms: float | None = Field(description="time to list the topics, the health probe")
+    error_code: int | None = None
+    message: str | None = None
+
+
+class ObjectStoreOut(BaseModel):
+    kind: Literal["file", "s3"]
+    bucket: str
+
+
+class ClusterOut(BaseModel):
+    this_agent: ThisAgentOut
+    cluster_mode: bool = Field(description="--kafka-cluster: agents sharing the store form one cluster")
+    agents: list[AgentOut]
+    topics: int | None = Field(description="number of topics (None when the metadata store is down)")
+    metadata: MetadataHealthOut
+    object_store: ObjectStoreOut
+
+
+class PricesOut(BaseModel):
+    put_per_1000: float
+    get_per_1000: float
+
+
+class MetricsPointOut(BaseModel):
+    ts_ms: int
+    produce_mib_s: float
+    fetch_mib_s: float
+    produce_p50_ms: float | None
+    produce_p99_ms: float | None
+    puts_per_s: float
+    gets_per_s: float
+    monthly_cost_usd: float = Field(description="the interval's request rates over a 30-day month")
+
+
+class MetricsHistoryOut(BaseModel):
+    interval_ms: int
+    prices: PricesOut
+    points: list[MetricsPointOut]
+
+
+class BrowseHeaderOut(BaseModel):
+    name: str
+    value: str | None = Field(description="base64")
+
+
+class BrowseRecordOut(BaseModel):
+    partition: int
+    offset: int
+    timestamp: int
+    key: str | None = Field(description="base64; null for a null key")
+    value: str | None = Field(description="base64; null for a tombstone")
+    headers: list[BrowseHeaderOut]
+
+
+class GapOut(BaseModel):
+    partition: int
+    first: int = Field(description="first missing offset")
+    last: int = Field(description="last missing offset (inclusive)")
+
+
+class PositionOut(BaseModel):
+    partition: int
+    next_offset: int
+    log_start_offset: int
+    high_watermark: int
+
+
+class BrowseOut(BaseModel):
+    records: list[BrowseRecordOut]
+    gaps: list[GapOut] = Field(description="offsets inside the scanned ranges that hold no record")
+    positions: list[PositionOut] = Field(description="where the scan stopped, per partition")
+    cursor: str = Field(description="pass back as `cursor` to continue (live tail, next page)")
+    scanned: int = Field(description="records read, filters aside")
+    exhausted: bool = Field(description="every partition was read up to its high watermark")

@@ -1,0 +1,96 @@
+"""The cluster at a glance: the agents, the metadata store's health, the object store, and this agent's
+recent metrics (throughput, produce latency, object-store requests and what they cost per month)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Query
+
+from api import console_models as out
+from api.routes.common import RuntimeDep
+from api.settings import redact_password
+from storage.errors import StrataError
+
+router = APIRouter()
+
+
+@router.get("/v1/cluster", response_model=out.ClusterOut)
+async def cluster(runtime: RuntimeDep) -> out.ClusterOut:
+    """The agents, this one first, and the stores' state. A metadata store that does not answer is
+    reported (``metadata.ok`` false, with the error's code), not raised: this is what an operator opens
+    when something is wrong."""
+    settings = runtime.settings
+    kafka = runtime.kafka
+    node_id = kafka.ctx.config.node_id if kafka is not None else settings.kafka_node_id
+    kafka_port = kafka.port if kafka is not None else None
+    view = kafka.ctx.cluster if kafka is not None else None
+    brokers = view.brokers() if view is not None else [(node_id, settings.host, kafka_port or -1)]
+    started = runtime.clock.monotonic()
+    try:
+        topics: int | None = len(await asyncio.to_thread(runtime.metadata.list_topics))
+        health = out.MetadataHealthOut(
+            backend=_backend(runtime.metadata.url),
+            ok=True,
+            latency_ms=round((runtime.clock.monotonic() - started) * 1000, 3),
+        )
+    except StrataError as exc:
+        topics = None
+        health = out.MetadataHealthOut(
+            backend=_backend(runtime.metadata.url),
+            ok=False,
+            latency_ms=None,
+            error_code=exc.code,
+            message=exc.message,
+        )
+    bucket = settings.bucket_url
+    return out.ClusterOut(
+        this_agent=out.ThisAgentOut(
+            node_id=node_id,
+            host=settings.host,
+            http_port=settings.port,
+            kafka_port=kafka_port,
+            role=settings.role,
+        ),
+        cluster_mode=view is not None,
+        agents=[out.AgentOut(node_id=n, host=h, port=p) for n, h, p in brokers],
+        topics=topics,
+        metadata=health,
+        object_store=out.ObjectStoreOut(
+            kind="s3" if urlsplit(bucket).scheme == "s3" else "file", bucket=redact_password(bucket)
+        ),
+    )
+
+
+def _backend(url: str) -> str:
+    return "postgresql" if urlsplit(url).scheme.startswith("postgres") else "sqlite"
+
+
+@router.get("/v1/metrics/history", response_model=out.MetricsHistoryOut)
+async def metrics_history(
+    runtime: RuntimeDep, since_ms: Annotated[int, Query(ge=0, le=2**62)] = 0
+) -> out.MetricsHistoryOut:
+    """This agent's metrics, one point per sampling interval (``--metrics-sample-ms``), oldest first, for
+    the last 180 intervals. Request cost is at the configured prices (S3 Standard list prices by default)."""
+    history = runtime.history
+    assert history is not None, "build_runtime always makes the history"
+    prices = history.prices
+    return out.MetricsHistoryOut(
+        interval_ms=history.interval_ms,
+        prices=out.PricesOut(put_per_1000=prices.put_per_1000, get_per_1000=prices.get_per_1000),
+        points=[
+            out.MetricsPointOut(
+                ts_ms=p.ts_ms,
+                produce_mib_s=round(p.produce_mib_s, 4),
+                fetch_mib_s=round(p.fetch_mib_s, 4),
+                produce_p50_ms=None if p.produce_p50_ms is None else round(p.produce_p50_ms, 2),
+                produce_p99_ms=None if p.produce_p99_ms is None else round(p.produce_p99_ms, 2),
+                puts_per_s=round(p.puts_per_s, 4),
+                gets_per_s=round(p.gets_per_s, 4),
+                monthly_cost_usd=round(p.monthly_cost_usd, 4),
+            )
+            for p in history.points(since_ms)
+        ],
+    )

@@ -1,0 +1,57 @@
+"""The agent's metrics history (agents/metrics_history.py): rates between samples, produce latency
+quantiles from histogram bucket deltas, the monthly request cost, and the ring's bound."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.metrics import Metrics
+from agents.metrics_history import MetricsHistory, MiB, RequestPrices, quantile
+from storage.objectstore.base import GET, PUT, RequestCounters
+
+
+def test_quantile_interpolates_within_the_bucket_of_the_delta() -> None:
+    before = ((0.1, 10.0), (0.2, 10.0), (float("inf"), 10.0))
+    # 100 new observations: 50 in (0, 0.1], 50 in (0.1, 0.2].
+    after = ((0.1, 60.0), (0.2, 110.0), (float("inf"), 110.0))
+    assert quantile(0.5, before, after) == pytest.approx(0.1)
+    assert quantile(0.99, before, after) == pytest.approx(0.1 + 0.1 * 49 / 50)
+    assert quantile(0.25, before, after) == pytest.approx(0.05)
+    assert quantile(0.5, after, after) is None  # nothing observed in between
+    # A quantile in the +Inf bucket is the last finite bound, as Prometheus answers.
+    assert quantile(0.99, ((1.0, 0.0), (float("inf"), 0.0)), ((1.0, 0.0), (float("inf"), 5.0))) == 1.0
+
+
+def test_points_are_rates_between_samples() -> None:
+    counters = RequestCounters()
+    metrics = Metrics(counters)
+    history = MetricsHistory(metrics, counters, RequestPrices(put_per_1000=5.0, get_per_1000=0.4), capacity=3)
+    assert history.sample(1_000) is None  # the first sample only sets the baseline
+    metrics.flush_bytes.inc(4 * MiB)
+    metrics.fetch_bytes.inc(2 * MiB)
+    for _ in range(8):
+        counters.incr(PUT)
+    for _ in range(20):
+        counters.incr(GET)
+    for seconds in (0.01, 0.02, 0.3):
+        metrics.produce_latency.observe(seconds)
+    metrics.kafka_produce_latency.observe(0.04)
+    point = history.sample(3_000)  # two seconds later
+    assert point is not None
+    assert (point.produce_mib_s, point.fetch_mib_s) == (2.0, 1.0)
+    assert (point.puts_per_s, point.gets_per_s) == (4.0, 10.0)
+    assert point.produce_p50_ms is not None
+    assert 10 <= point.produce_p50_ms <= 50
+    assert point.produce_p99_ms is not None
+    assert 250 <= point.produce_p99_ms <= 300
+    # 4 PUT/s at $5 per 1,000 and 10 GET/s at $0.4 per 1,000, over 30 days.
+    assert point.monthly_cost_usd == pytest.approx((4 * 5 + 10 * 0.4) / 1000 * 30 * 24 * 3600)
+    quiet = history.sample(4_000)
+    assert quiet is not None
+    assert (quiet.produce_mib_s, quiet.puts_per_s, quiet.monthly_cost_usd) == (0.0, 0.0, 0.0)
+    assert quiet.produce_p50_ms is None
+    for t in (5_000, 6_000, 7_000):
+        history.sample(t)
+    assert [p.ts_ms for p in history.points()] == [5_000, 6_000, 7_000]  # the ring keeps `capacity`
+    assert [p.ts_ms for p in history.points(since_ms=6_000)] == [6_000, 7_000]
+    assert history.sample(7_000) is None  # no time passed: no rate
