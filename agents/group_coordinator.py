@@ -248,20 +248,28 @@ class GroupCoordinator:
         would race it, as ``kafka-consumer-groups --reset-offsets`` refuses an active group (and Kafka's
         coordinator refuses a commit without a member id, UNKNOWN_MEMBER_ID on the Kafka door)."""
         now = self.clock.now_ms()
-
-        def check(row: GroupRow | None) -> None:
-            if row is not None:
-                group = _group(group_id, row)
-                gs.expire(group, self.limits, now)
-                if group.members:
-                    raise NonEmptyGroup(
-                        f"group {group_id!r} has {len(group.members)} active member(s); stop its consumers "
-                        "before setting its offsets"
-                    )
-
         await self._in_commit_order(
-            group_id, lambda: self.store.commit_group_offsets(group_id, offsets, now, check)
+            group_id,
+            lambda: self.store.commit_group_offsets(
+                group_id, offsets, now, lambda row: self._refuse_if_active(group_id, row, now)
+            ),
         )
+
+    async def require_inactive(self, group_id: str) -> None:
+        """NonEmptyGroup if ``commit_from_outside`` would refuse the group now: a dry run's answer, which
+        commits nothing (a real commit checks again in its transaction)."""
+        row = await asyncio.to_thread(self.store.load_group, group_id)
+        self._refuse_if_active(group_id, row, self.clock.now_ms())
+
+    def _refuse_if_active(self, group_id: str, row: GroupRow | None, now_ms: int) -> None:
+        if row is not None:
+            group = _group(group_id, row)
+            gs.expire(group, self.limits, now_ms)
+            if group.members:
+                raise NonEmptyGroup(
+                    f"group {group_id!r} has {len(group.members)} active member(s); stop its consumers "
+                    "before setting its offsets"
+                )
 
     async def offsets(self, group_id: str) -> list[GroupOffset]:
         return await asyncio.to_thread(self.store.group_offsets, group_id)

@@ -21,6 +21,7 @@ from api.errors import error_response, install_error_handlers
 from api.loop import run_background_loop
 from api.middleware import Admission, LimitsAndAuth
 from api.routes import browse, cluster, groups, ops, records, topics, ui
+from api.routes import compaction as compaction_routes
 from api.runtime import Runtime
 
 
@@ -54,6 +55,7 @@ def create_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
     )
     for module in (topics, records, browse, groups, cluster, ops, ui):
         app.include_router(module.router)
+    app.include_router(compaction_routes.router)  # jobs, partition detail, compaction history
     app.mount("/ui/assets", ui.assets(), name="ui-assets")
     _document_produce_body(app)
     return app

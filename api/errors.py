@@ -49,13 +49,17 @@ def error_response(error: StrataError) -> Response:
     headers = {}
     if error.retriable:
         headers["Retry-After"] = RETRY_AFTER_S.get(error.code, "1")
-    if isinstance(error, Unauthorized):
-        headers["WWW-Authenticate"] = 'Bearer, Basic realm="strata"'
-    return JSONBytes(
+    response = JSONBytes(
         {"error_code": error.code, "message": error.message},
         status_code=http_status(error),
         headers=headers,
     )
+    if isinstance(error, Unauthorized):
+        # One challenge per header line, Basic first: browsers (the console at /ui) answer a Basic
+        # challenge by asking for a name and password, and Chromium reads only one challenge per line.
+        response.headers.append("WWW-Authenticate", 'Basic realm="strata"')
+        response.headers.append("WWW-Authenticate", "Bearer")
+    return response
 
 
 async def _strata_error(_: Request, exc: Exception) -> Response:

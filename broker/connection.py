@@ -165,6 +165,8 @@ class Connection(asyncio.BufferedProtocol):
         # uvloop's transports are not registered as asyncio.Transport subclasses, but have its interface.
         self.transport = transport = cast(asyncio.Transport, transport)
         self.peer = transport.get_extra_info("peername")
+        if isinstance(self.peer, tuple) and self.peer:
+            self.ctx = replace(self.ctx, client_host=f"/{self.peer[0]}")
         self._tls = transport.get_extra_info("ssl_object") is not None
         if self._sasl is not None:
             self._auth_timer = self._loop.call_later(AUTHENTICATION_TIMEOUT_S, self._authentication_late)

@@ -41,6 +41,9 @@ class BrokerContext:
     # its principal's grants. None: no authentication, every request allowed.
     principals: Principals | None = None
     principal: Principal | None = None
+    # The client's address as Kafka's DescribeGroups shows a member's host ("/127.0.0.1"); set by the
+    # connection, empty where the transport has no IP peer.
+    client_host: str = ""
     # What frames read before authentication may hold at once, over every connection: not the produce
     # buffer, which clients that never log in could otherwise fill (each frame up to 512 KiB).
     unauthenticated: ProduceBuffer = field(

@@ -25,7 +25,7 @@ from planner.round import CompactionRound, JobDone, RoundConfig, RoundProgress, 
 from planner.stats import JobOutcome, JobStats
 from storage.clock import SystemClock
 from storage.metadata import open_metadata_store
-from storage.metadata.base import JOB_PENDING, Job
+from storage.metadata.base import JOB_PENDING, Job, TopicVolume
 from storage.objectstore import open_object_store
 
 if TYPE_CHECKING:
@@ -65,6 +65,10 @@ def run_one_job(config: SparkCompactionConfig, task: int) -> Iterator[dict[str, 
 def _stats_of(row: dict[str, object]) -> JobStats:
     fields = {k: v for k, v in row.items() if k != "job_id"}
     fields["outcome"] = JobOutcome(str(fields["outcome"]))
+    # asdict turned the per-topic volumes into plain dicts on the executor.
+    topics = fields.get("topics")
+    if isinstance(topics, dict):
+        fields["topics"] = {str(t): TopicVolume(**v) for t, v in topics.items()}
     return JobStats(**fields)  # type: ignore[arg-type]
 
 

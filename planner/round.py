@@ -1,12 +1,13 @@
 """One round of background work: the one place that sequences it.
 
 A round: retention, then planning, then running every job that can be leased, then GC of obsolete files
-(after their grace) and, at most every ``orphan_gc_interval_ms``, of orphan uploads. Every caller runs
-this order through ``CompactionRound.run_once``: the worker role's background loop (``api/loop.py``),
-``strata compact`` (with a progress hook for its bar) and Spark compaction (``pipeline/compaction.py``,
-with a job runner that starts one Spark task per job). Every step is safe with any number of other
-processes doing the same: planning claims files, jobs are leased, commits are compare-and-set, and GC only
-deletes what no live chunk references.
+(after their grace) and, at most every ``orphan_gc_interval_ms``, of orphan uploads, then a sample of each
+compacted topic's dirty ratio (``planner/samples.py``: at most one per topic per minute, kept for a day).
+Every caller runs this order through ``CompactionRound.run_once``: the worker role's background loop
+(``api/loop.py``), ``strata compact`` (with a progress hook for its bar) and Spark compaction
+(``pipeline/compaction.py``, with a job runner that starts one Spark task per job). Every step is safe
+with any number of other processes doing the same: planning claims files, jobs are leased, commits are
+compare-and-set, and GC only deletes what no live chunk references.
 
 Errors: a job's own errors end that job (``planner/runner.py`` says how); the round goes on with the other
 jobs and GC. An error outside any job (the metadata store down while planning or leasing, say) ends the
@@ -26,9 +27,11 @@ from planner.offset_map import OffsetMap
 from planner.planner import Planner, PlannerConfig
 from planner.retention import Retention, RetentionResult
 from planner.runner import JobRunner, RunnerConfig
-from planner.stats import JobStats
+from planner.samples import SAMPLE_INTERVAL_MS, SAMPLE_KEEP_MS, DirtySampler
+from planner.stats import JobOutcome, JobStats
 from storage.clock import Clock
-from storage.metadata.base import JOB_FAILED, Job, MetadataStore
+from storage.errors import JobGivenUp
+from storage.metadata.base import JOB_FAILED, Job, JobReport, MetadataStore
 from storage.objectstore.base import ObjectStore
 
 log = logging.getLogger("strata.round")
@@ -47,6 +50,8 @@ class RoundConfig:
     # A job that failed this often (crashes, lost leases, bugs) is given up, so its files can be planned
     # again; without a cap it would be re-leased forever and keep them claimed.
     max_job_attempts: int = 5
+    sample_interval_ms: int = SAMPLE_INTERVAL_MS
+    sample_keep_ms: int = SAMPLE_KEEP_MS
 
 
 @dataclass
@@ -56,6 +61,7 @@ class RoundResult:
     jobs: list[tuple[Job, JobStats]] = field(default_factory=list)
     obsolete_deleted: int = 0
     orphans_deleted: int = 0
+    samples: int = 0  # dirty-ratio samples stored
 
 
 class JobDispatcher(Protocol):
@@ -95,6 +101,7 @@ class CompactionRound:
         self.runner = JobRunner(store, metadata, clock, rng, owner, config.runner, offset_map)
         self.obsolete = ObsoleteCollector(store, metadata, clock, config.obsolete_grace_ms)
         self.orphans = OrphanCollector(store, metadata, clock, config.orphan_grace_ms)
+        self.sampler = DirtySampler(metadata, clock, config.sample_interval_ms, config.sample_keep_ms)
         self.on_job = on_job
         self._last_orphan_gc = -(2**62)
 
@@ -124,6 +131,7 @@ class CompactionRound:
         if now - self._last_orphan_gc >= self.config.orphan_gc_interval_ms:
             result.orphans_deleted = self.orphans.run_once().orphans_deleted
             self._last_orphan_gc = now
+        result.samples = self.sampler.run_once()
         return result
 
     def _run_jobs_here(self, on_done: JobDone) -> list[tuple[Job, JobStats]]:
@@ -144,10 +152,23 @@ class CompactionRound:
                 break
             if job.attempts > self.config.max_job_attempts:
                 log.error("job %d failed %d times; giving it up", job.job_id, job.attempts - 1)
-                self.metadata.finish_job(job.job_id, self.owner, JOB_FAILED, self.clock.now_ms())
+                self.metadata.finish_job(
+                    job.job_id, self.owner, JOB_FAILED, self.clock.now_ms(), given_up(job)
+                )
                 continue
             stats = self.runner.run(job)
             done.append((job, stats))
             if report is not None:
                 report(job, stats)
         return done
+
+
+def given_up(job: Job) -> JobReport:
+    """The report of a job given up after too many attempts: the last recorded attempt's figures (if one
+    was recorded: interrupted attempts are, crashed ones are not), failed with ``JobGivenUp``, whose message
+    names the last attempt's error."""
+    stats = JobStats.from_doc(job.stats) if job.stats is not None else JobStats()
+    last = f"; the last ended with {stats.error_code}: {stats.reason}" if stats.error_code is not None else ""
+    error = JobGivenUp(f"given up after {job.attempts - 1} attempt(s){last}")
+    stats.fail(JobOutcome.FAILED, error.code, error.message)
+    return stats.report()

@@ -156,32 +156,45 @@ class JobRunner:
         attempt = JobRun(
             self.context, self.store, self.metadata, self.clock, self.offset_map, job, spec, self.on_phase
         )
+        # The job's row is written after the streams are closed, so its report has the final counters.
+        failed = False
         try:
             attempt.execute()
         except Conflict as exc:  # lost a race (CommitConflict, LeaseLost): another run owns the job now
-            attempt.end(JobOutcome.ABANDONED, exc.message)
-            self._finish(job, JOB_FAILED)
+            attempt.end(JobOutcome.ABANDONED, exc)
+            failed = True
         except CorruptObject as exc:  # CodecError included
-            attempt.end(JobOutcome.FAILED, exc.message)
+            attempt.end(JobOutcome.FAILED, exc)
             log.error("job %d read corrupt data: %s", job.job_id, exc.message)
-            self._finish(job, JOB_FAILED)
+            failed = True
         except StrataError as exc:
             if not exc.retriable:
                 raise
             # Left leased on purpose: the lease expiry and the attempt cap decide when and whether it runs
-            # again, and a metadata store that is down could not record a failure anyway.
-            attempt.end(JobOutcome.INTERRUPTED, exc.message)
+            # again. Its report is kept on the row if the metadata store still answers (the object store
+            # is the usual culprit), so the job list shows why it has not finished.
+            attempt.end(JobOutcome.INTERRUPTED, exc)
             log.warning("job %d interrupted by a retriable error: %s", job.job_id, exc.message)
         finally:
             attempt.close()
+        if failed:
+            self._finish(job, JOB_FAILED, attempt.stats)
+        elif attempt.stats.outcome is JobOutcome.INTERRUPTED:
+            self._record(job, attempt.stats)
         log.info(attempt.stats.summary(job.job_id, spec.kind))
         return attempt.stats
 
-    def _finish(self, job: Job, state: str) -> None:
+    def _finish(self, job: Job, state: str, stats: JobStats) -> None:
         try:
-            self.metadata.finish_job(job.job_id, self.owner, state, self.clock.now_ms())
+            self.metadata.finish_job(job.job_id, self.owner, state, self.clock.now_ms(), stats.report())
         except StrataError as exc:  # the lease may be gone already; the row then belongs to another run
             log.warning("could not mark job %d %s: %s", job.job_id, state, exc.message)
+
+    def _record(self, job: Job, stats: JobStats) -> None:
+        try:
+            self.metadata.record_attempt(job.job_id, self.owner, stats.report(), self.clock.now_ms())
+        except StrataError as exc:  # best effort: the metadata store may be what interrupted the job
+            log.warning("could not record the interrupted attempt at job %d: %s", job.job_id, exc.message)
 
 
 class JobRun:
@@ -208,6 +221,7 @@ class JobRun:
         self.on_phase = on_phase
         self.hasher = KeyHasher.random(context.rng)  # a fresh secret per job: collisions can't be crafted
         self.now_ms = self.clock.now_ms()
+        self.started = self.clock.monotonic()
         self.stats = JobStats(input_files=len(spec.inputs), owner=context.owner)
         self.pass1: dict[int, ForwardReader] = {}
         self.pass2: dict[int, ForwardReader] = {}
@@ -246,15 +260,25 @@ class JobRun:
         self._collect_counters()
         self._keep_lease(force=True)
         input_ids = [fc.chunk.chunk_id for fc in chunks]
+        self._stamp_duration()
         self.metadata.commit_compaction(
-            self.job.job_id, self.context.owner, input_ids, self.outputs, cleaned, self.clock.now_ms()
+            self.job.job_id,
+            self.context.owner,
+            input_ids,
+            self.outputs,
+            cleaned,
+            self.clock.now_ms(),
+            self.stats.report(JobOutcome.COMMITTED),  # stored by the commit's own transaction
         )
         self.stats.outcome = JobOutcome.COMMITTED
 
-    def end(self, outcome: JobOutcome, reason: str) -> None:
+    def end(self, outcome: JobOutcome, error: StrataError) -> None:
         """Record why the attempt ended without a commit."""
-        self.stats.outcome = outcome
-        self.stats.reason = reason
+        self.stats.fail(outcome, error.code, error.message)
+        self._stamp_duration()
+
+    def _stamp_duration(self) -> None:
+        self.stats.duration_ms = int((self.clock.monotonic() - self.started) * 1000)
 
     def close(self) -> None:
         for reader in (*self.pass1.values(), *self.pass2.values()):
@@ -426,6 +450,7 @@ class JobRun:
             data = self._read(self.pass2, fc)
             self.stats.pass2_bytes += len(data)
             self.stats.records_in += chunk.record_count
+            self.stats.count_in(topic, chunk.record_count, len(data))
             buf = piece.buf
             for header, view in records.iter_batches(data, verify_crc=False):
                 relative_base = chunk.base_offset + header.base_offset - piece.base
@@ -493,6 +518,7 @@ class JobRun:
     ) -> None:
         """Add one output chunk spanning [piece.base, last] (none if every record was removed)."""
         self.stats.records_out += piece.count
+        self.stats.count_out(topic, piece.count, len(piece.buf))
         if piece.count == 0:
             return  # every record of the span was removed: its offsets become a gap between chunks
         if not dense:

@@ -433,6 +433,14 @@ class SparkSetupError(StrataError):
     code = 50007
 
 
+class JobGivenUp(StrataError):
+    """A compaction job was attempted more often than the round allows (crashes, lost leases, retriable
+    errors) and was marked failed, so its files can be planned again. Never raised: it is the error a
+    given-up job's report carries (``planner/round.py``)."""
+
+    code = 50009
+
+
 class OffsetMapFull(StrataError):
     """A put of a new key hash found the map at capacity. The map is unchanged.
 

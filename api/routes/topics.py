@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from agents.principals import Op, Resource
 from api import authz, models
+from api import compaction_models as cm
 from api.routes.common import ERRORS, RuntimeDep, TopicPath, topic_name
 from api.runtime import Runtime
 from storage.topic_config import check_config_name, effective_configs, validate_configs
@@ -53,11 +55,50 @@ async def create_topic(http: Request, runtime: RuntimeDep, body: models.TopicCre
     return await topic_out(runtime, name)
 
 
-@router.get("/v1/topics", response_model=models.TopicList)
-async def list_topics(http: Request, runtime: RuntimeDep) -> models.TopicList:
-    """The topics this principal may read or write (as Kafka's Metadata lists only describable topics)."""
+# A page of summaries when detail=true comes without a limit: summaries cost a scan of each topic's chunk
+# rows, so they are never computed for every topic at once.
+DETAIL_PAGE = 100
+
+
+# exclude_unset: without paging parameters the body stays {"topics": [...]}, as before paging existed.
+@router.get("/v1/topics", response_model=cm.TopicListOut, response_model_exclude_unset=True, responses=ERRORS)
+async def list_topics(
+    http: Request,
+    runtime: RuntimeDep,
+    prefix: Annotated[str | None, Query(max_length=249, description="only names starting with this")] = None,
+    after: Annotated[str | None, Query(max_length=249, description="only names sorting after this")] = None,
+    limit: Annotated[int | None, Query(ge=1, le=1000, description="page size (default: all names)")] = None,
+    detail: Annotated[
+        bool, Query(description=f"add a summary per topic of the page (page size {DETAIL_PAGE} by default)")
+    ] = False,
+) -> cm.TopicListOut:
+    """The topics this principal may read or write (as Kafka's Metadata lists only describable topics),
+    sorted by name (code points). With ``limit`` or ``detail``, one page of them and ``next_after``."""
     names = await asyncio.to_thread(runtime.metadata.list_topics)
-    return models.TopicList(topics=[n for n in names if authz.may_describe(http, n)])
+    # Names only, filtered here: thousands of names are a small answer, and a page must count only the
+    # names this principal may see. Summaries, which cost a scan per topic, are read for the page only.
+    visible = [
+        n
+        for n in names
+        if (prefix is None or n.startswith(prefix))
+        and (after is None or n > after)
+        and authz.may_describe(http, n)
+    ]
+    if limit is None and not detail:
+        return cm.TopicListOut(topics=visible)
+    size = limit or DETAIL_PAGE
+    page = visible[:size]
+    next_after = page[-1] if len(visible) > size else None
+    if not detail:
+        return cm.TopicListOut(topics=page, next_after=next_after)
+    summaries = await asyncio.to_thread(runtime.metadata.topic_summaries, page)
+    # Summaries come by name, as the page is; a topic deleted since the names were read has none and
+    # leaves the page.
+    return cm.TopicListOut(
+        topics=[s.name for s in summaries],
+        summaries=[cm.summary_out(s) for s in summaries],
+        next_after=next_after,
+    )
 
 
 @router.get("/v1/topics/{topic}", response_model=models.TopicOut, responses=ERRORS)

@@ -52,7 +52,7 @@ async def handle_join_group(ctx: BrokerContext, req: JoinGroupRequest) -> JoinGr
         member_id=req.member_id,
         instance_id=req.group_instance_id if version >= 5 else None,
         client_id=_client_id(req),
-        client_host="",
+        client_host=ctx.client_host,
         session_timeout_ms=req.session_timeout_ms,
         rebalance_timeout_ms=req.rebalance_timeout_ms if version >= 1 else req.session_timeout_ms,
         protocol_type=req.protocol_type,

@@ -15,10 +15,13 @@ implements them all, and ``MetadataStore`` is their union, for the composition r
 - ``LogStore``, the agents' log: ``commit_flush``, idempotency lookups and expiry, producer state expiry,
   ``find_chunks``.
 - ``CompactionCatalog``, the planner's and worker's: partition stats, live files and their chunks, jobs
-  (create, lease, heartbeat, finish), ``commit_compaction``, ``apply_retention``.
+  (create, lease, heartbeat, finish, each finish with its attempt's report), ``commit_compaction``,
+  ``apply_retention``, dirty-ratio samples.
 - ``FileCatalog``, garbage collection's: which object keys have a files row, obsolete files, forgetting them.
 - ``AdminStore``: topics created, reconfigured and deleted; consumer group offsets.
 - ``ProducerStore``: idempotent producers' ids and epochs (InitProducerId).
+- ``StatsReader``: what the HTTP API shows of compaction and sizes: jobs with their reports, partition
+  details, topic summaries, dirty-ratio samples.
 
 Lost races. A method that can lose a race to another process raises a ``storage.errors.Conflict``
 subclass and writes nothing; no method answers a lost race with None or False:
@@ -52,7 +55,7 @@ package (``storage.metadata.sql``) through a small dialect layer.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 # Re-exported: callers import these from here too.
@@ -287,6 +290,86 @@ class Job:
     attempts: int  # how many times it was leased
     created_ms: int
     updated_ms: int
+    # The (topic, partition) pairs with chunks in the job's files when it was created, sorted: a superset of
+    # what it rewrites (chunks only leave claimed files). None for jobs created before schema version 6.
+    partitions: tuple[tuple[str, int], ...] | None = None
+    # The report of its last attempt (``JobReport.stats``): set when it finished, or when an attempt was
+    # interrupted while it stayed leased. None before any attempt reported.
+    stats: Mapping[str, object] | None = None
+
+    @property
+    def topics(self) -> list[str]:
+        """The topics of ``partitions``, sorted (none when unknown)."""
+        return sorted({topic for topic, _ in self.partitions or ()})
+
+
+@dataclass(frozen=True, slots=True)
+class TopicVolume:
+    """What one job attempt read and wrote of one topic: records and chunk bytes, in and out.
+
+    In minus out is what compaction removed (offsets that became holes, and their bytes).
+    """
+
+    records_in: int = 0
+    records_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class JobReport:
+    """What an attempt leaves on its job's row: ``stats`` (a JSON object, opaque to this store: the planner's
+    ``JobStats.to_doc`` owns its fields) and, for a commit, the volume per topic it rewrote."""
+
+    stats: Mapping[str, object]
+    topics: Mapping[str, TopicVolume] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class JobRemoval:
+    """A done job that removed records or bytes of one topic (``TopicVolume`` in minus out)."""
+
+    job_id: int
+    finished_ms: int
+    records_removed: int
+    bytes_removed: int
+
+
+@dataclass(frozen=True, slots=True)
+class DirtySample:
+    """One topic's dirty and live chunk bytes at ``ts_ms`` (``PartitionStats`` summed over the topic)."""
+
+    topic: str
+    ts_ms: int
+    dirty_bytes: int
+    live_bytes: int
+
+    @property
+    def dirty_ratio(self) -> float:
+        return self.dirty_bytes / self.live_bytes if self.live_bytes else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDetail:
+    """A partition's ``PartitionStats``, the live records its chunk rows hold, and its chunk bytes by level:
+    level -> (live files holding chunks of the partition, bytes of its chunks at that level)."""
+
+    stats: PartitionStats
+    records: int
+    levels: Mapping[int, tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSummary:
+    """A topic's size: its live chunk rows summed over its partitions."""
+
+    name: str
+    partitions: int
+    configs: Mapping[str, str]  # the explicitly set configs, as TopicInfo.configs
+    created_ms: int
+    records: int  # records the live chunks hold
+    live_bytes: int  # bytes of the live chunks
+    dirty_bytes: int  # the same, over the chunks at or after their partition's cleaned offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,13 +533,22 @@ class CompactionCatalog(TopicReader, Protocol):
         """
         ...
 
-    def finish_job(self, job_id: int, owner: str | None, state: str, now_ms: int) -> None:
-        """Set the job to JOB_DONE or JOB_FAILED and release its file claims.
+    def finish_job(
+        self, job_id: int, owner: str | None, state: str, now_ms: int, report: JobReport | None = None
+    ) -> None:
+        """Set the job to JOB_DONE or JOB_FAILED and release its file claims; store ``report`` with it
+        (without one, the job keeps the stats it had).
 
         With an ``owner``, raises CommitConflict unless that owner holds the lease (finishing again
         with the same state is a no-op, for retries). ``owner=None`` forces it (admin, tests).
         Raises UnknownJob.
         """
+        ...
+
+    def record_attempt(self, job_id: int, owner: str, report: JobReport, now_ms: int) -> bool:
+        """Store the stats of an attempt that ended without finishing its job (an interrupted one), if
+        ``owner`` still holds the lease; False (nothing written) otherwise. Per-topic volumes are not kept:
+        nothing was committed."""
         ...
 
     def active_jobs(self) -> list[Job]:
@@ -476,6 +568,7 @@ class CompactionCatalog(TopicReader, Protocol):
         outputs: Sequence[CompactionOutput],
         cleaned: Sequence[CleanedUpTo],
         now_ms: int,
+        report: JobReport | None = None,
     ) -> None:
         """One compare-and-set transaction: swap the input chunk rows for the output chunk rows.
 
@@ -483,7 +576,7 @@ class CompactionCatalog(TopicReader, Protocol):
         chunk row still exists. Then: the input rows are deleted; the output files are inserted (live, or
         obsolete at once when they have no chunk) with their chunk rows; each partition's cleaned_offset
         becomes max(current, given) and last_compaction_ms now_ms; input files left without live chunks
-        become obsolete; the job becomes done and its claims are released.
+        become obsolete; the job becomes done, with ``report``, and its claims are released.
 
         Raises ValueError (nothing written) when the outputs are not a valid replacement: a chunk outside
         the span of its partition's input chunks, overlapping another output or a remaining chunk, or a
@@ -498,6 +591,52 @@ class CompactionCatalog(TopicReader, Protocol):
         Returns the number of chunk rows deleted. Raises UnknownTopic or UnknownPartition.
         """
         ...
+
+    # --- dirty-ratio history ------------------------------------------------------------------------------
+    def topic_summaries(self, names: Sequence[str]) -> list[TopicSummary]:
+        """The summaries of the topics among ``names`` that exist, by name (binary order). One statement
+        per 1,000 names: callers pass a page, or batches."""
+        ...
+
+    def record_dirty_samples(
+        self, samples: Sequence[DirtySample], now_ms: int, min_interval_ms: int, keep_ms: int
+    ) -> int:
+        """Store each sample whose topic has no sample newer than ``now_ms - min_interval_ms``, and delete
+        every sample older than ``now_ms - keep_ms``; returns how many were stored.
+
+        Two processes sampling at the same moment on PostgreSQL may both store one (the check is not
+        serialised there); a sample repeating a (topic, ts_ms) already stored is skipped.
+        """
+        ...
+
+
+class StatsReader(TopicReader, Protocol):
+    """What the HTTP API shows of compaction's work and the log's shape: jobs newest first, per-partition
+    and per-topic figures, and the dirty-ratio samples the planner's rounds record."""
+
+    def list_jobs(
+        self, state: str | None = None, topic: str | None = None, before: int | None = None, limit: int = 50
+    ) -> list[Job]:
+        """Jobs with job_id < ``before`` (all when None), newest (highest job_id) first, at most ``limit``;
+        only those in ``state`` and touching ``topic`` (its ``partitions``), when given. Index range scans
+        only: the cost follows ``limit``, not the number of jobs."""
+        ...
+
+    def job_removals(self, topic: str, since_ms: int, limit: int) -> list[JobRemoval]:
+        """Done jobs that finished at or after ``since_ms`` and removed records or bytes of ``topic``, by
+        finish time, oldest first: the ``limit`` most recent."""
+        ...
+
+    def dirty_samples(self, topic: str, since_ms: int) -> list[DirtySample]:
+        """The topic's samples at or after ``since_ms``, oldest first."""
+        ...
+
+    def partition_details(self, topic: str, after: int, limit: int) -> list[PartitionDetail]:
+        """Partitions ``after + 1 .. after + limit`` of the topic (fewer at its end), by partition, read in
+        one transaction. Raises UnknownTopic."""
+        ...
+
+    def topic_summaries(self, names: Sequence[str]) -> list[TopicSummary]: ...
 
 
 class FileCatalog(Protocol):
@@ -548,6 +687,13 @@ class AdminStore(TopicReader, Protocol):
         ...
 
     def group_offsets(self, group: str) -> list[GroupOffset]: ...
+
+    def list_groups_page(
+        self, prefix: str, after: str | None, limit: int
+    ) -> list[tuple[str, GroupRow | None]]:
+        """One page of ``GroupStore.list_groups``: at most ``limit`` groups whose id starts with ``prefix``
+        and sorts after ``after`` (code-point order, as Python sorts), by group id."""
+        ...
 
 
 class GroupStore(Protocol):
@@ -650,7 +796,15 @@ class AgentMetadata(LogStore, GroupStore, Protocol):
 
 
 class MetadataStore(
-    AgentRegistry, LogStore, CompactionCatalog, FileCatalog, AdminStore, ProducerStore, GroupStore, Protocol
+    AgentRegistry,
+    LogStore,
+    CompactionCatalog,
+    StatsReader,
+    FileCatalog,
+    AdminStore,
+    ProducerStore,
+    GroupStore,
+    Protocol,
 ):
     """Every role at once: what the composition root opens and hands out by role."""
 

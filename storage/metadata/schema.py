@@ -240,12 +240,57 @@ def _v5(t: _Types) -> tuple[str, ...]:
     )
 
 
+def _v6(t: _Types) -> tuple[str, ...]:
+    return (
+        # What a job touches and what its attempts reported (the HTTP API's job list). partitions: JSON
+        # [[topic, partition], ...] of the chunks in the job's files when it was created (NULL for jobs
+        # created before this version); stats: JSON, the last attempt's report (planner/stats.py).
+        "ALTER TABLE jobs ADD COLUMN partitions TEXT",
+        "ALTER TABLE jobs ADD COLUMN stats TEXT",
+        # Listing jobs newest first within a state.
+        "CREATE INDEX jobs_by_state_id ON jobs (state, job_id)",
+        # One row per (job, topic it touches): the index of jobs by topic. state copies the job's (written
+        # in the same transactions, under the job's row lock) so a listing by topic and state is one range
+        # scan; the volumes are what a committed job read and wrote of the topic, for "bytes removed".
+        f"""CREATE TABLE job_topics (
+            job_id {t.big} NOT NULL REFERENCES jobs (job_id),
+            topic TEXT NOT NULL,
+            state TEXT NOT NULL,
+            finished_ms {t.big},
+            records_in {t.big} NOT NULL DEFAULT 0,
+            records_out {t.big} NOT NULL DEFAULT 0,
+            bytes_in {t.big} NOT NULL DEFAULT 0,
+            bytes_out {t.big} NOT NULL DEFAULT 0,
+            PRIMARY KEY (job_id, topic)
+        ){t.table_options}""",
+        "CREATE INDEX job_topics_by_topic ON job_topics (topic, job_id)",
+        "CREATE INDEX job_topics_by_state ON job_topics (topic, state, job_id)",
+        "CREATE INDEX job_topics_by_finish ON job_topics (topic, state, finished_ms, job_id)",
+        # Active jobs of an upgraded database still hold their claims, so their topics are known; finished
+        # ones released theirs and stay without topics.
+        "INSERT INTO job_topics (job_id, topic, state)"
+        " SELECT DISTINCT jf.job_id, c.topic, j.state FROM job_files jf"
+        " JOIN chunks c ON c.file_id = jf.file_id JOIN jobs j ON j.job_id = jf.job_id",
+        # The dirty ratio over time: one row per compacted topic at most every minute, written by the
+        # compaction rounds (planner/samples.py) and kept for a day. The ratio is dirty / live bytes.
+        f"""CREATE TABLE dirty_samples (
+            topic TEXT NOT NULL,
+            ts_ms {t.big} NOT NULL,
+            dirty_bytes {t.big} NOT NULL,
+            live_bytes {t.big} NOT NULL,
+            PRIMARY KEY (topic, ts_ms)
+        ){t.table_options}""",
+        "CREATE INDEX dirty_samples_by_ts ON dirty_samples (ts_ms)",
+    )
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_SQLITE)),
     Migration(2, "compaction: cleaner checkpoint, job file claims", _v2(_SQLITE)),
     Migration(3, "idempotent producers: producer ids, per-partition producer state", _v3(_SQLITE)),
     Migration(4, "consumer groups: coordinator state, commit metadata", _v4(_SQLITE)),
     Migration(5, "cluster: registered agents", _v5(_SQLITE)),
+    Migration(6, "compaction reports: job stats and topics, dirty-ratio samples", _v6(_SQLITE)),
 )
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_POSTGRES)),
@@ -253,6 +298,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "idempotent producers: producer ids, per-partition producer state", _v3(_POSTGRES)),
     Migration(4, "consumer groups: coordinator state, commit metadata", _v4(_POSTGRES)),
     Migration(5, "cluster: registered agents", _v5(_POSTGRES)),
+    Migration(6, "compaction reports: job stats and topics, dirty-ratio samples", _v6(_POSTGRES)),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {

@@ -500,7 +500,7 @@ def cases() -> Iterator[Bad]:
         ("POST", "/healthz"),
         ("DELETE", "/readyz"),
         ("OPTIONS", "/v1/topics"),
-        ("GET", f"/v1/topics/{TOPIC}/partitions"),  # only POST: add partitions
+        ("DELETE", f"/v1/topics/{TOPIC}/partitions"),  # GET lists them, POST adds some
     ]
     for method, path in wrong_methods:
         yield Bad(f"method-{method}-{path}", method, path, 405, 40500, js({}) if method != "GET" else None)

@@ -434,7 +434,7 @@ def test_known_object_keys(metadata_store: MetadataStore) -> None:
 def test_migrations_are_idempotent(metadata_url: str) -> None:
     first = sql_store(open_metadata_store(metadata_url))
     try:
-        assert first.applied_migrations == (1, 2, 3, 4, 5)
+        assert first.applied_migrations == (1, 2, 3, 4, 5, 6)
         first.create_topic("t", 1, {"k": "v"}, NOW)
     finally:
         first.close()
@@ -457,7 +457,7 @@ def test_concurrent_first_opens_migrate_once(metadata_url: str) -> None:
     with ThreadPoolExecutor(openers) as pool:
         stores = list(pool.map(open_after_barrier, range(openers)))
     try:
-        assert sorted(s.applied_migrations for s in stores) == [(), (), (), (1, 2, 3, 4, 5)]
+        assert sorted(s.applied_migrations for s in stores) == [(), (), (), (1, 2, 3, 4, 5, 6)]
         stores[0].create_topic("t", 1, {}, NOW)
         assert all(s.list_topics() == ["t"] for s in stores)
     finally:

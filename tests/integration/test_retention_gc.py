@@ -27,6 +27,7 @@ from storage.metadata.base import (
     FileRow,
     FileState,
     Job,
+    JobReport,
     MetadataStore,
 )
 from tests.fixtures.server import RunningServer, run_server
@@ -122,11 +123,12 @@ class RetentionDuringCommit:
         outputs: Sequence[CompactionOutput],
         cleaned: Sequence[CleanedUpTo],
         now_ms: int,
+        report: JobReport | None = None,
     ) -> None:
         if self.hook is not None:
             self.hook()
             self.hook = None
-        self.inner.commit_compaction(job_id, owner, input_chunk_ids, outputs, cleaned, now_ms)
+        self.inner.commit_compaction(job_id, owner, input_chunk_ids, outputs, cleaned, now_ms, report)
 
 
 def assert_live_chunks_readable(srv: RunningServer) -> None:

@@ -38,6 +38,7 @@ MAX_WAIT_MS = 50
 #          9.223372036854776e+18 (FastAPI's OpenAPI model), so 2**63 looks valid but is out of range.
 #   40002  the topic already exists.                 40003  topic name rule, as for group ids.
 #   40401  unknown topic.                            40402  unknown partition.
+#   40405  unknown group (neither members nor offsets).
 #   40601  the record is not UTF-8 (fetch it with encoding=base64).
 #   41301  a record over max.message.bytes, more than max_records_per_request, or a body over the limit.
 #   41601  offset out of range.
@@ -60,6 +61,18 @@ POSITIVE_REJECTIONS: dict[tuple[str, str], frozenset[int]] = {
     ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets"): frozenset({40003, 40401, 40402}),
     ("PUT", "/v1/groups/{group}/offsets"): frozenset({40001, 40003, 40401, 40402, 42206}),
     ("GET", "/v1/groups/{group}/offsets"): frozenset({40001}),
+    # 40001 for GET /v1/groups: a prefix or cursor holding NUL, which no group id can.
+    ("GET", "/v1/groups"): frozenset({40001}),
+    ("GET", "/v1/groups/{group}"): frozenset({40001, 40405}),
+    ("POST", "/v1/groups/{group}/offsets/reset"): frozenset({40001, 40003, 40401, 40402, 42206}),
+    ("GET", "/v1/compaction/jobs"): frozenset({40003}),
+    ("GET", "/v1/topics/{topic}/partitions"): frozenset({40003, 40401}),
+    ("GET", "/v1/topics/{topic}/compaction"): frozenset({40003, 40401}),
+    # 40001 for browse: a cursor that is not partition:offset pairs of the topic, or start=offset or
+    # start=timestamp without the offset or timestamp.
+    ("GET", "/v1/topics/{topic}/browse"): frozenset({40001, 40003, 40401, 40402}),
+    ("GET", "/v1/cluster"): frozenset(),
+    ("GET", "/v1/metrics/history"): frozenset(),
     ("GET", "/healthz"): frozenset(),
     ("GET", "/readyz"): frozenset(),
     # Last: half of its positive cases delete the shared topic (the fixture below recreates it).
@@ -73,8 +86,10 @@ NOTHING_TO_NEGATE = {
     ("GET", "/v1/topics/{topic}"),
     ("POST", "/v1/topics/{topic}/compact"),
     ("GET", "/v1/groups/{group}/offsets"),
+    ("GET", "/v1/groups/{group}"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
+    ("GET", "/v1/cluster"),
     ("DELETE", "/v1/topics/{topic}"),
 }
 CASES = [
@@ -108,7 +123,9 @@ def api_schema(live_server: RunningServer) -> schemathesis.BaseSchema:
                 "path.group": {"dictionary": "groups", "probability": 0.5},
                 "path.partition": {"dictionary": "partitions", "probability": 0.5},
                 "query.offset": {"dictionary": "offsets", "probability": 0.5},
+                "query.topic": {"dictionary": "topics", "probability": 0.5},
                 "body.name": {"dictionary": "new-topics", "probability": 0.5},
+                "body.topic": {"dictionary": "topics", "probability": 0.5},
                 "body.offsets[*].topic": {"dictionary": "topics", "probability": 0.5},
                 "body.offsets[*].partition": {"dictionary": "partitions", "probability": 0.5},
                 "body.records[*].partition": {"dictionary": "partitions", "probability": 0.5},

@@ -28,6 +28,10 @@ function last(points, field) {
   return null;
 }
 
+function span(seconds) {
+  return seconds < 120 ? `${Math.round(seconds)} s` : `${Math.round(seconds / 60)} min`;
+}
+
 function fixed(v, digits = 2) {
   return v === null || v === undefined ? "–" : v.toFixed(digits);
 }
@@ -55,7 +59,7 @@ function draw(body, cluster, history) {
   const times = points.map((p) => p.ts_ms);
   const series = (fields) => fields.map(([label, f]) => ({ label, values: points.map((p) => p[f]) }));
   append(body, [
-    h("h2", {}, `This agent, last ${Math.round((points.length * history.interval_ms) / 60000)} min`),
+    h("h2", {}, `This agent, last ${span((points.length * history.interval_ms) / 1000)}`),
     points.length < 2 ? h("p", { class: "muted" }, "Charts fill in as the agent samples its metrics.") : null,
     h("div", { class: "charts" },
       lineChart("Throughput (MiB/s)", times, series([["produce", "produce_mib_s"], ["fetch", "fetch_mib_s"]])),

@@ -38,8 +38,8 @@ export async function render(main, [name], query) {
   const topic = await api(`/v1/topics/${enc}`);
   main.append(
     h("h1", {}, "Topic ", h("span", {}, topic.name)),
-    h("div", { class: "tabs" }, h("a", { href: `#/topics/${enc}` }, "Overview"),
-      h("a", { class: "active", href: `#/topics/${enc}/records` }, "Records")),
+    h("div", { class: "tabs" }, h("a", { href: `#/topics/${enc}`, id: "tab-overview" }, "Overview"),
+      h("a", { class: "active", href: `#/topics/${enc}/records`, id: "tab-records" }, "Records")),
   );
   const partition = h("select", { id: "browse-partition" }, h("option", { value: "" }, "all"),
     topic.partitions.map((p) => h("option", { value: p.partition }, String(p.partition))));

@@ -75,7 +75,7 @@ export async function renderTopic(main, [name]) {
   const enc = encodeURIComponent(name);
   main.append(
     h("h1", {}, "Topic ", h("span", { id: "topic-name" }, topic.name)),
-    h("div", { class: "tabs" }, h("a", { class: "active", href: `#/topics/${enc}` }, "Overview"),
+    h("div", { class: "tabs" }, h("a", { class: "active", href: `#/topics/${enc}`, id: "tab-overview" }, "Overview"),
       h("a", { href: `#/topics/${enc}/records`, id: "tab-records" }, "Records")),
   );
   const parts = await api(`/v1/topics/${enc}/partitions`, { query: { limit: 1000 } });

@@ -13,6 +13,7 @@ from storage.metadata.base import (
     JOB_LEASED,
     CleanedUpTo,
     CompactionOutput,
+    JobReport,
 )
 from storage.metadata.sql.core import (
     ChunkValues,
@@ -42,6 +43,7 @@ class CompactionQueries(SqlBase):
         outputs: Sequence[CompactionOutput],
         cleaned: Sequence[CleanedUpTo],
         now_ms: int,
+        report: JobReport | None = None,
     ) -> None:
         """Beyond the interface's contract:
         - An output file without chunks is inserted as obsolete (GC deletes its object after the grace
@@ -58,7 +60,7 @@ class CompactionQueries(SqlBase):
         cleaned = tuple(cleaned)
         _validate_compaction(outputs, cleaned)
         self._backend.run(
-            lambda tx: self._commit_compaction(tx, job_id, owner, inputs, outputs, cleaned, now_ms),
+            lambda tx: self._commit_compaction(tx, job_id, owner, inputs, outputs, cleaned, now_ms, report),
             write=True,
             what="commit_compaction",
         )
@@ -72,6 +74,7 @@ class CompactionQueries(SqlBase):
         outputs: tuple[CompactionOutput, ...],
         cleaned: tuple[CleanedUpTo, ...],
         now_ms: int,
+        report: JobReport | None,
     ) -> None:
         # (a) The lease, under the job's row lock: heartbeats, finishes and other commits of this job wait;
         # lease_job skips it.
@@ -111,7 +114,7 @@ class CompactionQueries(SqlBase):
             ],
         )
         mark_obsolete_if_empty(tx, file_ids, now_ms)
-        finish(tx, job_id, JOB_DONE, now_ms)
+        finish(tx, job_id, JOB_DONE, now_ms, report)
 
     def _lock_and_recheck(
         self,

@@ -21,6 +21,9 @@ global order, so no two transactions can wait on each other in a cycle:
      ``expire_producers`` deletes rows with SKIP LOCKED and never waits;
   6. ``idempotency`` keys, inserted in sorted key order;
   7. ``group_offsets`` rows, upserted in sorted (topic, partition_id) order.
+``job_topics`` rows are written only by the transaction that creates their job or one holding the job's row
+(0), so they need no rank of their own. ``dirty_samples`` rows are written by ``record_dirty_samples`` in
+a transaction that takes no other lock, and deleted with their topic by ``delete_topic``.
 A ``consumer_groups`` row (one group's coordinator state) is taken first in its transaction, before 1 and
 7; no transaction holding a lock above takes one (``groups``).
 One ``producer_ids`` row is locked alone, by ``init_producer_id``, in a transaction of its own.
@@ -221,7 +224,27 @@ def file_chunk(r: Row) -> FileChunk:
     return FileChunk(file_id=int(r[0]), chunk=chunk_row(str(r[1]), int(r[2]), r[3:]))
 
 
-JOB_COLUMNS = "job_id, kind, spec, state, lease_owner, lease_expires_ms, attempts, created_ms, updated_ms"
+_JOB_COLUMN_NAMES = (
+    "job_id",
+    "kind",
+    "spec",
+    "state",
+    "lease_owner",
+    "lease_expires_ms",
+    "attempts",
+    "created_ms",
+    "updated_ms",
+    "partitions",
+    "stats",
+)
+
+
+def job_columns(alias: str = "") -> str:
+    """The columns ``job_row`` reads, each prefixed with ``alias`` (``"j."`` in joins)."""
+    return ", ".join(alias + name for name in _JOB_COLUMN_NAMES)
+
+
+JOB_COLUMNS = job_columns()
 
 
 def job_row(r: Row) -> Job:
@@ -235,7 +258,31 @@ def job_row(r: Row) -> Job:
         attempts=int(r[6]),
         created_ms=int(r[7]),
         updated_ms=int(r[8]),
+        partitions=None if r[9] is None else partitions_from_json(r[9]),
+        stats=None if r[10] is None else stats_from_json(r[10]),
     )
+
+
+def stats_to_json(stats: Mapping[str, object]) -> str:
+    try:
+        return json.dumps(dict(stats), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"a job report must be JSON-serialisable: {exc}") from exc
+
+
+def stats_from_json(text: str) -> dict[str, object]:
+    loaded = json.loads(text)
+    if not isinstance(loaded, dict):
+        raise ValueError(f"a stored job report is not a JSON object: {text[:100]!r}")
+    return {str(k): v for k, v in loaded.items()}
+
+
+def partitions_to_json(partitions: Sequence[tuple[str, int]]) -> str:
+    return json.dumps([[t, p] for t, p in partitions], separators=(",", ":"))
+
+
+def partitions_from_json(text: str) -> tuple[tuple[str, int], ...]:
+    return tuple((str(t), int(p)) for t, p in json.loads(text))
 
 
 # --- statements more than one role runs -----------------------------------------------------------------

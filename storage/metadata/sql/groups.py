@@ -152,6 +152,40 @@ class GroupQueries(SqlBase):
 
         return self._backend.run(work, write=False, what="list_groups")
 
+    def list_groups_page(
+        self, prefix: str, after: str | None, limit: int
+    ) -> list[tuple[str, GroupRow | None]]:
+        # The first ``limit`` ids of the union are among the first ``limit`` of each table, so each table
+        # is read with the same bounds and LIMIT and the two merged here. Ids with the prefix sort from
+        # the prefix on (binary order), so ``>= prefix`` bounds the scan from below; the substr test
+        # keeps only the ids that start with it (LIKE would read ``_`` and ``%`` in ids as wildcards).
+        coll = self._d.binary_collation
+        where = f"group_id{coll} >= ? AND substr(group_id, 1, ?) = ?"
+        params: list[str | int] = [prefix, len(prefix), prefix]
+        if after is not None:
+            where += f" AND group_id{coll} > ?"
+            params.append(after)
+
+        def work(tx: Tx) -> list[tuple[str, GroupRow | None]]:
+            out: dict[str, GroupRow | None] = {
+                str(r[0]): None
+                for r in tx.all(
+                    # GROUP BY, not DISTINCT: PostgreSQL's DISTINCT cannot ORDER BY the collated id.
+                    f"SELECT group_id FROM group_offsets WHERE {where}"
+                    f" GROUP BY group_id ORDER BY group_id{coll} LIMIT ?",
+                    (*params, limit),
+                )
+            }
+            for gid, phase, ptype, doc in tx.all(
+                f"SELECT group_id, phase, protocol_type, doc FROM consumer_groups WHERE {where} AND doc <> ?"
+                f" ORDER BY group_id{coll} LIMIT ?",
+                (*params, _NO_DOC, limit),
+            ):
+                out[str(gid)] = GroupRow(str(phase), None if ptype is None else str(ptype), str(doc))
+            return sorted(out.items())[:limit]
+
+        return self._backend.run(work, write=False, what="list_groups_page")
+
     def commit_offsets(
         self,
         group: str,

@@ -44,22 +44,9 @@ class ReadQueries(SqlBase):
 
     def partition_stats(self, topic: str | None = None) -> list[PartitionStats]:
         where, params = ("WHERE p.topic = ?", (topic,)) if topic is not None else ("", ())
-        # One grouped scan: a partition without chunks still has its row (LEFT JOIN, zero sums).
         rows = self._backend.run(
             lambda tx: tx.all(
-                "SELECT p.topic, p.partition_id, p.log_start_offset, p.next_offset, p.cleaned_offset,"
-                " p.last_compaction_ms, COALESCE(SUM(c.length), 0),"
-                " COALESCE(SUM(CASE WHEN c.last_offset >= p.cleaned_offset THEN c.length ELSE 0 END), 0),"
-                " COUNT(c.chunk_id),"
-                " MIN(CASE WHEN c.last_offset >= p.cleaned_offset THEN c.max_timestamp END),"
-                " COALESCE(SUM(CASE WHEN c.last_offset >= p.cleaned_offset THEN c.record_count ELSE 0 END),"
-                " 0),"
-                " MIN(CASE WHEN c.last_offset >= p.cleaned_offset THEN c.min_timestamp END)"
-                " FROM partitions p"
-                " LEFT JOIN chunks c ON c.topic = p.topic AND c.partition_id = p.partition_id"
-                f" {where}"
-                " GROUP BY p.topic, p.partition_id, p.log_start_offset, p.next_offset, p.cleaned_offset,"
-                " p.last_compaction_ms"
+                f"SELECT {PARTITION_STATS_COLUMNS} {PARTITION_STATS_FROM} {where} {PARTITION_STATS_GROUP}"
                 f" ORDER BY p.topic{self._d.binary_collation}, p.partition_id",
                 params,
             ),
@@ -68,7 +55,7 @@ class ReadQueries(SqlBase):
         )
         if topic is not None and not rows:
             raise UnknownTopic(f"unknown topic {topic!r}")
-        return [_partition_stats(r) for r in rows]
+        return [partition_stats_row(r) for r in rows]
 
     def live_files(self, level: int | None = None) -> list[FileRow]:
         where, params = ("AND f.level = ?", (FILE_LIVE, level)) if level is not None else ("", (FILE_LIVE,))
@@ -149,7 +136,28 @@ class ReadQueries(SqlBase):
         return self._backend.run(work, write=False, what="level_stats")
 
 
-def _partition_stats(r: Row) -> PartitionStats:
+# One grouped scan over partitions p and their chunks c: a partition without chunks still has its row
+# (LEFT JOIN, zero sums). ``partition_stats_row`` reads these columns, in this order; a query may add its own
+# aggregates after them.
+PARTITION_STATS_COLUMNS = (
+    "p.topic, p.partition_id, p.log_start_offset, p.next_offset, p.cleaned_offset,"
+    " p.last_compaction_ms, COALESCE(SUM(c.length), 0),"
+    " COALESCE(SUM(CASE WHEN c.last_offset >= p.cleaned_offset THEN c.length ELSE 0 END), 0),"
+    " COUNT(c.chunk_id),"
+    " MIN(CASE WHEN c.last_offset >= p.cleaned_offset THEN c.max_timestamp END),"
+    " COALESCE(SUM(CASE WHEN c.last_offset >= p.cleaned_offset THEN c.record_count ELSE 0 END), 0),"
+    " MIN(CASE WHEN c.last_offset >= p.cleaned_offset THEN c.min_timestamp END)"
+)
+PARTITION_STATS_FROM = (
+    "FROM partitions p LEFT JOIN chunks c ON c.topic = p.topic AND c.partition_id = p.partition_id"
+)
+PARTITION_STATS_GROUP = (
+    "GROUP BY p.topic, p.partition_id, p.log_start_offset, p.next_offset, p.cleaned_offset,"
+    " p.last_compaction_ms"
+)
+
+
+def partition_stats_row(r: Row) -> PartitionStats:
     return PartitionStats(
         topic=str(r[0]),
         partition=int(r[1]),

@@ -11,6 +11,7 @@ from storage.metadata.sql.groups import GroupQueries
 from storage.metadata.sql.jobs import JobQueries
 from storage.metadata.sql.producers import ProducerQueries
 from storage.metadata.sql.reads import ReadQueries
+from storage.metadata.sql.stats import StatsQueries
 from storage.metadata.sql.topics import TopicQueries
 
 
@@ -21,6 +22,7 @@ class SqlMetadataStore(
     ReadQueries,  # LogStore (find_chunks), CompactionCatalog (reads)
     JobQueries,  # CompactionCatalog (jobs)
     CompactionQueries,  # CompactionCatalog (commit_compaction, apply_retention)
+    StatsQueries,  # StatsReader, CompactionCatalog (dirty-ratio samples)
     FileQueries,  # FileCatalog
     ProducerQueries,  # ProducerStore
     AgentQueries,  # AgentRegistry

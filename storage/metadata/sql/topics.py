@@ -124,6 +124,8 @@ class TopicQueries(SqlBase):
             # A topic created again under this name starts with no producer state, as a new Kafka log does.
             tx.execute("DELETE FROM producer_state WHERE topic = ?", (name,))
             tx.execute("DELETE FROM group_offsets WHERE topic = ?", (name,))
+            # Its dirty-ratio history goes with it. Its jobs stay: they are the record of work that was done.
+            tx.execute("DELETE FROM dirty_samples WHERE topic = ?", (name,))
             tx.execute("DELETE FROM partitions WHERE topic = ?", (name,))
             tx.execute("DELETE FROM topics WHERE name = ?", (name,))
 
