@@ -61,7 +61,7 @@ function draw(body, cluster, history) {
   append(body, [
     h("h2", {}, `This agent, last ${span((points.length * history.interval_ms) / 1000)}`),
     points.length < 2 ? h("p", { class: "muted" }, "Charts fill in as the agent samples its metrics.") : null,
-    h("div", { class: "charts" },
+    points.length < 2 ? null : h("div", { class: "charts" },
       lineChart("Throughput (MiB/s)", times, series([["produce", "produce_mib_s"], ["fetch", "fetch_mib_s"]])),
       lineChart("Produce latency (ms)", times, series([["p50", "produce_p50_ms"], ["p99", "produce_p99_ms"]])),
       lineChart("Object-store requests (/s)", times, series([["PUT", "puts_per_s"], ["GET", "gets_per_s"]])),
