@@ -179,3 +179,31 @@ def test_metrics_history_shows_produce_and_requests(tmp_path: Path) -> None:
         assert any(p["produce_p99_ms"] is not None for p in produced)
         last = points[-1]["ts_ms"]
         assert srv.client.get("/v1/metrics/history", params={"since_ms": last + 1}).json()["points"] == []
+
+
+def test_console_is_served_offline_with_a_content_security_policy(tmp_path: Path) -> None:
+    """Every asset the page names is served by the agent (no CDN), under a CSP that allows only its own
+    scripts; paths outside the console's directory are refused."""
+    import re
+
+    from api.routes.ui import UI_DIR
+
+    with run_server(local_settings(tmp_path)) as srv:
+        page = srv.client.get("/ui")
+        assert page.status_code == 200
+        assert "script-src 'self'" in page.headers["Content-Security-Policy"]
+        refs = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+        assets = [r for r in refs if not r.startswith(("#", "data:"))]
+        assert assets, "the page names its assets"
+        for ref in assets:
+            assert ref.startswith("/ui/assets/"), ref
+            answer = srv.client.get(ref)
+            assert answer.status_code == 200, ref
+            assert "Content-Security-Policy" in answer.headers
+        # Modules import each other by relative path only; nothing names another host.
+        for path in UI_DIR.rglob("*"):
+            if path.suffix in (".js", ".css", ".html") and "vendor" not in path.parts:
+                text = path.read_text()
+                assert not re.search(r"https?://", text), path
+        assert srv.client.get("/ui/assets/../routes/ui.py").status_code == 404
+        assert srv.client.get("/ui/assets/%2e%2e/routes/ui.py").status_code == 404

@@ -271,6 +271,16 @@ def test_console_needs_credentials_and_the_api_permissions(browser: Browser, tmp
         page.click("#confirm-ok")
         expect(page.locator("#flash .msg.error").last).to_contain_text("40301")
         assert srv.client.get("/v1/topics/orders.eu", auth=admin).status_code == 200
+        # Resetting a group's offsets needs the admin permission on the group: bob only reads billing-*.
+        offsets = {"offsets": [{"topic": "orders.eu", "partition": 0, "offset": 0}]}
+        assert srv.client.put("/v1/groups/billing-eu/offsets", json=offsets, auth=admin).status_code == 200
+        page.goto(f"{srv.url}/ui#/groups/billing-eu")
+        expect(page.locator("#group-state")).to_have_text("Empty")
+        page.select_option("#reset-to", "latest")
+        page.click("#reset-go")
+        expect(page.locator("#flash .msg.error").last).to_contain_text("40302")
+        answer = srv.client.get("/v1/groups/billing-eu/offsets", auth=admin).json()
+        assert [o["offset"] for o in answer["offsets"]] == [0]
         # carol may describe nothing: the topic list is empty for her.
         page = open_page(
             browser,
