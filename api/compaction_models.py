@@ -236,11 +236,6 @@ class TopicListOut(BaseModel):
     )
 
 
-def cleanup_policy(configs: dict[str, str] | TopicSummary) -> str:
-    overrides = configs.configs if isinstance(configs, TopicSummary) else configs
-    return effective_configs(overrides)["cleanup.policy"]
-
-
 def summary_out(summary: TopicSummary) -> TopicSummaryOut:
     compacted = TopicConfig.from_overrides(summary.configs).compacted
     return TopicSummaryOut(
@@ -248,7 +243,7 @@ def summary_out(summary: TopicSummary) -> TopicSummaryOut:
         partitions=summary.partitions,
         records=summary.records,
         bytes=summary.live_bytes,
-        cleanup_policy=cleanup_policy(summary),
+        cleanup_policy=effective_configs(summary.configs)["cleanup.policy"],
         dirty_ratio=_ratio(summary.dirty_bytes, summary.live_bytes) if compacted else None,
     )
 

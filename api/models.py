@@ -103,10 +103,6 @@ class CompactOut(BaseModel):
     planned: list[PlannedJob]
 
 
-class TopicList(BaseModel):
-    topics: list[str]
-
-
 class HeaderOut(BaseModel):
     name: str
     value: str | None

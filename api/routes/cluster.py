@@ -10,14 +10,14 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Query
 
 from api import console_models as out
-from api.routes.common import RuntimeDep
+from api.routes.common import ERRORS, RuntimeDep
 from api.settings import redact_password
 from storage.errors import StrataError
 
 router = APIRouter()
 
 
-@router.get("/v1/cluster", response_model=out.ClusterOut)
+@router.get("/v1/cluster", response_model=out.ClusterOut, responses=ERRORS)
 async def cluster(runtime: RuntimeDep) -> out.ClusterOut:
     """The agents, this one first, and the stores' state. A metadata store that does not answer is
     reported (``metadata.ok`` false, with the error's code), not raised: this is what an operator opens
@@ -68,7 +68,7 @@ def _backend(url: str) -> str:
     return "postgresql" if urlsplit(url).scheme.startswith("postgres") else "sqlite"
 
 
-@router.get("/v1/metrics/history", response_model=out.MetricsHistoryOut)
+@router.get("/v1/metrics/history", response_model=out.MetricsHistoryOut, responses=ERRORS)
 async def metrics_history(
     runtime: RuntimeDep, since_ms: Annotated[int, Query(ge=0, le=2**62)] = 0
 ) -> out.MetricsHistoryOut:

@@ -512,7 +512,7 @@ def cases() -> Iterator[Bad]:
         "/v1/topic",
         f"/v1/topics/{TOPIC}/partitions/0",
         f"/v1/topics/{TOPIC}/partitions/0/records/0",
-        f"/v1/groups/{GROUP}",
+        f"/v1/groups/{GROUP}/members",
         f"/v1/groups/{GROUP}/offsets/{TOPIC}",
     ):
         yield Bad(f"route-{path}", "GET", path, 404, 40400)
