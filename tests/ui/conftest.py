@@ -19,7 +19,9 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOTS = Path(os.environ.get("STRATA_SCREENSHOTS", Path(__file__).parents[2] / ".cache" / "screenshots"))
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API keeps an event loop running in this thread while it is
+# open, so it must be closed before other modules' asyncio tests run.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"Debian's chromium is not installed ({CHROMIUM}): run `make chromium`")
