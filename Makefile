@@ -7,8 +7,13 @@ STAMP := $(VENV)/.installed
 JARS_DIR := $(CURDIR)/.cache/jars
 JARS := $(JARS_DIR)/hadoop-aws-3.3.1.jar
 export STRATA_SPARK_JARS_DIR := $(JARS_DIR)
+# The JVM decoder read_topic runs on the executors (pipeline/jvm), compiled with the JDK's javac against the
+# jars pyspark ships, packed with jar: no Maven, no downloads. Rebuilt when a Java source or resource changes
+# (or pyproject.toml, which pins pyspark); pipeline/session.py also rebuilds a stale jar by its fingerprint.
+DECODER_JAR := $(JARS_DIR)/strata-spark.jar
+DECODER_SOURCES := $(shell find pipeline/jvm/src -type f 2>/dev/null)
 
-.PHONY: run test check install clean jars demo kcat kafkajs chromium kafka-conformance
+.PHONY: run test check install clean jars spark-decoder demo kcat kafkajs chromium kafka-conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +30,11 @@ $(JARS): | $(STAMP)
 	$(BIN)/python -m pipeline.jars $(JARS_DIR)
 
 jars: $(JARS)
+
+$(DECODER_JAR): $(DECODER_SOURCES) pipeline/jars.py $(STAMP)
+	$(BIN)/python -m pipeline.jars --decoder $(JARS_DIR)
+
+spark-decoder: $(DECODER_JAR)
 
 # Real Kafka clients the tests drive (tests/kafka): kafkajs (Node 20 + npm) and kcat (Debian package).
 # Both steps do nothing when already done; apt-get needs root, or sudo.
@@ -46,10 +56,10 @@ chromium:
 run: $(STAMP)
 	$(BIN)/strata serve --data-dir ./data
 
-demo: $(STAMP) $(JARS)
+demo: $(STAMP) $(JARS) $(DECODER_JAR)
 	$(BIN)/strata demo
 
-test: $(STAMP) $(JARS) $(KAFKAJS) kcat chromium
+test: $(STAMP) $(JARS) $(DECODER_JAR) $(KAFKAJS) kcat chromium
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check
 
 # librdkafka 2.0.2's own test suite against an agent: builds once into .cache/librdkafka-suite (root for

@@ -2,7 +2,8 @@
 
     STRATA_SPARK_JARS_DIR=.cache/jars .venv/bin/python bench/spark_read_bench.py \
         [--mib 256] [--value-bytes 1024] [--partitions 8] [--file-mib 8] [--batch-records 100] \
-        [--repeat 3] [--warmup 2] [--backends s3,local] [--floor] [--profile] [--breakdown]
+        [--repeat 3] [--warmup 2] [--backends s3,local] [--decoder jvm|python] [--floor] [--profile] \
+        [--breakdown]
 
 The issue's target: Spark read throughput (MiB of log bytes turned into rows) >= 50 % of the raw binaryFile
 throughput over the same objects, measured in the same run.
@@ -19,7 +20,8 @@ throughput over the same objects, measured in the same run.
    rounds of
    (a) raw:    spark.read.format("binaryFile").load(paths).select(count(*), sum(length(content))).collect()
    (b) strata: read_topic(spark, metadata, bucket, subscribe=topic).select(count(*), sum(length(value)))
-               .collect()    (the driver's metadata snapshot is inside the timing)
+               .collect()    (the driver's metadata snapshot is inside the timing; ``--decoder`` picks the
+               JVM decoder, the default, or the Python one)
    in alternating order. Both read exactly the live objects of the snapshot. Each result is checked (file
    count and bytes; record count and value bytes).
 3. Figures: MiB/s of log bytes (the objects' bytes, the same numerator for both, so the ratio is the
@@ -342,7 +344,7 @@ def generate(args: argparse.Namespace, workdir: Path, endpoint: str | None) -> d
 
 # --- the two reads ----------------------------------------------------------------------------------------
 def make_queries(
-    spark: Any, metadata_url: str, bucket_url: str, floor: bool
+    spark: Any, metadata_url: str, bucket_url: str, floor: bool, decoder: str = "jvm"
 ) -> dict[str, Callable[[], tuple[int, int]]]:
     from pyspark.sql import functions as F
 
@@ -363,7 +365,7 @@ def make_queries(
         return int(row[0]), int(row[1])
 
     def strata() -> tuple[int, int]:
-        df = read_topic(spark, metadata_url, bucket_url, subscribe=TOPIC)
+        df = read_topic(spark, metadata_url, bucket_url, decoder=decoder, subscribe=TOPIC)
         row = df.select(F.count("*"), F.sum(F.length("value"))).collect()[0]
         return int(row[0]), int(row[1])
 
@@ -411,7 +413,7 @@ def run_backend(
     meter: CpuMeter,
     stamp: str,
 ) -> dict[str, Any]:
-    queries = make_queries(spark, metadata_url, bucket_url, args.floor)
+    queries = make_queries(spark, metadata_url, bucket_url, args.floor, args.decoder)
     expected = {
         "raw": (dataset["files"], dataset["file_bytes"]),
         "strata": (dataset["records"], dataset["value_bytes"]),
@@ -825,6 +827,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--floor",
         action="store_true",
         help="also time the transfer floor: binaryFile -> mapInArrow with no decoding (sums content lengths)",
+    )
+    parser.add_argument(
+        "--decoder",
+        choices=("jvm", "python"),
+        default="jvm",
+        help="read_topic's decoder: the Java source (default) or the Python workers (mapInArrow)",
     )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument(

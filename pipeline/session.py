@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.jars import SparkSetupError, jar_paths
+from pipeline.jars import SparkSetupError, decoder_jar, jar_paths
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -73,12 +73,14 @@ def spark_session(
     s3_region: str | None = None,
     jars_directory: Path | None = None,
 ) -> SparkSession:
-    """A (possibly existing) SparkSession able to read the bucket. Clear errors for missing Java or jars.
+    """A (possibly existing) SparkSession able to read the bucket. Clear errors for missing Java or jars, or a
+    missing JDK where the decoder jar must be built.
 
     ``master=None`` leaves the master to spark-submit or spark-defaults.conf.
     """
     require_java()
-    jars = jar_paths(jars_directory)
+    # hadoop-aws for s3a, and the decoder read_topic runs in the JVM (built here if missing or stale).
+    jars = [*jar_paths(jars_directory), decoder_jar(jars_directory)]
     # Executors' Python workers must run this interpreter (it has Strata and pyarrow installed); Spark
     # reads the environment when it launches them.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
