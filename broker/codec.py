@@ -19,7 +19,7 @@ from storage.errors import BadRequest
 
 # What kafka-python's protocol decoder raises on bytes that do not match the schema (measured on random
 # frames): nothing else escapes it.
-_DECODE_ERRORS = (
+DECODE_ERRORS = (
     struct.error,
     ValueError,
     IndexError,
@@ -59,6 +59,6 @@ def decode(frame: bytes | bytearray) -> Decoded | UnsupportedApiVersions:
         return Decoded(peek, api, produce_codec.decode_request(frame))
     try:
         request = api.request.decode(bytes(frame), version=peek.api_version, header=True)
-    except _DECODE_ERRORS as exc:
+    except DECODE_ERRORS as exc:
         raise BadRequest(f"API {peek.api_key} v{peek.api_version} request does not decode: {exc}") from None
     return Decoded(peek, api, request)

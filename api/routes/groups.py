@@ -14,7 +14,6 @@ one coordinator row per group and the ``group_offsets`` table, shared by both fr
 from __future__ import annotations
 
 import asyncio
-import struct
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -26,22 +25,12 @@ from api import authz, models
 from api import group_models as gm
 from api.routes.common import ERRORS, RuntimeDep, group_id, topic_name
 from api.runtime import Runtime
+from broker.codec import DECODE_ERRORS
 from storage.errors import BadRequest, GroupIdNotFound, UnknownPartition, UnknownTopic
 from storage.metadata.base import GroupRow, PartitionState
 
 router = APIRouter()
 
-# What kafka-python's decoder raises on bytes that do not match the schema (measured on random bytes, as
-# in broker/codec.py): nothing else escapes it.
-_DECODE_ERRORS = (
-    struct.error,
-    ValueError,
-    IndexError,
-    UnicodeDecodeError,
-    TypeError,
-    EOFError,
-    OverflowError,
-)
 # The longest prefix and cursor taken. Both fit in one request line at 12 URL bytes per character (4-byte
 # UTF-8, percent-encoded) under uvicorn's 64 KiB, even one past the bound; a group id that long does not
 # occur in practice (the HTTP API's own ids stop at 249 characters).
@@ -178,7 +167,7 @@ def _assignment(protocol_type: str | None, data: bytes) -> list[gm.AssignedTopic
         return []
     try:
         decoded = ConsumerProtocolAssignment.decode(data)
-    except _DECODE_ERRORS:
+    except DECODE_ERRORS:  # what kafka-python's decoder raises on bytes off its schema
         return []
     topics: dict[str, set[int]] = {}
     for entry in decoded.assigned_partitions:
