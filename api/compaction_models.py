@@ -165,7 +165,7 @@ def partition_out(detail: PartitionDetail, compacted: bool) -> PartitionDetailOu
             LevelBytesOut(level=level, files=files, bytes=nbytes)
             for level, (files, nbytes) in sorted(detail.levels.items())
         ],
-        dirty_ratio=_ratio(s.dirty_bytes, s.live_bytes) if compacted else None,
+        dirty_ratio=shown_ratio(s.dirty_bytes, s.live_bytes) if compacted else None,
         last_compaction_ms=s.last_compaction_ms,
     )
 
@@ -198,7 +198,7 @@ class TopicCompactionOut(BaseModel):
 def sample_out(sample: DirtySample) -> DirtySampleOut:
     return DirtySampleOut(
         ts_ms=sample.ts_ms,
-        dirty_ratio=_ratio(sample.dirty_bytes, sample.live_bytes),
+        dirty_ratio=shown_ratio(sample.dirty_bytes, sample.live_bytes),
         dirty_bytes=sample.dirty_bytes,
         live_bytes=sample.live_bytes,
     )
@@ -244,9 +244,10 @@ def summary_out(summary: TopicSummary) -> TopicSummaryOut:
         records=summary.records,
         bytes=summary.live_bytes,
         cleanup_policy=effective_configs(summary.configs)["cleanup.policy"],
-        dirty_ratio=_ratio(summary.dirty_bytes, summary.live_bytes) if compacted else None,
+        dirty_ratio=shown_ratio(summary.dirty_bytes, summary.live_bytes) if compacted else None,
     )
 
 
-def _ratio(dirty: int, live: int) -> float:
+def shown_ratio(dirty: int, live: int) -> float:
+    """The dirty ratio the API shows (dirty / live bytes, 4 decimals; 0 for an empty partition)."""
     return round(dirty / live, 4) if live else 0.0

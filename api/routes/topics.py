@@ -32,7 +32,7 @@ async def topic_out(runtime: Runtime, name: str) -> models.TopicOut:
                 log_start_offset=s.log_start_offset,
                 high_watermark=s.high_watermark,
                 cleaned_offset=s.cleaned_offset,
-                dirty_ratio=round(s.dirty_bytes / s.live_bytes, 4) if s.live_bytes else 0.0,
+                dirty_ratio=cm.shown_ratio(s.dirty_bytes, s.live_bytes),
                 live_bytes=s.live_bytes,
                 last_compaction_ms=s.last_compaction_ms,
             )

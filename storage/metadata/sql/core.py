@@ -160,18 +160,27 @@ def configs_from_json(text: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in loaded.items()}
 
 
-def spec_to_json(spec: Mapping[str, object]) -> str:
+def _object_to_json(obj: Mapping[str, object], what: str) -> str:
+    """A job's spec or report as canonical JSON (sorted keys, no NaN)."""
     try:
-        return json.dumps(dict(spec), sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return json.dumps(dict(obj), sort_keys=True, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"a job spec must be JSON-serialisable: {exc}") from exc
+        raise ValueError(f"a job {what} must be JSON-serialisable: {exc}") from exc
+
+
+def _object_from_json(text: str, what: str) -> dict[str, object]:
+    loaded = json.loads(text)
+    if not isinstance(loaded, dict):
+        raise ValueError(f"a stored job {what} is not a JSON object: {text[:100]!r}")
+    return {str(k): v for k, v in loaded.items()}
+
+
+def spec_to_json(spec: Mapping[str, object]) -> str:
+    return _object_to_json(spec, "spec")
 
 
 def spec_from_json(text: str) -> dict[str, object]:
-    loaded = json.loads(text)
-    if not isinstance(loaded, dict):
-        raise ValueError(f"a stored job spec is not a JSON object: {text[:100]!r}")
-    return {str(k): v for k, v in loaded.items()}
+    return _object_from_json(text, "spec")
 
 
 # --- row mappers: each column list next to the function that reads it -------------------------------------
@@ -264,17 +273,11 @@ def job_row(r: Row) -> Job:
 
 
 def stats_to_json(stats: Mapping[str, object]) -> str:
-    try:
-        return json.dumps(dict(stats), sort_keys=True, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"a job report must be JSON-serialisable: {exc}") from exc
+    return _object_to_json(stats, "report")
 
 
 def stats_from_json(text: str) -> dict[str, object]:
-    loaded = json.loads(text)
-    if not isinstance(loaded, dict):
-        raise ValueError(f"a stored job report is not a JSON object: {text[:100]!r}")
-    return {str(k): v for k, v in loaded.items()}
+    return _object_from_json(text, "report")
 
 
 def partitions_to_json(partitions: Sequence[tuple[str, int]]) -> str:
