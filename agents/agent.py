@@ -33,6 +33,7 @@ from agents.group_coordinator import GroupCoordinator
 from agents.group_state import GroupLimits
 from agents.inflight import InflightAppends, append_key
 from agents.metrics import Metrics
+from agents.offsets import RecordOffsets
 from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
 from storage.clock import Clock
@@ -137,7 +138,7 @@ class Agent:
         self.groups = GroupCoordinator(metadata, clock, config.group_limits)
         self._topics: dict[str, CachedTopic] = {}
         self._reloads: dict[str, asyncio.Task[None]] = {}
-        self._inflight_keys: dict[str, asyncio.Future[list[tuple[int, int]]]] = {}
+        self._inflight_keys: dict[str, asyncio.Future[RecordOffsets]] = {}
         self._inflight_appends = InflightAppends()
         self._wakeup = asyncio.Event()
         # Flush slots: a count, not a semaphore, so that a size-triggered cut can take one synchronously.
@@ -229,15 +230,17 @@ class Agent:
     ) -> list[tuple[int, int]]:
         """``prepare`` + ``produce`` for in-process callers that hold no reservation of their own."""
         reservation = self.buffer.reserve(0)  # refused at once if the buffer is already full
-        return await self.produce(await self.prepare(topic, recs), reservation, idempotency_key)
+        offsets = await self.produce(await self.prepare(topic, recs), reservation, idempotency_key)
+        return offsets.pairs()
 
     async def produce(
         self, request: ProduceRequest, reservation: Reservation, idempotency_key: str | None = None
-    ) -> list[tuple[int, int]]:
+    ) -> RecordOffsets:
         """Buffer a validated, encoded request; wait for its flush to commit; (partition, offset) per record.
 
-        ``reservation`` is the memory the front door reserved for this request: the buffer consumes it when
-        the request enters the buffer, and it is released here on every other path.
+        ``reservation`` is the memory the front door reserved for this request: the buffer consumes the
+        request's size of it when the request enters the buffer, and the rest is released then; on every
+        other path all of it is released here.
         """
         started = self.clock.monotonic()
         try:
@@ -250,11 +253,15 @@ class Agent:
 
     async def _produce(
         self, request: ProduceRequest, reservation: Reservation, idempotency_key: str | None
-    ) -> list[tuple[int, int]]:
+    ) -> RecordOffsets:
         if idempotency_key is None:
+            queued = self.enqueue(request, reservation)
+            # The request's bytes now count in the buffer; what else its front door reserved (an HTTP
+            # body's parse expansion) is not held while it waits for the flush.
+            reservation.release()
             # Shielded: a client that disconnects must not cancel the flush's bookkeeping.
-            return await asyncio.shield(self.enqueue(request, reservation))
-        future: asyncio.Future[list[tuple[int, int]]] = asyncio.get_running_loop().create_future()
+            return await asyncio.shield(queued)
+        future: asyncio.Future[RecordOffsets] = asyncio.get_running_loop().create_future()
         inflight = self._inflight_keys.get(idempotency_key)
         if inflight is not None:
             return await asyncio.shield(inflight)  # same key already on its way on this agent
@@ -266,9 +273,10 @@ class Agent:
             not_before = self.clock.now_ms() - self.config.idempotency_window_ms
             previous = await asyncio.to_thread(self.metadata.lookup_idempotency, idempotency_key, not_before)
             if previous is not None:
-                future.set_result(previous)
+                future.set_result(RecordOffsets.of_pairs(previous))
             else:
                 self._enqueue(PendingRequest(request, idempotency_key, future), reservation)
+            reservation.release()  # as above: only the queued bytes stay counted
             settled = True
         except StrataError as exc:
             future.set_exception(exc)
@@ -281,9 +289,7 @@ class Agent:
         # Shielded: a client that disconnects must not cancel a future other duplicates wait on.
         return await asyncio.shield(future)
 
-    def enqueue(
-        self, request: ProduceRequest, reservation: Reservation
-    ) -> asyncio.Future[list[tuple[int, int]]]:
+    def enqueue(self, request: ProduceRequest, reservation: Reservation) -> asyncio.Future[RecordOffsets]:
         """Put ``request`` in the buffer now, consuming ``reservation``; the future gets its offsets.
 
         Synchronous, so a front door that admits a connection's requests one after another keeps their
@@ -295,7 +301,7 @@ class Agent:
         key = append_key(request)
         if key is not None and (follower := self._inflight_appends.follow(key)) is not None:
             return follower
-        future: asyncio.Future[list[tuple[int, int]]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[RecordOffsets] = asyncio.get_running_loop().create_future()
         self._enqueue(PendingRequest(request, None, future), reservation)
         if key is not None:
             self._inflight_appends.track(key, future)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agents.layout import FileLayout, PartitionBatch, TopicPartition
+from agents.offsets import Order, RecordOffsets
 from storage.errors import BufferFull
 
 __all__ = [
@@ -44,15 +45,15 @@ __all__ = [
 class ProduceRequest:
     """A validated, partitioned and encoded produce request: what a front door hands the agent core.
 
-    ``order`` names the offsets the front door wants back: each item is (index into ``batches``, index of a
-    record within that batch), and the agent answers with one (partition, offset) per item, in that order.
-    HTTP asks for every record; Kafka, whose batches carry their own relative offsets, asks only for each
-    partition's first record.
+    ``order`` names the offsets the front door wants back (agents/offsets.py): (index into ``batches``,
+    index of a record within that batch) pairs, and the agent answers with one (partition, offset) per
+    pair, in that order. HTTP asks for every record; Kafka, whose batches carry their own relative
+    offsets, asks only for each partition's first record.
     """
 
     topic: str
     batches: list[PartitionBatch]
-    order: list[tuple[int, int]]
+    order: Order
 
     @property
     def size(self) -> int:
@@ -65,7 +66,7 @@ class PendingRequest:
 
     request: ProduceRequest
     idempotency_key: str | None
-    future: asyncio.Future[list[tuple[int, int]]]
+    future: asyncio.Future[RecordOffsets]
     size: int = 0
 
     @property
@@ -105,8 +106,18 @@ class Reservation:
         """Bytes still held; 0 once released or consumed."""
         return self._size
 
+    def grow(self, extra: int) -> None:
+        """Hold ``extra`` more bytes, admitted as ``ProduceBuffer.reserve`` admits; BufferFull (nothing
+        changed) if they do not fit."""
+        if extra > 0:
+            self._buffer._admit(extra, own=self._size)
+            self._buffer._reserved += extra
+            self._size += extra
+            if self._buffer.grew is not None:
+                self._buffer.grew()
+
     def shrink_to(self, size: int) -> None:
-        """Give back what the request turned out not to need. Never grows: growing needs admission."""
+        """Give back what the request turned out not to need."""
         if size < self._size:
             self._buffer._reserved -= self._size - max(size, 0)
             self._size = max(size, 0)
@@ -148,11 +159,13 @@ class ProduceBuffer:
     def bytes_held(self) -> int:
         return self._open_bytes + self._inflight_bytes + self._reserved
 
-    def _admit(self, nbytes: int) -> None:
+    def _admit(self, nbytes: int, own: int = 0) -> None:
+        """BufferFull unless ``nbytes`` more fit; ``own``: bytes the asking request already holds."""
         held = self.bytes_held
-        # An empty buffer admits anything, so a request larger than the whole budget still reaches
-        # validation (and its own clear error) instead of being refused as "full" forever.
-        if held > 0 and held + nbytes > self.max_bytes:
+        # An empty buffer (but for the asking request's own reservation) admits anything, so a request
+        # larger than the whole budget still reaches validation (and its own clear error) instead of being
+        # refused as "full" forever.
+        if held > own and held + nbytes > self.max_bytes:
             raise BufferFull(f"produce buffer is full ({held} of {self.max_bytes} bytes held); retry later")
 
     def reserve(self, nbytes: int) -> Reservation:

@@ -21,6 +21,7 @@ from typing import Any
 
 from agents._encode import encode_records
 from agents.buffer import PartitionBatch, ProduceRequest
+from agents.offsets import order_of
 from storage import records
 from storage.errors import InvalidPayload, InvalidTimestamp, RecordTooLarge, UnknownPartition
 from storage.metadata.base import TopicInfo
@@ -111,7 +112,7 @@ class RequestEncoder:
                     max(timestamps),
                 )
             )
-        return ProduceRequest(info.name, batches, [(batch_index[p], j) for p, j in order])
+        return ProduceRequest(info.name, batches, order_of((batch_index[p], j) for p, j in order))
 
     def encode_text(
         self, info: TopicInfo, config: TopicConfig, items: list[Any], now_ms: int
@@ -152,8 +153,8 @@ class RequestEncoder:
             )
             for partition, section, count, first, lowest, highest in parts
         ]
-        flat = memoryview(pairs).cast("i").tolist()
-        return ProduceRequest(info.name, batches, list(zip(flat[::2], flat[1::2], strict=True)))
+        # ``pairs`` is already an order (agents/offsets.py): no Python object per record.
+        return ProduceRequest(info.name, batches, pairs)
 
     def partition(self, info: TopicInfo, rec: ProduceRecord) -> int:
         if rec.partition is not None:

@@ -32,6 +32,7 @@ from agents.buffer import PendingFlush, PendingRequest
 from agents.cache import ObjectCache
 from agents.layout import BuiltFile, build_file
 from agents.metrics import Metrics
+from agents.offsets import Order, RecordOffsets, order_pairs
 from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
 from storage.clock import Clock
@@ -131,7 +132,7 @@ class Flusher:
             key = req.idempotency_key
             if key is not None and key in conflict.existing:
                 if not req.future.done():
-                    req.future.set_result(conflict.existing[key])
+                    req.future.set_result(RecordOffsets.of_pairs(conflict.existing[key]))
             else:
                 remaining.append(req)
         return remaining
@@ -154,8 +155,11 @@ class Flusher:
                     req.future.set_exception(error)
             elif base is not None:
                 if not req.future.done():
+                    batches = req.batches
                     req.future.set_result(
-                        [(req.batches[b].partition, base + record) for b, record in req.request.order]
+                        RecordOffsets(
+                            [b.partition for b in batches], [base] * len(batches), req.request.order
+                        )
                     )
             else:
                 remaining.append(req)
@@ -209,9 +213,9 @@ class Flusher:
             joined = body_bytes(built.pieces)
             built.rebase(batches, joined)
         await self.store.put(key, built.pieces if joined is None else joined)
-        placements = [built.placements(i, req.batches, req.request.order) for i, req in enumerate(requests)]
+        spans = [built.spans(i, req.batches) for i, req in enumerate(requests)]
         entries = [
-            IdempotencyEntry(req.idempotency_key, req.topic, placements[i])
+            IdempotencyEntry(req.idempotency_key, req.topic, _placements(spans[i], req.request.order))
             for i, req in enumerate(requests)
             if req.idempotency_key is not None
         ]
@@ -233,10 +237,22 @@ class Flusher:
         bases = result.base_offsets
         partition_of = [chunk.partition for chunk in built.chunks]
         deleted = {chunk_index for chunk_index, base in enumerate(bases) if base < 0}
-        for req, placed in zip(requests, placements, strict=True):
+        for req, span in zip(requests, spans, strict=True):
             if req.future.done():
                 continue
-            if deleted and any(chunk_index in deleted for chunk_index, _ in placed):
+            if deleted and any(chunk_index in deleted for chunk_index, _ in span):
                 req.future.set_exception(UnknownTopic(f"topic {req.topic!r} was deleted during produce"))
                 continue
-            req.future.set_result([(partition_of[c], bases[c] + rel) for c, rel in placed])
+            req.future.set_result(
+                RecordOffsets(
+                    [partition_of[c] for c, _ in span],
+                    [bases[c] + start for c, start in span],
+                    req.request.order,
+                )
+            )
+
+
+def _placements(spans: list[tuple[int, int]], order: Order) -> list[tuple[int, int]]:
+    """(chunk index, relative offset) of each record ``order`` names, given its request's batch spans:
+    what an idempotency key stores, per record (only requests that carry a key pay for it)."""
+    return [(spans[b][0], spans[b][1] + record) for b, record in order_pairs(order)]

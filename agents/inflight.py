@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 
 from agents.buffer import ProduceRequest
+from agents.offsets import Order, RecordOffsets
 from storage.errors import Unavailable
 
 # (topic, partition, producer id, epoch, first sequence, record count, the offsets asked for)
-AppendKey = tuple[str, int, int, int, int, int, tuple[tuple[int, int], ...]]
-Offsets = list[tuple[int, int]]
+AppendKey = tuple[str, int, int, int, int, int, Order]
+Offsets = RecordOffsets
 
 
 def append_key(request: ProduceRequest) -> AppendKey | None:
@@ -39,7 +40,7 @@ def append_key(request: ProduceRequest) -> AppendKey | None:
         first.producer_epoch,
         first.base_sequence,
         sum(b.record_count for b in batches),
-        tuple(request.order),
+        request.order,
     )
 
 
@@ -62,7 +63,7 @@ class InflightAppends:
             elif (exc := done.exception()) is not None:
                 follower.set_exception(exc)
             else:
-                follower.set_result(list(done.result()))
+                follower.set_result(done.result())
 
         original.add_done_callback(copy)
         return follower

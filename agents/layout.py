@@ -84,15 +84,11 @@ class BuiltFile:
     def __post_init__(self) -> None:
         self.index_of = {tp: i for i, tp in enumerate(self.tps)}
 
-    def placements(
-        self, index: int, batches: list[PartitionBatch], order: list[tuple[int, int]]
-    ) -> list[tuple[int, int]]:
-        """(chunk index, relative offset in the chunk) of each record ``order`` names, for request
-        ``index`` whose batches are ``batches``."""
-        # Per batch once, then per record only two list lookups and an addition (HTTP names every record).
-        chunk_of = [self.index_of[(batch.topic, batch.partition)] for batch in batches]
+    def spans(self, index: int, batches: list[PartitionBatch]) -> list[tuple[int, int]]:
+        """(chunk index, relative offset in the chunk of its first record) of each batch of request
+        ``index``, whose batches are ``batches``: per batch, never per record (agents/offsets.py)."""
         starts = self.starts[index]
-        return [(chunk_of[b], starts[b] + record_index) for b, record_index in order]
+        return [(self.index_of[(batch.topic, batch.partition)], starts[b]) for b, batch in enumerate(batches)]
 
     def rebase(self, requests: list[list[PartitionBatch]], body: bytes) -> None:
         """Point every batch of the file's requests at its copy in ``body``, the file joined into one buffer,

@@ -5,10 +5,11 @@ Authentication (with STRATA_API_TOKENS or --principals-file): every path but the
 Basic`` with a principal's name and password, the same password its Kafka clients use over SASL. The
 principal rides in the ASGI scope (api/authz.py) for the routes' permission checks.
 
-Admission: before a produce body is read, the agent's buffer is asked for a ``Reservation`` of a few times
-its declared size (agents/buffer.py owns the budget). The reservation rides in the ASGI scope to the
-produce handler, which hands it to the agent; the buffer consumes it when the request is queued. Whatever
-path the request takes, this middleware releases it at the end, which does nothing if it was consumed.
+Admission: before a produce body is read, the agent's buffer is asked for a ``Reservation`` of its declared
+size (agents/buffer.py owns the budget). The reservation rides in the ASGI scope to the produce handler,
+which grows it by the parse expansion while it parses the body (``Admission.expansion``) and hands it to
+the agent; the buffer consumes it when the request is queued. Whatever path the request takes, this
+middleware releases it at the end, which does nothing if it was consumed.
 
 Body limit: a declared Content-Length over the limit is refused before any byte is read; a chunked body is
 counted as it streams and refused once it passes the limit. Either way the request never reaches a handler,
@@ -42,8 +43,13 @@ class _BodyTooLarge(Exception):
 class Admission:
     """Memory admission for produce bodies, against the produce buffer's budget.
 
-    ``expansion``: parsing JSON into models and records holds a few times the body's size, so that many
-    bytes are reserved per body byte until the handler has turned the body into encoded batches.
+    A body being received holds its own size, which is what is reserved before it is read. Parsing it
+    holds more: the parsed objects and the encoded batches beside the body. ``expansion`` is that peak
+    per body byte; the handler reserves the difference only for its parse window, from the body's last
+    byte until it is encoded (api/routes/records.py). Reserving the peak for the whole request instead
+    refused loads that fit: a request waiting for its body, or for its flush, never holds the peak, and
+    128 clients sending 100-record bodies then reserved 4x their 12.5 MiB in flight against the 64 MiB
+    buffer (docs/benchmarks.md).
     """
 
     expansion = 4
@@ -101,7 +107,7 @@ class LimitsAndAuth:
             # without spending memory or CPU on a body it could not buffer.
             body_bytes = int(declared) if declared is not None else self.max_body_bytes
             try:
-                reservation = admission.reserve(body_bytes * admission.expansion)
+                reservation = admission.reserve(body_bytes)
             except BufferFull as exc:
                 await self.on_error(exc)(scope, receive, send)
                 return

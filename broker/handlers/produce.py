@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from agents.agent import CachedTopic
 from agents.buffer import ProduceRequest as AgentRequest
 from agents.buffer import Reservation
+from agents.offsets import FIRST_RECORD, RecordOffsets
 from agents.principals import Op, Resource
 from broker import errors
 from broker.batches import BatchRejected, check_batches
@@ -40,7 +41,7 @@ class _PartitionResult:
     error_message: str | None = None
     base_offset: int = -1
     # The agent request of this partition's batches, once admitted: its one offset is the partition's.
-    future: asyncio.Future[list[tuple[int, int]]] | None = None
+    future: asyncio.Future[RecordOffsets] | None = None
 
 
 # A topic's name and its partitions' results, in request order: what its answer is encoded from.
@@ -195,7 +196,9 @@ def _admit_topic(
         try:
             batches = check_batches(topic_data.name, pdata.index, data, cached.config, now, zstd_allowed)
             # The first record of the partition's first batch.
-            result.future = ctx.agent.enqueue(AgentRequest(topic_data.name, batches, [(0, 0)]), reservation)
+            result.future = ctx.agent.enqueue(
+                AgentRequest(topic_data.name, batches, FIRST_RECORD), reservation
+            )
         except BatchRejected as exc:
             result.error_code, result.error_message = exc.code, exc.message
         except StrataError as exc:
@@ -227,6 +230,6 @@ def _settle(results: list[_PartitionResult]) -> None:
             [(_, result.base_offset)] = future.result()
 
 
-def _ignore(future: asyncio.Future[list[tuple[int, int]]]) -> None:
+def _ignore(future: asyncio.Future[RecordOffsets]) -> None:
     if not future.cancelled():
         future.exception()  # retrieved: nobody waits for an acks=0 or timed-out answer

@@ -18,6 +18,7 @@ import pytest
 from agents.agent import Agent, AgentConfig
 from agents.buffer import PartitionBatch, ProduceRequest
 from agents.metrics import Metrics
+from agents.offsets import FIRST_RECORD
 from storage import records
 from storage.clock import SystemClock
 from storage.metadata import open_metadata_store
@@ -51,7 +52,7 @@ async def test_a_flushed_requests_bytes_are_freed_when_its_flush_is_done(tmp_pat
             frame = Frame(b"header" + batch)  # as the Kafka door holds it: the batch is a view into its frame
             watched.append(weakref.ref(frame))
             data = memoryview(frame)[6:]
-            request = ProduceRequest("t", [PartitionBatch("t", partition, data, 1, 1000, 1000)], [(0, 0)])
+            request = ProduceRequest("t", [PartitionBatch("t", partition, data, 1, 1000, 1000)], FIRST_RECORD)
             futures.append(agent.enqueue(request, agent.buffer.reserve(len(batch))))
             del frame, data, request, batch
         assert [await asyncio.wait_for(f, 10) for f in futures] == [[(0, 0)], [(1, 0)]]

@@ -328,8 +328,14 @@ def test_overload_is_refused_before_the_body_is_read_and_nothing_leaks(
             target=lambda: first.update(r=srv.produce("adm", [{"key": "k", "value": "x" * 3000}]))
         )
         thread.start()
-        time.sleep(0.3)  # ~3 KB encoded now waits in the buffer
-        # 4 KB of body reserves 16 KB (parse expansion): with 3 KB held, over the 18 KB budget.
+        time.sleep(0.3)  # ~3 KB encoded now waits in the buffer, and only that is held
+        assert 3000 <= srv.runtime.agent.buffer.bytes_held < 4000
+        # A body of 16 KB is refused before it is read: with 3 KB held, over the 18 KB budget.
+        refused = srv.produce("adm", [{"key": "k", "value": "y" * 16_000}])
+        assert refused.status_code == 429
+        assert refused.json()["error_code"] == 42901
+        # A body of 4 KB is read (7 KB held), then refused for its parse window: 4 KB more reserve 12 KB
+        # (Admission.expansion), over the budget.
         refused = srv.produce("adm", [{"key": "k", "value": "y" * 4000}])
         assert refused.status_code == 429
         assert refused.json()["error_code"] == 42901

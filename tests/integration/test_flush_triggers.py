@@ -16,6 +16,7 @@ import pytest
 from agents.agent import Agent, AgentConfig
 from agents.buffer import PartitionBatch, ProduceRequest
 from agents.metrics import Metrics
+from agents.offsets import FIRST_RECORD
 from storage import records
 from storage.clock import SystemClock
 from storage.errors import SettingsError
@@ -29,7 +30,9 @@ MINUTE_MS = 60_000
 
 def _request(partition: int, value_bytes: int) -> ProduceRequest:
     batch = records.encode_batch([records.Record(0, 1000, b"k", b"v" * value_bytes)])
-    return ProduceRequest("t", [PartitionBatch("t", partition, memoryview(batch), 1, 1000, 1000)], [(0, 0)])
+    return ProduceRequest(
+        "t", [PartitionBatch("t", partition, memoryview(batch), 1, 1000, 1000)], FIRST_RECORD
+    )
 
 
 async def _agent(tmp_path: Path, config: AgentConfig) -> tuple[Agent, LocalAsyncObjectStore]:

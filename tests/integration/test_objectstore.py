@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import aiohttp.payload
 import pytest
 from botocore.exceptions import ClientError
 
@@ -338,6 +339,38 @@ async def test_async_put_get_range_and_counters(async_store: AsyncObjectStore) -
         await async_store.get_range("l0/missing", 0, 1)
     assert async_store.counters.snapshot() == counts(PUT=1, GET=6)
     assert async_store.counters.bytes_read == 5000 + 100 + 10
+
+
+async def test_async_s3_put_hands_the_transport_the_whole_body_at_once(
+    moto_server: str, s3_bucket: str
+) -> None:
+    """A flush's PUT reaches aiohttp's writer as one write (storage/objectstore/s3async.py's
+    _OneWritePayload), not 256 KiB pieces with a turn of the event loop between each; and a body of many
+    such pieces still arrives whole."""
+    from aiobotocore._endpoint_helpers import _IOBaseWrapper  # what aiobotocore hands aiohttp as the body
+
+    from storage.objectstore.s3async import _OneWritePayload, _SharedBytesIO
+
+    data = payload(3 * 1024 * 1024 + 17)
+    chosen = aiohttp.payload.PAYLOAD_REGISTRY.get(_IOBaseWrapper(_SharedBytesIO(data)))
+    assert isinstance(chosen, _OneWritePayload)
+    writes: list[bytes] = []
+
+    class Writer:
+        async def write(self, chunk: memoryview) -> None:
+            writes.append(bytes(chunk))
+
+    await chosen.write_with_length(Writer(), None)  # type: ignore[arg-type]
+    assert writes == [data]
+    await chosen.write_with_length(Writer(), 10)  # a resend starts over; a length bound is honoured
+    assert writes[1] == data[:10]
+
+    store = AsyncS3ObjectStore(s3_bucket, endpoint_url=moto_server)
+    try:
+        await store.put("l0/big", data)
+        assert await store.get("l0/big") == data
+    finally:
+        await store.close()
 
 
 async def test_async_retry_survives_flaky_backend(async_store: AsyncObjectStore) -> None:

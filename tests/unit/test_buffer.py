@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from agents.buffer import PartitionBatch, PendingRequest, ProduceBuffer, ProduceRequest
+from agents.offsets import FIRST_RECORD
 from storage.errors import BufferFull
 
 
@@ -17,7 +18,7 @@ def request(nbytes: int, topic: str = "t") -> PendingRequest:
         future: asyncio.Future[list[tuple[int, int]]] = loop.create_future()
     finally:
         loop.close()
-    return PendingRequest(ProduceRequest(topic, [batch], [(0, 0)]), None, future)
+    return PendingRequest(ProduceRequest(topic, [batch], FIRST_RECORD), None, future)
 
 
 def test_reservation_counts_until_released_once() -> None:
@@ -29,15 +30,33 @@ def test_reservation_counts_until_released_once() -> None:
     assert (buf.bytes_held, r.size) == (0, 0)
 
 
-def test_reservation_shrinks_but_never_grows() -> None:
+def test_reservation_shrinks() -> None:
     buf = ProduceBuffer(100)
     r = buf.reserve(40)
     r.shrink_to(10)
     assert buf.bytes_held == 10
-    r.shrink_to(30)  # growing would bypass admission
+    r.shrink_to(30)  # shrink_to never grows: growing needs admission (grow)
     assert buf.bytes_held == 10
     r.shrink_to(-5)
     assert (buf.bytes_held, r.size) == (0, 0)
+
+
+def test_reservation_grows_only_through_admission() -> None:
+    buf = ProduceBuffer(100)
+    alone = buf.reserve(40)
+    alone.grow(200)  # only its own bytes are held: admitted, as an empty buffer admits anything
+    assert (buf.bytes_held, alone.size) == (240, 240)
+    alone.release()
+    other = buf.reserve(50)
+    r = buf.reserve(30)
+    with pytest.raises(BufferFull):
+        r.grow(21)  # 50 + 30 + 21 > 100
+    assert (buf.bytes_held, r.size) == (80, 30)  # a refused growth changes nothing
+    r.grow(20)
+    assert (buf.bytes_held, r.size) == (100, 50)
+    r.release()
+    other.release()
+    assert buf.bytes_held == 0
 
 
 def test_reserve_refuses_past_the_bound_but_an_empty_buffer_admits_anything() -> None:

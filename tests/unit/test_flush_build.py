@@ -7,6 +7,7 @@ import copy
 
 from agents.buffer import PartitionBatch, PendingRequest, ProduceBuffer, ProduceRequest
 from agents.layout import build_file
+from agents.offsets import RecordOffsets, order_of
 from storage import fileformat, records
 from storage.objectstore.base import body_bytes
 
@@ -19,13 +20,13 @@ def batch(topic: str, partition: int, values: list[bytes], ts: int = 1000) -> Pa
 def pending(batches: list[PartitionBatch], order: list[tuple[int, int]]) -> PendingRequest:
     loop = asyncio.new_event_loop()
     try:
-        future: asyncio.Future[list[tuple[int, int]]] = loop.create_future()
+        future: asyncio.Future[RecordOffsets] = loop.create_future()
     finally:
         loop.close()
-    return PendingRequest(ProduceRequest(batches[0].topic, batches, order), None, future)
+    return PendingRequest(ProduceRequest(batches[0].topic, batches, order_of(order)), None, future)
 
 
-def test_chunks_sorted_relative_offsets_and_placements() -> None:
+def test_chunks_sorted_relative_offsets_and_spans() -> None:
     # Request 0 writes b/0 then a/1; request 1 writes a/1 again. Chunks must come out sorted (a/1, b/0),
     # with request 1's batch placed after request 0's inside chunk a/1.
     r0 = pending([batch("b", 0, [b"x", b"y"]), batch("a", 1, [b"p"])], [(0, 0), (1, 0), (0, 1)])
@@ -37,8 +38,10 @@ def test_chunks_sorted_relative_offsets_and_placements() -> None:
     assert [r.request for r in (r0, r1)] == before  # pure: the inputs are unchanged
     assert built.tps == [("a", 1), ("b", 0)]
     assert [(c.topic, c.partition, c.record_count) for c in built.chunks] == [("a", 1, 4), ("b", 0, 2)]
-    assert built.placements(0, r0.batches, r0.request.order) == [(1, 0), (0, 0), (1, 1)]
-    assert built.placements(1, r1.batches, r1.request.order) == [(0, 1), (0, 2), (0, 3)]
+    # (chunk index, first record's offset in the chunk) per batch: r0's b/0 opens chunk 1, its a/1 chunk 0;
+    # r1's a/1 batch follows r0's single record there.
+    assert built.spans(0, r0.batches) == [(1, 0), (0, 0)]
+    assert built.spans(1, r1.batches) == [(0, 1)]
 
     data = body_bytes(built.pieces)
     assert built.size == len(data)
