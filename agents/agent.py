@@ -217,12 +217,14 @@ class Agent:
     # --- produce -----------------------------------------------------------------------------------------
     async def prepare(self, topic: str, recs: Sequence[ProduceRecord]) -> ProduceRequest:
         """Validate, partition and encode records against the topic's current configuration."""
-        cached = await self.topic(topic)
+        return self.encode(await self.topic(topic), recs)
+
+    def encode(self, cached: CachedTopic, recs: Sequence[ProduceRecord]) -> ProduceRequest:
+        """``prepare`` against a topic the caller already looked up, without waiting."""
         return self.encoder.encode(cached.info, cached.config, recs, self.clock.now_ms())
 
-    async def prepare_text(self, topic: str, items: list[Any]) -> ProduceRequest | None:
-        """``prepare`` for records given as text (``RequestEncoder.encode_text``); None: use ``prepare``."""
-        cached = await self.topic(topic)
+    def encode_text(self, cached: CachedTopic, items: list[Any]) -> ProduceRequest | None:
+        """``encode`` for records given as text (``RequestEncoder.encode_text``); None: use ``encode``."""
         return self.encoder.encode_text(cached.info, cached.config, items, self.clock.now_ms())
 
     async def produce_records(

@@ -70,13 +70,17 @@ async def produce(
     settings, agent = runtime.settings, runtime.agent
     try:
         body = await _body(http)
+        name = topic_name(topic)
+        authz.check(http, Op.WRITE, Resource.TOPIC, name)
+        # The topic first: from here until the request is queued nothing awaits, so at most one request
+        # is in its parse window at a time (Admission's bound). Parsed while a topic lookup waited, every
+        # request arriving meanwhile held its parsed body at once.
+        cached = await agent.topic(name)
         # The parse window: until the body is encoded, it and its parsed objects hold up to
         # Admission.expansion times its size. BufferFull (429) here if that does not fit.
         held.grow(len(body) * (Admission.expansion - 1))
         recs = parse_produce_request(body, http.headers.get("content-type"))
         del body
-        name = topic_name(topic)
-        authz.check(http, Op.WRITE, Resource.TOPIC, name)
         if len(recs) > settings.max_records_per_request:
             raise RecordTooLarge(
                 f"{len(recs)} records in one request; the limit is {settings.max_records_per_request}"
@@ -85,9 +89,9 @@ async def produce(
             raise BadRequest("Idempotency-Key must be 1-200 printable ASCII characters")
         if isinstance(recs, TextRecords):
             # Encoded in one C loop; a record it declines sends the request through prepare, which says why.
-            request = await agent.prepare_text(name, recs.items) or await agent.prepare(name, recs.records())
+            request = agent.encode_text(cached, recs.items) or agent.encode(cached, recs.records())
         else:
-            request = await agent.prepare(name, recs)
+            request = agent.encode(cached, recs)
         # Only the encoded request (counted by the produce buffer) waits for the flush: the records go now.
         del recs
         offsets = await agent.produce(request, held, idempotency_key)
