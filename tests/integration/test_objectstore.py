@@ -8,6 +8,7 @@ seeded ``random.Random``; retry sleeps go to a ``ManualClock``, so nothing here 
 
 from __future__ import annotations
 
+import base64
 import math
 import random
 import socket
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 import aiohttp.payload
 import pytest
 from botocore.exceptions import ClientError
+from crc32c import crc32c
 
 from storage.clock import ManualClock
 from storage.errors import (
@@ -366,11 +368,22 @@ async def test_async_s3_put_hands_the_transport_the_whole_body_at_once(
     assert writes[1] == data[:10]
 
     store = AsyncS3ObjectStore(s3_bucket, endpoint_url=moto_server)
+    sent: list[dict[str, bytes]] = []
     try:
+        client = await store._get_client()
+        client.meta.events.register(
+            "before-send.s3.PutObject", lambda request, **_: sent.append(dict(request.headers.items()))
+        )
         await store.put("l0/big", data)
         assert await store.get("l0/big") == data
     finally:
         await store.close()
+    # The body's CRC-32C, for S3 to check, and no second checksum computed by botocore.
+    [headers] = sent
+    assert headers["x-amz-checksum-crc32c"] == base64.b64encode(crc32c(data).to_bytes(4, "big"))
+    assert not [
+        name for name in headers if name.lower().startswith("x-amz-checksum-") and "crc32c" not in name
+    ]
 
 
 async def test_async_retry_survives_flaky_backend(async_store: AsyncObjectStore) -> None:
