@@ -42,6 +42,7 @@ _COMPACT_SETTINGS = frozenset(
         "worker_interval_ms",
         "compaction_map_bytes",
         "compaction_file_bytes",
+        "compaction_max_read_bytes_per_second",
         "job_lease_ms",
         "l0_merge_files",
         "l0_merge_age_ms",

@@ -154,6 +154,7 @@ def round_config(settings: Settings) -> RoundConfig:
             map_bytes=settings.compaction_map_bytes,
             max_output_file_bytes=settings.compaction_file_bytes,
             lease_ms=settings.job_lease_ms,
+            max_read_bytes_per_second=settings.compaction_max_read_bytes_per_second,
         ),
         obsolete_grace_ms=settings.gc_grace_ms,
         orphan_grace_ms=settings.orphan_grace_ms,

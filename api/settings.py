@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from planner.throttle import MIN_BYTES_PER_SECOND
 from storage.errors import SettingsError
 
 MiB = 1024 * 1024
@@ -180,6 +181,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Size at which a compaction output file is closed",
     ),
     Setting(
+        "compaction_max_read_bytes_per_second",
+        "STRATA_COMPACTION_MAX_READ_BYTES_PER_SECOND",
+        int,
+        0,
+        "Bytes per second a worker's compaction may read (Kafka's log.cleaner.io.max.bytes.per.second); "
+        "0: no limit, else at least 1 MiB/s",
+    ),
+    Setting(
         "job_lease_ms", "STRATA_JOB_LEASE_MS", int, 60_000, "Lease of a compaction job; renewed while it runs"
     ),
     Setting("l0_merge_files", "STRATA_L0_MERGE_FILES", int, 8, "Merge L0 files into L1 when this many exist"),
@@ -342,6 +351,7 @@ class Settings:
     worker_interval_ms: int = 5_000
     compaction_map_bytes: int = 128 * MiB
     compaction_file_bytes: int = 32 * MiB
+    compaction_max_read_bytes_per_second: int = 0
     job_lease_ms: int = 60_000
     l0_merge_files: int = 8
     l0_merge_age_ms: int = 20_000
@@ -407,6 +417,12 @@ def load_settings(
     settings = Settings(**{k: v for k, v in values.items() if k in known})  # type: ignore[arg-type]
     if settings.metrics_sample_ms < 100:
         raise SettingsError("STRATA_METRICS_SAMPLE_MS: sample at most every 100 ms")
+    rate = settings.compaction_max_read_bytes_per_second
+    if rate != 0 and rate < MIN_BYTES_PER_SECOND:
+        raise SettingsError(
+            "STRATA_COMPACTION_MAX_READ_BYTES_PER_SECOND must be 0 (no limit) or at least "
+            f"{MIN_BYTES_PER_SECOND}, got {rate}"
+        )
     if settings.s3_put_price_per_1000 < 0 or settings.s3_get_price_per_1000 < 0:
         raise SettingsError("STRATA_S3_PUT_PRICE_PER_1000 / STRATA_S3_GET_PRICE_PER_1000: not negative")
     return settings

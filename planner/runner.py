@@ -47,6 +47,7 @@ from planner.offset_map import KeyHasher, OffsetMap, SkimpyOffsetMap
 from planner.retain import retain_mask
 from planner.stats import JobOutcome, JobStats
 from planner.streams import ForwardReader
+from planner.throttle import ReadThrottle
 from storage import fileformat, records
 from storage.clock import Clock
 from storage.errors import Conflict, CorruptObject, StrataError, UnknownTopic
@@ -82,6 +83,9 @@ class RunnerConfig:
     # send buffer), so this bounds the runner's memory beyond the offset map.
     max_output_file_bytes: int = 32 * MiB
     lease_ms: int = 60_000
+    # Kafka's log.cleaner.io.max.bytes.per.second: bytes per second the runner's GET streams may read
+    # (planner/throttle.py); 0, Kafka's default too, is no limit.
+    max_read_bytes_per_second: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +96,7 @@ class JobContext:
     lease_ms: int
     max_output_file_bytes: int
     rng: random.Random  # key-hash secrets and output object keys
+    throttle: ReadThrottle  # the runner's read rate, shared by all its jobs
 
 
 # Called with a phase's name ("pass1", "pass2", "seal"); the context it returns is entered around that
@@ -141,7 +146,13 @@ class JobRunner:
         self.metadata = metadata
         self.clock = clock
         self.config = config
-        self.context = JobContext(owner, config.lease_ms, config.max_output_file_bytes, rng)
+        self.context = JobContext(
+            owner,
+            config.lease_ms,
+            config.max_output_file_bytes,
+            rng,
+            ReadThrottle(config.max_read_bytes_per_second, clock),
+        )
         # Allocated once per runner and reused: memory stays at the configured bound across jobs.
         self.offset_map = offset_map if offset_map is not None else SkimpyOffsetMap(config.map_bytes)
         self.on_phase = on_phase
@@ -238,8 +249,9 @@ class JobRun:
         for fc in chunks:
             ends[fc.file_id] = max(ends.get(fc.file_id, 0), fc.chunk.position + fc.chunk.length)
         for file_id, end in ends.items():
-            self.pass1[file_id] = ForwardReader(self.store, keys[file_id], end)
-            self.pass2[file_id] = ForwardReader(self.store, keys[file_id], end)
+            throttle = self.context.throttle
+            self.pass1[file_id] = ForwardReader(self.store, keys[file_id], end, throttle)
+            self.pass2[file_id] = ForwardReader(self.store, keys[file_id], end, throttle)
         by_partition: dict[tuple[str, int], list[FileChunk]] = {}
         for fc in chunks:
             by_partition.setdefault((fc.chunk.topic, fc.chunk.partition), []).append(fc)

@@ -7,6 +7,7 @@ forward. Bytes between wanted chunks are read and discarded, never re-requested:
 
 from __future__ import annotations
 
+from planner.throttle import ReadThrottle
 from storage.errors import CorruptObject
 from storage.objectstore.base import ObjectStore, ObjectStream
 
@@ -16,10 +17,11 @@ _SKIP_PIECE = 1 << 20
 class ForwardReader:
     """Reads byte ranges in increasing order from one lazily opened stream of ``key`` over [0, end)."""
 
-    def __init__(self, store: ObjectStore, key: str, end: int) -> None:
+    def __init__(self, store: ObjectStore, key: str, end: int, throttle: ReadThrottle | None = None) -> None:
         self.store = store
         self.key = key
         self.end = end
+        self.throttle = throttle  # every byte taken from the stream, skipped ones included, is counted
         self.position = 0
         self.bytes_read = 0
         self.closed = False  # opened once, then closed: still one GET
@@ -54,6 +56,8 @@ class ForwardReader:
                 )
             parts.append(piece)
             remaining -= len(piece)
+            if self.throttle is not None:
+                self.throttle.take(len(piece))
         self.position += n
         self.bytes_read += n
         return parts[0] if len(parts) == 1 else b"".join(parts)

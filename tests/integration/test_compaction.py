@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from api.settings import Settings
+from api.settings import Settings, load_settings
 from planner.offset_map import FakeOffsetMap
 from planner.round import CompactionRound, RoundConfig
 from planner.runner import RunnerConfig
 from storage.clock import SkewedClock
+from storage.errors import SettingsError
 from storage.objectstore.base import GET, PUT
 from tests.fixtures.server import RunningServer, run_server
 
@@ -257,3 +258,64 @@ def test_a_job_that_keeps_failing_is_given_up(srv: RunningServer, clock: SkewedC
     result = c.run_once("stuck", force=True)
     assert [stats.outcome for _, stats in result.jobs] == ["committed"]
     assert [r["value"] for r in srv.read_all("stuck", 0)] == ["2"]
+
+
+class _VirtualSleeps:
+    """The server's clock, except that a sleep moves monotonic time on instead of waiting: a throttled job
+    then runs at full speed while its clock shows the time the throttle asked for."""
+
+    def __init__(self, base: SkewedClock) -> None:
+        self.base = base
+        self.slept = 0.0
+
+    def now_ms(self) -> int:
+        return self.base.now_ms()
+
+    def monotonic(self) -> float:
+        return self.base.monotonic() + self.slept
+
+    def sleep(self, seconds: float) -> None:
+        self.slept += seconds
+
+    async def asleep(self, seconds: float) -> None:
+        self.slept += seconds
+
+
+def test_a_read_rate_limit_paces_compaction_by_the_bytes_it_reads(
+    srv: RunningServer, clock: SkewedClock
+) -> None:
+    srv.create_topic("big", partitions=1)
+    for i in range(3):  # three flushes of ~1 MiB each
+        assert (
+            srv.produce("big", [{"key": f"k{i}-{j}", "value": "v" * 1000} for j in range(1000)]).status_code
+            == 200
+        )
+    before = srv.read_all("big", 0)
+    clock.advance(60)  # L0's oldest file is past its merge age
+    rt = srv.runtime
+    paced = _VirtualSleeps(clock)
+    rate = 1024 * 1024
+    c = CompactionRound(
+        rt.store,
+        rt.metadata,
+        paced,
+        random.Random(7),
+        owner="test-worker",
+        config=RoundConfig(runner=RunnerConfig(max_read_bytes_per_second=rate)),
+    )
+    assert c.planner._merge(0) is not None
+    started = rt.clock.monotonic()
+    ((_, stats),) = c.run_jobs()
+    real = rt.clock.monotonic() - started
+    assert stats.bytes_read > 2.5 * rate  # every input byte: ~3 MiB, one pass (no keys to deduplicate)
+    # One second of reading is free (the bucket starts full); the rest is paid at the rate, less any real
+    # time that passed meanwhile, which refilled the bucket.
+    assert (stats.bytes_read - rate) / rate - real <= paced.slept <= stats.bytes_read / rate
+    assert stats.duration_ms >= paced.slept * 1000  # the job's duration includes the waits
+    assert srv.read_all("big", 0) == before
+
+
+@pytest.mark.parametrize("rate", ["1", "1048575", "-1"])
+def test_a_read_rate_limit_below_1_mib_is_refused_at_start(rate: str) -> None:
+    with pytest.raises(SettingsError, match="STRATA_COMPACTION_MAX_READ_BYTES_PER_SECOND"):
+        load_settings(environ={"STRATA_COMPACTION_MAX_READ_BYTES_PER_SECOND": rate})
