@@ -377,6 +377,10 @@ class JobRun:
         return runs, covers_prefix, cleaned_offset
 
     def _read(self, readers: dict[int, ForwardReader], fc: FileChunk) -> bytes:
+        # Renewed per chunk, not only per partition: with a read rate limit one partition's chunks can take
+        # longer than the lease (a partition of 100 MiB at 1 MiB/s: 100 s against 60 s). One chunk must
+        # still fit in the lease, which MIN_BYTES_PER_SECOND keeps true for chunks of the default files.
+        self._keep_lease()
         data = readers[fc.file_id].read(fc.chunk.position, fc.chunk.length)
         fileformat.verify_chunk(data, fc.chunk.crc, object_key=fc.chunk.object_key)
         return data

@@ -319,3 +319,44 @@ def test_a_read_rate_limit_paces_compaction_by_the_bytes_it_reads(
 def test_a_read_rate_limit_below_1_mib_is_refused_at_start(rate: str) -> None:
     with pytest.raises(SettingsError, match="STRATA_COMPACTION_MAX_READ_BYTES_PER_SECOND"):
         load_settings(environ={"STRATA_COMPACTION_MAX_READ_BYTES_PER_SECOND": rate})
+
+
+class _CountingHeartbeats:
+    """The server's metadata store, counting the job heartbeats a runner sends."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.heartbeats = 0
+
+    def heartbeat_job(self, *args: Any, **kwargs: Any) -> Any:
+        self.heartbeats += 1
+        return self.inner.heartbeat_job(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_throttled_job_renews_its_lease_between_chunks(srv: RunningServer, clock: SkewedClock) -> None:
+    """One partition of five ~1 MiB chunks at 1 MiB/s takes ~4 s of (virtual) waiting; with a 1.5 s lease
+    (renewed every half second) the runner must heartbeat while reading, not only between partitions."""
+    srv.create_topic("slow", partitions=1)
+    for i in range(5):
+        records = [{"key": f"k{i}-{j}", "value": "v" * 1000} for j in range(1000)]
+        assert srv.produce("slow", records).status_code == 200
+    clock.advance(60)
+    rt = srv.runtime
+    paced = _VirtualSleeps(clock)
+    catalog = _CountingHeartbeats(rt.metadata)
+    c = CompactionRound(
+        rt.store,
+        catalog,  # type: ignore[arg-type]
+        paced,
+        random.Random(7),
+        owner="test-worker",
+        config=RoundConfig(runner=RunnerConfig(max_read_bytes_per_second=1024 * 1024, lease_ms=1500)),
+    )
+    assert c.planner._merge(0) is not None
+    ((_, stats),) = c.run_jobs()
+    assert stats.error_code is None
+    assert paced.slept > 3.0
+    assert catalog.heartbeats >= 3  # at least two while reading, plus the one before the commit
