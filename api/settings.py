@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from planner.throttle import MIN_BYTES_PER_SECOND
+from planner.throttle import check_rate
 from storage.errors import SettingsError
 
 MiB = 1024 * 1024
@@ -417,12 +417,10 @@ def load_settings(
     settings = Settings(**{k: v for k, v in values.items() if k in known})  # type: ignore[arg-type]
     if settings.metrics_sample_ms < 100:
         raise SettingsError("STRATA_METRICS_SAMPLE_MS: sample at most every 100 ms")
-    rate = settings.compaction_max_read_bytes_per_second
-    if rate != 0 and rate < MIN_BYTES_PER_SECOND:
-        raise SettingsError(
-            "STRATA_COMPACTION_MAX_READ_BYTES_PER_SECOND must be 0 (no limit) or at least "
-            f"{MIN_BYTES_PER_SECOND}, got {rate}"
-        )
+    try:
+        check_rate(settings.compaction_max_read_bytes_per_second)
+    except SettingsError as exc:
+        raise SettingsError(f"STRATA_COMPACTION_MAX_READ_BYTES_PER_SECOND: {exc.message}") from None
     if settings.s3_put_price_per_1000 < 0 or settings.s3_get_price_per_1000 < 0:
         raise SettingsError("STRATA_S3_PUT_PRICE_PER_1000 / STRATA_S3_GET_PRICE_PER_1000: not negative")
     return settings

@@ -248,8 +248,8 @@ class JobRun:
         ends: dict[int, int] = {}
         for fc in chunks:
             ends[fc.file_id] = max(ends.get(fc.file_id, 0), fc.chunk.position + fc.chunk.length)
+        throttle = self.context.throttle
         for file_id, end in ends.items():
-            throttle = self.context.throttle
             self.pass1[file_id] = ForwardReader(self.store, keys[file_id], end, throttle)
             self.pass2[file_id] = ForwardReader(self.store, keys[file_id], end, throttle)
         by_partition: dict[tuple[str, int], list[FileChunk]] = {}

@@ -26,15 +26,20 @@ MiB = 1024 * 1024
 MIN_BYTES_PER_SECOND = MiB
 
 
+def check_rate(bytes_per_second: int) -> None:
+    """SettingsError unless the rate is 0 (no limit) or at least MIN_BYTES_PER_SECOND."""
+    if bytes_per_second != 0 and bytes_per_second < MIN_BYTES_PER_SECOND:
+        raise SettingsError(
+            f"compaction read rate must be 0 (unlimited) or at least {MIN_BYTES_PER_SECOND} bytes/s, "
+            f"got {bytes_per_second}"
+        )
+
+
 class ReadThrottle:
     """At most ``bytes_per_second`` read per second (0: no limit), over any stretch of a second or more."""
 
     def __init__(self, bytes_per_second: int, clock: Clock) -> None:
-        if bytes_per_second != 0 and bytes_per_second < MIN_BYTES_PER_SECOND:
-            raise SettingsError(
-                f"compaction read rate must be 0 (unlimited) or at least {MIN_BYTES_PER_SECOND} bytes/s, "
-                f"got {bytes_per_second}"
-            )
+        check_rate(bytes_per_second)
         self.rate = bytes_per_second
         self.clock = clock
         self._lock = threading.Lock()
@@ -59,4 +64,4 @@ class ReadThrottle:
             self.clock.sleep(wait)
 
 
-__all__ = ["MIN_BYTES_PER_SECOND", "ReadThrottle"]
+__all__ = ["MIN_BYTES_PER_SECOND", "ReadThrottle", "check_rate"]

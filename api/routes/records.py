@@ -88,7 +88,7 @@ async def produce(
         if idempotency_key is not None and not _IDEMPOTENCY_KEY_RE.fullmatch(idempotency_key):
             raise BadRequest("Idempotency-Key must be 1-200 printable ASCII characters")
         if isinstance(recs, TextRecords):
-            # Encoded in one C loop; a record it declines sends the request through prepare, which says why.
+            # Encoded in one C loop; a record it declines sends the request through encode, which says why.
             request = agent.encode_text(cached, recs.items) or agent.encode(cached, recs.records())
         else:
             request = agent.encode(cached, recs)
