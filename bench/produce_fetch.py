@@ -373,7 +373,7 @@ def run_produce_load(
             cmd += ["--start-file", str(start_file), "--duration", str(duration), "--seed", str(i + 1)]
             cmd += ["--think-ms", str(think_ms), "--out", str(out_dir / f"{i}.json")]
             popens.append(subprocess.Popen(cmd, cwd=ROOT, env=bench_env()))
-        # Every process has built its request bodies: give them one start time.
+        # Every process has built its request bodies and clients: give them one start time.
         deadline = time.monotonic() + START_TIMEOUT_S
         while not all((out_dir / f"{i}.json.ready").exists() for i in range(procs)):
             if time.monotonic() > deadline or any(p.poll() is not None for p in popens):
