@@ -461,8 +461,14 @@ class JobRun:
         piece = _Piece(run[0].chunk.base_offset)
         horizon = self.now_ms + (config.delete_retention_ms if config is not None else 0)
         offset_map, key_a, key_b = self.map, self.hasher.key_a, self.hasher.key_b
+        cap = self.context.max_output_file_bytes
         for i, fc in enumerate(run):
             chunk = fc.chunk
+            if i and piece.buf and len(piece.buf) + chunk.length > cap:
+                # Cut before a chunk that could take the piece past the cap (what it keeps of the chunk is at
+                # most the chunk), between input chunks so that offset spans stay contiguous.
+                self._emit(topic, partition, piece, run[i - 1].chunk.last_offset, dense, config)
+                piece = _Piece(chunk.base_offset)
             data = self._read(self.pass2, fc)
             self.stats.pass2_bytes += len(data)
             self.stats.records_in += chunk.record_count
@@ -522,8 +528,9 @@ class JobRun:
                 piece.min_ts = min(piece.min_ts, chunk.min_timestamp)
                 piece.max_ts = max(piece.max_ts, chunk.max_timestamp)
             # Bound memory: a long run becomes several output chunks, cut between input chunks so their
-            # offset spans stay contiguous and never overlap.
-            if len(buf) >= self.context.max_output_file_bytes and i + 1 < len(run):
+            # offset spans stay contiguous and never overlap. (Only an input chunk as large as the cap by
+            # itself, or one that re-encoding grew, gets here: the cut above comes first.)
+            if len(buf) >= cap and i + 1 < len(run):
                 self._emit(topic, partition, piece, chunk.last_offset, dense, config)
                 piece = _Piece(run[i + 1].chunk.base_offset)
         self._emit(topic, partition, piece, run[-1].chunk.last_offset, dense, config)
@@ -546,6 +553,15 @@ class JobRun:
         if output is None:
             output = self.open_outputs[compacted] = _Output()
         holes = not dense and len(piece.present) < last - piece.base + 1
+        cap = self.context.max_output_file_bytes
+        added = len(piece.buf) + output.builder.entry_size(topic, piece.present if holes else None)
+        if output.chunks and output.builder.object_size_now + added > cap:
+            # Sealed before the chunk that would take it past the cap: an output file exceeds
+            # compaction_file_bytes only when one chunk alone does. Agents read files up to a quarter of
+            # their cache whole, once for every partition (agents/fetch.py), so a cap set there holds.
+            with self.on_phase("seal"):
+                self._seal(compacted)
+            output = self.open_outputs[compacted] = _Output()
         meta = output.builder.add_chunk(
             topic,
             partition,
@@ -571,7 +587,7 @@ class JobRun:
                 has_holes=holes,
             )
         )
-        if output.builder.size >= self.context.max_output_file_bytes:
+        if output.builder.object_size_now >= cap:
             with self.on_phase("seal"):
                 self._seal(compacted)
 

@@ -167,6 +167,7 @@ class FileBuilder:
         self._parts: list[bytes | bytearray | memoryview] = []
         self._chunks: list[ChunkMeta] = []
         self._size = 0
+        self._footer_size = _COUNT.size  # the footer's bytes so far: its count, then one entry per chunk
         self._finished: bytes | None = None
         self._pieces_done: list[bytes | bytearray | memoryview] | None = None
         self.object_size = 0  # the whole object's bytes, once finished
@@ -175,6 +176,20 @@ class FileBuilder:
     def size(self) -> int:
         """Bytes of chunk data added so far (the footer and trailer are not counted until ``finish``)."""
         return self._size
+
+    @property
+    def object_size_now(self) -> int:
+        """The whole object's bytes if it were finished now: chunks, footer and trailer."""
+        return self._size + self._footer_size + TRAILER_SIZE
+
+    @staticmethod
+    def entry_size(topic: str, present: BitMap | None = None) -> int:
+        """The bytes a chunk of ``topic`` adds to the footer (with its bitmap if it has holes), so a writer
+        that caps its objects can tell whether a chunk still fits before it adds it."""
+        size = _TOPIC_LENGTH.size + len(topic.encode("utf-8")) + _ENTRY.size
+        if present and not (present.min() == 0 and len(present) == present.max() + 1):  # else stored dense
+            size += _BITMAP_LENGTH.size + len(present.serialize())
+        return size
 
     @property
     def chunks(self) -> tuple[ChunkMeta, ...]:
@@ -296,6 +311,7 @@ class FileBuilder:
         self._parts.extend(pieces)
         self._chunks.append(meta)
         self._size += length
+        self._footer_size += self.entry_size(topic, present)
         return meta
 
     def finish(self) -> bytes:
@@ -317,6 +333,7 @@ class FileBuilder:
         trailer = _TRAILER.pack(len(footer), crc32c(footer), FORMAT_VERSION, MAGIC)
         self._pieces_done = [*self._parts, footer, trailer]
         self.object_size = self._size + len(footer) + len(trailer)
+        assert self.object_size == self.object_size_now  # the projection writers cap their objects by
         self._parts = []
         return self._pieces_done
 

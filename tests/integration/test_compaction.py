@@ -242,6 +242,28 @@ def test_output_chunks_and_files_are_bounded(srv: RunningServer) -> None:
     assert [r["value"] for r in srv.read_all("hotc", 0)] == ["4", "5"]
 
 
+def test_output_files_stay_within_the_cap_unless_one_chunk_alone_exceeds_it(srv: RunningServer) -> None:
+    srv.create_topic("wide", partitions=4)
+    for i in range(8):  # eight flush files, each with a ~2 KiB chunk of every partition
+        srv.produce("wide", [{"key": f"k{i}-{p}", "value": "v" * 500, "partition": p % 4} for p in range(16)])
+    before = log_of(srv, "wide", 4)
+    cap = 5000  # two or three input chunks
+    c = compactor(srv, config=RoundConfig(runner=RunnerConfig(max_output_file_bytes=cap)))
+    assert c.planner._merge(0) is not None
+    ((_, stats),) = c.run_jobs()
+    meta = srv.runtime.metadata
+    outputs = meta.live_files(1)
+    assert stats.output_files == len(outputs) > 1
+    for f in outputs:
+        chunks = meta.file_chunks([f.file_id])
+        assert f.size <= cap or len(chunks) == 1, (f.size, len(chunks))
+    # Cut only between input chunks: every partition's log is whole and its chunks contiguous.
+    assert log_of(srv, "wide", 4) == before
+    for p in range(4):
+        spans = [(fc.chunk.base_offset, fc.chunk.last_offset) for fc in meta.partition_chunks("wide", p)]
+        assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(spans)), spans
+
+
 def test_a_job_that_keeps_failing_is_given_up(srv: RunningServer, clock: SkewedClock) -> None:
     srv.create_topic("stuck", **COMPACT)
     produce_updates(srv, "stuck", [{"k": "1"}, {"k": "2"}])

@@ -396,6 +396,29 @@ def test_round_trip_property(specs: list[tuple[str, int, bytes, int, int, int, i
 
 
 @FAST
+@given(chunk_specs())
+def test_the_projected_size_is_the_finished_size(
+    specs: list[tuple[str, int, bytes, int, int, int, int, BitMap | None]],
+) -> None:
+    # Compaction seals an output before a chunk would take it past its cap, from this projection.
+    builder = FileBuilder()
+    for topic, partition, data, count, last, min_ts, max_ts, present in specs:
+        before = builder.object_size_now
+        builder.add_chunk(
+            topic,
+            partition,
+            data,
+            record_count=count,
+            last_offset_delta=last,
+            min_timestamp=min_ts,
+            max_timestamp=max_ts,
+            present=present,
+        )
+        assert builder.object_size_now == before + len(data) + FileBuilder.entry_size(topic, present)
+    assert builder.object_size_now == len(builder.finish())
+
+
+@FAST
 @given(st.binary(max_size=200))
 def test_random_bytes_raise_only_codec_error(data: bytes) -> None:
     try:
