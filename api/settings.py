@@ -177,8 +177,8 @@ SETTINGS: tuple[Setting, ...] = (
         "compaction_file_bytes",
         "STRATA_COMPACTION_FILE_BYTES",
         int,
-        32 * MiB,
-        "Size at which a compaction output file is closed",
+        16 * MiB,
+        "Largest compaction output file; only a chunk larger by itself exceeds it",
     ),
     Setting(
         "compaction_max_read_bytes_per_second",
@@ -350,7 +350,8 @@ class Settings:
     gc_grace_ms: int = 600_000
     worker_interval_ms: int = 5_000
     compaction_map_bytes: int = 128 * MiB
-    compaction_file_bytes: int = 32 * MiB
+    # A quarter of cache_bytes' default: agents read files up to that whole, once for every partition.
+    compaction_file_bytes: int = 16 * MiB
     compaction_max_read_bytes_per_second: int = 0
     job_lease_ms: int = 60_000
     l0_merge_files: int = 8

@@ -80,8 +80,10 @@ PASS1_BATCH = 16_384
 class RunnerConfig:
     map_bytes: int = 128 * MiB
     # Each upload briefly holds about three copies of an output file (chunks, the joined object, the SDK's
-    # send buffer), so this bounds the runner's memory beyond the offset map.
-    max_output_file_bytes: int = 32 * MiB
+    # send buffer), so this bounds the runner's memory beyond the offset map. A cap: a file exceeds it only
+    # when one chunk alone does (``_emit``). The default is a quarter of the agents' default cache, the
+    # largest file they read whole, once for all partitions (agents/fetch.py).
+    max_output_file_bytes: int = 16 * MiB
     lease_ms: int = 60_000
     # Kafka's log.cleaner.io.max.bytes.per.second: bytes per second the runner's GET streams may read
     # (planner/throttle.py); 0, Kafka's default too, is no limit.

@@ -21,8 +21,8 @@ from storage.clock import Clock
 from storage.errors import SettingsError
 
 MiB = 1024 * 1024
-# A rate below this could keep one chunk (up to a 32 MiB output file) longer than a job's 60 s lease,
-# which the runner renews between chunks, not during a read.
+# A rate below this could keep one chunk (up to an output file, 16 MiB by default, or one larger input
+# chunk) longer than a job's 60 s lease, which the runner renews between chunks, not during a read.
 MIN_BYTES_PER_SECOND = MiB
 
 
