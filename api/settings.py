@@ -80,7 +80,7 @@ SETTINGS: tuple[Setting, ...] = (
         "flush_idle_bytes",
         "STRATA_FLUSH_IDLE_BYTES",
         int,
-        4 * MiB,
+        3 * MiB,
         "The least buffered bytes that the idle flush cuts",
     ),
     Setting(
@@ -333,7 +333,7 @@ class Settings:
     flush_interval_ms: int = 250
     flush_bytes: int = 8 * MiB
     flush_idle_ms: int = 5
-    flush_idle_bytes: int = 4 * MiB
+    flush_idle_bytes: int = 3 * MiB
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
