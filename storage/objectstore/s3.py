@@ -16,10 +16,17 @@ Ranges are [start, end) as in the interface; on the wire they are ``Range: bytes
 itself, a range that runs past the end of the object returns the bytes that exist, and one that starts at
 or after the end returns b"" (S3 answers 416 InvalidRange, which is not an error for Strata's readers:
 they compare lengths against the metadata and raise CorruptObject themselves).
+
+Checksums: every PUT carries the body's CRC-32C (``crc32c_header``, the crc32c package's hardware CRC),
+which S3 checks; botocore computes none of its own (``request_checksum_calculation="when_required"``) and
+validates none on GETs (``response_checksum_validation="when_required"``): both were Python-driven loops
+over the body (a CRC32 per 1 MiB read), and every byte a reader uses is checked against the CRC-32C of its
+chunk or footer anyway (``storage/fileformat.py``).
 """
 
 from __future__ import annotations
 
+import base64
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,8 +44,10 @@ from botocore.exceptions import (
     IncompleteReadError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.handlers import convert_body_to_file_like_object
 from botocore.response import StreamingBody
 from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url, validate_region_name
+from crc32c import crc32c
 
 from storage.errors import ObjectNotFound, ObjectStoreError, SettingsError, StrataError, TransientStoreError
 from storage.objectstore.base import (
@@ -187,6 +196,10 @@ class S3ClientSettings:
                 # botocore's CRC32 checksum, which S3 verifies.
                 "payload_signing_enabled": False,
             },
+            # The body's CRC-32C goes with every PUT (``crc32c_header``), and readers check each chunk's
+            # CRC-32C: botocore's own checksums (see the module docstring) would only add Python loops.
+            "request_checksum_calculation": "when_required",
+            "response_checksum_validation": "when_required",
         }
 
     def client_options(self) -> dict[str, Any]:
@@ -291,13 +304,22 @@ class S3ObjectStore(S3StoreBase, ObjectStore):
                         )
                     except (BotoCoreError, ValueError) as exc:
                         raise self._client_failed(exc) from exc
+                    # A bytes body stays bytes, which urllib3 sends with one sendall. botocore would wrap
+                    # it in a BytesIO, which urllib3 sends 16 KiB at a time, taking the GIL back for each:
+                    # a compaction output of 16 MiB was a thousand turns against the agent's event loop in
+                    # the `all` role. (Wrapped for its retries, which are off here: retry.py resends.)
+                    client.meta.events.unregister(
+                        "before-parameter-build.s3.PutObject", convert_body_to_file_like_object
+                    )
                     self._made = client
         return client
 
     def put(self, key: str, data: bytes) -> None:
         self.counters.incr(PUT, written=len(data))
         with translate_errors(self._where("PUT", key)):
-            self._client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data)
+            self._client.put_object(
+                Bucket=self.bucket, Key=self.prefix + key, Body=data, ChecksumCRC32C=crc32c_header(data)
+            )
 
     def get(self, key: str) -> bytes:
         return self._get_all(key, None)
@@ -405,3 +427,8 @@ __all__ = [
     "translate_client_error",
     "translate_errors",
 ]
+
+
+def crc32c_header(data: bytes | bytearray | memoryview) -> str:
+    """The body's CRC-32C as S3's ``x-amz-checksum-crc32c`` carries it: base64 of its 4 big-endian bytes."""
+    return base64.b64encode(crc32c(data).to_bytes(4, "big")).decode("ascii")

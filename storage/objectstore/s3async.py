@@ -15,7 +15,6 @@ HTTP connection pool belongs to the event loop that created it, so one store ser
 from __future__ import annotations
 
 import asyncio
-import base64
 import io
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
@@ -26,7 +25,6 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from aiohttp.abc import AbstractStreamWriter
 from botocore.exceptions import BotoCoreError, ClientError
-from crc32c import crc32c
 
 from storage.objectstore.base import (
     GET,
@@ -44,6 +42,7 @@ from storage.objectstore.s3 import (
     TRANSIENT_SDK_ERRORS,
     S3ClientSettings,
     S3StoreBase,
+    crc32c_header,
     is_invalid_range,
     range_header,
     translate_errors,
@@ -117,7 +116,7 @@ class AsyncS3ObjectStore(S3StoreBase, AsyncObjectStore):
                 # does not compute: on the event loop, in Python-driven 1 MiB reads of the body, that
                 # was ~6 % of the agent's CPU under produce load on S3; the crc32c package's C code
                 # (hardware CRC-32C) takes a fraction of that (py-spy, docs/benchmarks.md).
-                ChecksumCRC32C=_crc32c_header(data),
+                ChecksumCRC32C=crc32c_header(data),
             )
 
     async def get(self, key: str) -> bytes:
@@ -158,11 +157,6 @@ class AsyncS3ObjectStore(S3StoreBase, AsyncObjectStore):
 
 
 __all__ = ["AsyncS3ObjectStore"]
-
-
-def _crc32c_header(data: bytes) -> str:
-    """The body's CRC-32C as S3's ``x-amz-checksum-crc32c`` carries it: base64 of its 4 big-endian bytes."""
-    return base64.b64encode(crc32c(data).to_bytes(4, "big")).decode("ascii")
 
 
 class _SharedBytesIO(io.BytesIO):

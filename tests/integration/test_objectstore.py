@@ -386,6 +386,32 @@ async def test_async_s3_put_hands_the_transport_the_whole_body_at_once(
     ]
 
 
+def test_s3_put_sends_its_body_as_one_buffer_with_its_crc32c_and_no_other_checksum(
+    moto_server: str, s3_bucket: str
+) -> None:
+    """The synchronous store (compaction's uploads) sends a PUT's bytes as they are, which urllib3 writes
+    with one sendall, not a BytesIO it sends 16 KiB at a time taking the GIL back for each; with the body's
+    CRC-32C and no checksum botocore computes itself. GETs are not checksummed by botocore either (readers
+    check every chunk's CRC-32C), and a body arrives whole."""
+    store = S3ObjectStore(s3_bucket, endpoint_url=moto_server)
+    sent: list[tuple[object, dict[str, bytes]]] = []
+    store._client.meta.events.register(
+        "before-send.s3.PutObject",
+        lambda request, **_: sent.append((request.body, dict(request.headers.items()))),
+    )
+    data = payload(2 * 1024 * 1024 + 5)
+    store.put("l1/big", data)
+    assert store.get("l1/big") == data
+    [(body, headers)] = sent
+    assert isinstance(body, bytes)
+    assert body == data
+    assert headers["x-amz-checksum-crc32c"] == base64.b64encode(crc32c(data).to_bytes(4, "big"))
+    assert not [
+        name for name in headers if name.lower().startswith("x-amz-checksum-") and "crc32c" not in name
+    ]
+    assert store._config.response_checksum_validation == "when_required"
+
+
 async def test_async_retry_survives_flaky_backend(async_store: AsyncObjectStore) -> None:
     faulty = FaultyAsyncObjectStore(
         async_store, failure_rate=0.5, fail_after_rate=0.3, rng=random.Random(11), kinds=frozenset({PUT, GET})
