@@ -193,7 +193,7 @@ class S3ClientSettings:
                 # (S3's default), but signs it over plain HTTP (MinIO, moto): on the agent's event loop
                 # that hashed every flush, blocking the loop ~4 ms per MiB and so growing the next flush
                 # (measured on moto under load: 40-60 MiB files instead of 8). Bodies still carry
-                # botocore's CRC32 checksum, which S3 verifies.
+                # their CRC-32C (``crc32c_header``), which S3 verifies.
                 "payload_signing_enabled": False,
             },
             # The body's CRC-32C goes with every PUT (``crc32c_header``), and readers check each chunk's
@@ -420,15 +420,16 @@ class S3ObjectStore(S3StoreBase, ObjectStore):
             self._made.close()
 
 
+def crc32c_header(data: bytes | bytearray | memoryview) -> str:
+    """The body's CRC-32C as S3's ``x-amz-checksum-crc32c`` carries it: base64 of its 4 big-endian bytes."""
+    return base64.b64encode(crc32c(data).to_bytes(4, "big")).decode("ascii")
+
+
 __all__ = [
     "S3ClientSettings",
     "S3ObjectStore",
     "S3ObjectStream",
+    "crc32c_header",
     "translate_client_error",
     "translate_errors",
 ]
-
-
-def crc32c_header(data: bytes | bytearray | memoryview) -> str:
-    """The body's CRC-32C as S3's ``x-amz-checksum-crc32c`` carries it: base64 of its 4 big-endian bytes."""
-    return base64.b64encode(crc32c(data).to_bytes(4, "big")).decode("ascii")
