@@ -23,10 +23,10 @@ from broker.config import BrokerConfig
 from broker.context import BrokerContext
 from broker.server import KafkaServer
 from pipeline.compaction import SparkCompactionConfig
+from planner.config import RunnerConfig
 from planner.metrics import CompactionMetrics
 from planner.planner import Planner, PlannerConfig
 from planner.round import CompactionRound, RoundConfig
-from planner.runner import RunnerConfig
 from storage.clock import Clock, SystemClock
 from storage.metadata import open_metadata_store
 from storage.metadata.base import MetadataStore

@@ -20,19 +20,21 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from planner.config import RunnerConfig
 from planner.gc import ObsoleteCollector, OrphanCollector
-from planner.offset_map import OffsetMap
 from planner.planner import Planner, PlannerConfig
 from planner.retention import Retention, RetentionResult
-from planner.runner import JobRunner, RunnerConfig
 from planner.samples import SAMPLE_INTERVAL_MS, SAMPLE_KEEP_MS, DirtySampler
 from planner.stats import JobOutcome, JobStats
 from storage.clock import Clock
 from storage.errors import JobGivenUp
 from storage.metadata.base import JOB_FAILED, Job, JobReport, MetadataStore
 from storage.objectstore.base import ObjectStore
+
+if TYPE_CHECKING:
+    from planner.offset_map import OffsetMap
 
 log = logging.getLogger("strata.round")
 
@@ -98,6 +100,10 @@ class CompactionRound:
         self.owner = owner
         self.planner = Planner(metadata, clock, config.planner)
         self.retention = Retention(metadata, clock)
+        # Imported here, not at the top: the runner brings numpy and the offset map, which a process that
+        # only serves (an agent, which imports this module for its admin endpoints) never needs.
+        from planner.runner import JobRunner
+
         self.runner = JobRunner(store, metadata, clock, rng, owner, config.runner, offset_map)
         self.obsolete = ObsoleteCollector(store, metadata, clock, config.obsolete_grace_ms)
         self.orphans = OrphanCollector(store, metadata, clock, config.orphan_grace_ms)

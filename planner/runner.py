@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 from pyroaring import BitMap
 
+from planner.config import RunnerConfig
 from planner.jobs import JobSpec
 from planner.offset_map import KeyHasher, OffsetMap, SkimpyOffsetMap
 from planner.retain import retain_mask
@@ -74,20 +75,6 @@ I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 # Pass 1 inserts keys in groups of this many (one C loop per group, bounded memory).
 PASS1_BATCH = 16_384
-
-
-@dataclass(frozen=True, slots=True)
-class RunnerConfig:
-    map_bytes: int = 128 * MiB
-    # Each upload briefly holds about three copies of an output file (chunks, the joined object, the SDK's
-    # send buffer), so this bounds the runner's memory beyond the offset map. A cap: a file exceeds it only
-    # when one chunk alone does (``_emit``). The default is a quarter of the agents' default cache, the
-    # largest file they read whole, once for all partitions (agents/fetch.py).
-    max_output_file_bytes: int = 16 * MiB
-    lease_ms: int = 60_000
-    # Kafka's log.cleaner.io.max.bytes.per.second: bytes per second the runner's GET streams may read
-    # (planner/throttle.py); 0, Kafka's default too, is no limit.
-    max_read_bytes_per_second: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,40 @@
+"""What an agent process loads: the compaction runner's numpy and offset map stay out of a process that only
+serves (planner/config.py, planner/round.py, storage/compression.py), ~15 MiB of its resident set."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _run(code: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-c", code]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_serving_does_not_load_numpy() -> None:
+    code = (
+        "import sys\n"
+        "import api.server, api.runtime, broker.server, storage.compression\n"
+        "from storage import compression\n"
+        "data = b'x' * 100_000\n"
+        "for codec in (compression.LZ4, compression.ZSTD):\n"
+        "    assert compression.decompress(codec, compression.compress(codec, data), len(data)) == data\n"
+        "print(sorted(m for m in sys.modules if m == 'numpy' or m.startswith('numpy.')))\n"
+    )
+    done = _run(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_compaction_round_still_gets_its_runner() -> None:
+    code = (
+        "import sys\n"
+        "from planner.round import CompactionRound\n"
+        "assert 'numpy' not in sys.modules\n"
+        "import planner.runner\n"
+        "assert 'numpy' in sys.modules\n"
+        "assert planner.runner.RunnerConfig is __import__('planner.config').config.RunnerConfig\n"
+    )
+    done = _run(code)
+    assert done.returncode == 0, done.stderr
