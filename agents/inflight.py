@@ -18,7 +18,6 @@ from storage.errors import Unavailable
 
 # (topic, partition, producer id, epoch, first sequence, record count, the offsets asked for)
 AppendKey = tuple[str, int, int, int, int, int, Order]
-Offsets = RecordOffsets
 
 
 def append_key(request: ProduceRequest) -> AppendKey | None:
@@ -46,16 +45,16 @@ def append_key(request: ProduceRequest) -> AppendKey | None:
 
 class InflightAppends:
     def __init__(self) -> None:
-        self._futures: dict[AppendKey, asyncio.Future[Offsets]] = {}
+        self._futures: dict[AppendKey, asyncio.Future[RecordOffsets]] = {}
 
-    def follow(self, key: AppendKey) -> asyncio.Future[Offsets] | None:
+    def follow(self, key: AppendKey) -> asyncio.Future[RecordOffsets] | None:
         """A future with the outcome of the in-flight append ``key``, or None if there is none."""
         original = self._futures.get(key)
         if original is None:
             return None
-        follower: asyncio.Future[Offsets] = asyncio.get_running_loop().create_future()
+        follower: asyncio.Future[RecordOffsets] = asyncio.get_running_loop().create_future()
 
-        def copy(done: asyncio.Future[Offsets]) -> None:
+        def copy(done: asyncio.Future[RecordOffsets]) -> None:
             if follower.done():
                 return
             if done.cancelled():
@@ -68,10 +67,10 @@ class InflightAppends:
         original.add_done_callback(copy)
         return follower
 
-    def track(self, key: AppendKey, future: asyncio.Future[Offsets]) -> None:
+    def track(self, key: AppendKey, future: asyncio.Future[RecordOffsets]) -> None:
         self._futures[key] = future
 
-        def forget(_: asyncio.Future[Offsets]) -> None:
+        def forget(_: asyncio.Future[RecordOffsets]) -> None:
             if self._futures.get(key) is future:
                 del self._futures[key]
 

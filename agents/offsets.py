@@ -70,7 +70,15 @@ class RecordOffsets(Sequence[tuple[int, int]]):
     @overload
     def __getitem__(self, index: slice) -> list[tuple[int, int]]: ...
     def __getitem__(self, index: int | slice) -> tuple[int, int] | list[tuple[int, int]]:
-        return self.pairs()[index]
+        if isinstance(index, slice):
+            return self.pairs()[index]
+        pairs = memoryview(self.order).cast("i")  # one pair read, not the whole answer expanded
+        n = len(pairs) // 2
+        if not -n <= index < n:
+            raise IndexError("RecordOffsets index out of range")
+        index %= n
+        batch, record = pairs[2 * index], pairs[2 * index + 1]
+        return self.partitions[batch], self.bases[batch] + record
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
         return iter(self.pairs())

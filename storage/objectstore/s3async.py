@@ -112,10 +112,10 @@ class AsyncS3ObjectStore(S3StoreBase, AsyncObjectStore):
                 Bucket=self.bucket,
                 Key=self.prefix + key,
                 Body=_SharedBytesIO(data),
-                # S3 checks the body against this, as it checked botocore's CRC32, which botocore then
-                # does not compute: on the event loop, in Python-driven 1 MiB reads of the body, that
-                # was ~6 % of the agent's CPU under produce load on S3; the crc32c package's C code
-                # (hardware CRC-32C) takes a fraction of that (py-spy, docs/benchmarks.md).
+                # S3 checks the body against this; botocore computes no checksum of its own (s3.py's
+                # docstring). Its CRC32, in Python-driven 1 MiB reads on the event loop, was ~6 % of the
+                # agent's CPU under produce load on S3; the crc32c package's C code (hardware CRC-32C)
+                # takes a fraction of that (py-spy, docs/benchmarks.md).
                 ChecksumCRC32C=crc32c_header(data),
             )
 
@@ -164,8 +164,8 @@ class _SharedBytesIO(io.BytesIO):
 
     botocore turns a bytes body into a BytesIO, and aiohttp sizes a BytesIO body with ``getbuffer()``,
     which makes BytesIO copy the bytes it shares: a second copy of every PUT for as long as it uploads
-    (measured: with flushes in flight, the agent's peak RSS under overload on S3). botocore's reads (to
-    checksum, then seeking back) stay BytesIO's own; aiohttp sends it through ``_OneWritePayload``.
+    (measured: with flushes in flight, the agent's peak RSS under overload on S3). Any read botocore makes
+    (it sizes the body by seeking) stays BytesIO's own; aiohttp sends it through ``_OneWritePayload``.
     """
 
     def __init__(self, data: bytes) -> None:

@@ -29,6 +29,12 @@ def test_pairs_expand_per_batch() -> None:
     assert answer[1] == (2, 40)
     assert list(answer) == answer.pairs()
     assert answer == [(7, 100), (2, 40), (7, 101), (2, 43)]
+    assert [answer[i] for i in range(-4, 4)] == answer.pairs() * 2  # one pair read per index
+    assert answer[1:3] == answer.pairs()[1:3]
+    with pytest.raises(IndexError):
+        answer[4]
+    with pytest.raises(IndexError):
+        answer[-5]
     assert order_pairs(FIRST_RECORD) == [(0, 0)]
 
 
