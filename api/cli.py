@@ -15,16 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn
-from rich.table import Table
-
-from api.cli_client import ClientError, add_client_commands
+from api.cli_client import ClientError, add_client_commands, stderr_console
 from api.settings import SETTINGS, Settings, load_settings, parse_bool
 from storage.errors import SettingsError
 
-if TYPE_CHECKING:  # the client commands should not pay for importing the planner
+if TYPE_CHECKING:  # the client commands should not pay for importing the planner, nor the server for rich
+    from rich.console import Console
+    from rich.progress import Progress
+
     from planner.round import RoundResult
     from planner.stats import JobStats
     from storage.metadata.base import Job
@@ -48,7 +46,6 @@ _COMPACT_SETTINGS = frozenset(
         "l0_merge_age_ms",
     }
 )
-err = Console(stderr=True)
 
 
 # --- serve ----------------------------------------------------------------------------------------------
@@ -85,6 +82,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     if args.spark:
         return _compact_on_spark(args, settings)
+    from rich.console import Console
+
     runtime = build_runtime(settings)
     compaction_round = runtime.compaction_round()
     console = Console()
@@ -103,16 +102,20 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def _progress(args: argparse.Namespace) -> Progress:
+    from rich.progress import BarColumn, Progress, TextColumn
+
     return Progress(
         TextColumn("[bold]compacting[/bold] {task.description}"),
         BarColumn(),
         TextColumn("{task.completed}/{task.total} jobs"),
-        console=err,
+        console=stderr_console(),
         disable=args.quiet,
     )
 
 
 def _compact_on_spark(args: argparse.Namespace, settings: Settings) -> int:
+    from rich.console import Console
+
     from api.runtime import spark_compaction_config
     from pipeline.compaction import compact_on_spark
     from pipeline.session import spark_session
@@ -136,6 +139,8 @@ def _compact_on_spark(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _print_round(console: Console, result: RoundResult) -> None:
+    from rich.table import Table
+
     table = Table(
         "job", "kind", "outcome", "MiB in", "MiB out", "records in", "records out", "removed", box=None
     )
@@ -261,14 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (ClientError, SettingsError) as exc:
-        err.print(f"[red]{exc}[/red]")
-        return 1
-    except OSError as exc:
-        err.print(f"[red]{exc}[/red]")
-        return 1
-    except httpx.HTTPError as exc:
-        err.print(f"[red]cannot reach {getattr(args, 'url', 'the server')}: {exc}[/red]")
+    except (ClientError, SettingsError, OSError) as exc:
+        stderr_console().print(f"[red]{exc}[/red]")
         return 1
     except KeyboardInterrupt:
         return 130

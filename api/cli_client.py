@@ -2,25 +2,36 @@
 
 They speak only the public HTTP API (--url, or STRATA_URL; default http://127.0.0.1:8080), with an optional
 bearer token (--token, or STRATA_TOKEN).
+
+httpx and rich are imported by the commands that use them, not with this module: ``strata serve`` builds the
+same parser, and a server process has no use for either (about 5 MiB of its memory).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
-import httpx
 import orjson
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TransferSpeedColumn
-from rich.table import Table
+
+if TYPE_CHECKING:
+    import httpx
+    from rich.console import Console
 
 DEFAULT_URL = "http://127.0.0.1:8080"
-err = Console(stderr=True)
+
+
+@functools.cache
+def stderr_console() -> Console:
+    """The console for progress and messages, on stderr (stdout carries consumed records)."""
+    from rich.console import Console
+
+    return Console(stderr=True)
 
 
 # --- HTTP client helpers --------------------------------------------------------------------------------
@@ -28,7 +39,24 @@ class ClientError(Exception):
     """A non-2xx answer from the server, printed as ``error <code>: <message>``."""
 
 
+def _http_errors(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command whose transport failures (no server, a timeout) are a ``ClientError`` saying where."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        import httpx
+
+        try:
+            return command(args)
+        except httpx.HTTPError as exc:
+            raise ClientError(f"cannot reach {args.url}: {exc}") from exc
+
+    return run
+
+
 def _client(args: argparse.Namespace) -> httpx.Client:
+    import httpx
+
     headers = {}
     if args.token:
         headers["Authorization"] = f"Bearer {args.token}"
@@ -58,6 +86,7 @@ def _parse_config(pairs: Sequence[str]) -> dict[str, str]:
 
 
 # --- topics ---------------------------------------------------------------------------------------------
+@_http_errors
 def cmd_topics_create(args: argparse.Namespace) -> int:
     with _client(args) as client:
         body = {"name": args.name, "partitions": args.partitions, "configs": _parse_config(args.config)}
@@ -66,6 +95,7 @@ def cmd_topics_create(args: argparse.Namespace) -> int:
     return 0
 
 
+@_http_errors
 def cmd_topics_list(args: argparse.Namespace) -> int:
     with _client(args) as client:
         for name in _check(client.get("/v1/topics"))["topics"]:
@@ -73,9 +103,13 @@ def cmd_topics_list(args: argparse.Namespace) -> int:
     return 0
 
 
+@_http_errors
 def cmd_topics_describe(args: argparse.Namespace) -> int:
     with _client(args) as client:
         topic = _check(client.get(f"/v1/topics/{args.name}"))
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console()
     console.print(f"[bold]{topic['name']}[/bold]")
     configs = Table("config", "value", box=None)
@@ -109,6 +143,7 @@ def cmd_topics_describe(args: argparse.Namespace) -> int:
     return 0
 
 
+@_http_errors
 def cmd_topics_delete(args: argparse.Namespace) -> int:
     with _client(args) as client:
         _check(client.delete(f"/v1/topics/{args.name}"))
@@ -137,14 +172,17 @@ def _record(line: str, separator: str, partition: int | None) -> dict[str, objec
     return record
 
 
+@_http_errors
 def cmd_produce(args: argparse.Namespace) -> int:
     total = sum(os.path.getsize(p) for p in args.files) if args.files else None
     produced = 0
+    from rich.progress import BarColumn, Progress, TextColumn, TransferSpeedColumn
+
     progress = Progress(
         TextColumn("[bold]producing[/bold] {task.fields[records]} records"),
         BarColumn(),
         TransferSpeedColumn(),
-        console=err,
+        console=stderr_console(),
         disable=total is None or total < 1024 * 1024 or args.quiet,
     )
     with _client(args) as client, progress:
@@ -169,7 +207,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
         if batch:
             send()
     if not args.quiet:
-        err.print(f"produced {produced} record(s) to {args.topic}")
+        stderr_console().print(f"produced {produced} record(s) to {args.topic}")
     return 0
 
 
@@ -198,6 +236,7 @@ def _format(record: dict[str, Any], fmt: str, partition: int) -> str:
     )
 
 
+@_http_errors
 def cmd_consume(args: argparse.Namespace) -> int:
     out: TextIO = sys.stdout
     with _client(args) as client:

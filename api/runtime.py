@@ -9,6 +9,7 @@ import os
 import random
 import socket
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
@@ -20,8 +21,6 @@ from agents.principals import Principals, load_principals
 from api.settings import Settings
 from broker.budget import ByteBudget
 from broker.config import BrokerConfig
-from broker.context import BrokerContext
-from broker.server import KafkaServer
 from pipeline.compaction import SparkCompactionConfig
 from planner.config import RunnerConfig
 from planner.metrics import CompactionMetrics
@@ -32,6 +31,9 @@ from storage.metadata import open_metadata_store
 from storage.metadata.base import MetadataStore
 from storage.objectstore import open_async_object_store, open_object_store
 from storage.objectstore.base import AsyncObjectStore, ObjectStore, RequestCounters
+
+if TYPE_CHECKING:
+    from broker.server import KafkaServer
 
 log = logging.getLogger("strata.server")
 
@@ -223,6 +225,11 @@ def build_runtime(
         )
     kafka = None
     if settings.kafka_port >= 0 and settings.role != "worker":
+        # Imported only for a listener: the Kafka door's protocol library (kafka-python, whose package
+        # imports its whole client) is 11 MiB of an agent's memory, which an HTTP-only agent does without.
+        from broker.context import BrokerContext
+        from broker.server import KafkaServer
+
         config = broker_config(settings)
         kafka = KafkaServer(
             BrokerContext(

@@ -17,7 +17,6 @@ import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 from agents import group_state as gs
 from agents.principals import Op, Resource
@@ -25,7 +24,6 @@ from api import authz, models
 from api import group_models as gm
 from api.routes.common import ERRORS, RuntimeDep, group_id, topic_name
 from api.runtime import Runtime
-from broker.codec import DECODE_ERRORS
 from storage.errors import BadRequest, GroupIdNotFound, UnknownPartition, UnknownTopic
 from storage.metadata.base import GroupRow, PartitionState
 
@@ -165,6 +163,12 @@ def _assignment(protocol_type: str | None, data: bytes) -> list[gm.AssignedTopic
     not decode are the client's and give no assignment: a bad one must not fail the describe."""
     if protocol_type != "consumer" or not data:
         return []
+    # Imported here, not with the module: an agent without a Kafka listener loads no Kafka library
+    # (api/runtime.py), and this view needs it only for a group that Kafka clients made.
+    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+
+    from broker.codec import DECODE_ERRORS
+
     try:
         decoded = ConsumerProtocolAssignment.decode(data)
     except DECODE_ERRORS:  # what kafka-python's decoder raises on bytes off its schema

@@ -38,3 +38,25 @@ def test_a_compaction_round_still_gets_its_runner() -> None:
     )
     done = _run(code)
     assert done.returncode == 0, done.stderr
+
+
+def test_an_http_only_agent_loads_no_kafka_library_nor_the_cli_clients_libraries() -> None:
+    """``strata serve --kafka-port -1``: the Kafka door's protocol library (kafka-python imports its whole
+    client, ~11 MiB) loads only with a listener, and the CLI's client libraries (httpx, rich) never do."""
+    code = (
+        "import sys, tempfile\n"
+        "import api.cli, api.server\n"
+        "from api.runtime import build_runtime\n"
+        "from api.settings import load_settings\n"
+        "from api.app import create_app\n"
+        "d = tempfile.mkdtemp()\n"
+        "for port in (-1, 0):\n"
+        "    runtime = build_runtime(load_settings({'data_dir': d, 'kafka_port': port}))\n"
+        "    create_app(runtime)\n"
+        "    loaded = [m for m in ('kafka', 'broker.server', 'httpx', 'rich') if m in sys.modules]\n"
+        "    print(port, loaded)\n"
+        "    runtime.metadata.close()\n"
+    )
+    done = _run(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["-1 []", "0 ['kafka', 'broker.server']"]

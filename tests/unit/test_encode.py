@@ -37,6 +37,28 @@ def test_one_batch_per_partition_and_order_per_record() -> None:
     assert [(r.offset, r.value, r.timestamp) for r in decoded] == [(0, b"a", NOW), (1, b"c", NOW)]
 
 
+def test_a_requests_batches_share_one_buffer() -> None:
+    """One allocation per request, whichever encoder made it (agents/encode.py, ``_contiguous``): a buffer
+    over glibc's mmap threshold goes back to the system when its flush frees it, where a batch each left the
+    heap fragmented."""
+    items = [{"key": f"k{i}", "value": "v" * 100} for i in range(64)]
+    encoder = RequestEncoder(random.Random(1))
+    config = TopicConfig.from_overrides({})
+    fast = encoder.encode_text(INFO, config, items, NOW)
+    assert fast is not None
+    slow = encoder.encode(INFO, config, _as_records(items), NOW)
+    for req in (fast, slow):
+        assert len(req.batches) == 4
+        views = [b.data for b in req.batches if isinstance(b.data, memoryview)]
+        assert len(views) == len(req.batches)
+        assert len({id(v.obj) for v in views}) == 1
+        assert sum(len(v) for v in views) == len(views[0].obj)
+        for b in req.batches:
+            assert [r.key for r in records.decode_records(b.data)] == [
+                f"k{i}".encode() for i in range(64) if partition_for_key(f"k{i}".encode(), 4) == b.partition
+            ]
+
+
 def test_null_keys_go_round_robin() -> None:
     req = encode([ProduceRecord(None, b"v") for _ in range(8)])
     assert sorted(b.partition for b in req.batches) == [0, 1, 2, 3]
