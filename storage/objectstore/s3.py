@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import boto3
+import botocore.session
 import urllib3.exceptions
 from botocore.config import Config
 from botocore.exceptions import (
@@ -50,6 +51,7 @@ from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url, va
 from crc32c import crc32c
 
 from storage.errors import ObjectNotFound, ObjectStoreError, SettingsError, StrataError, TransientStoreError
+from storage.objectstore import s3data
 from storage.objectstore.base import (
     DELETE,
     GET,
@@ -289,8 +291,8 @@ class S3ObjectStore(S3StoreBase, ObjectStore):
     @property
     def _client(self) -> S3Client:
         """The boto3 client, made on first use: a process in the agent role holds this store but only its
-        async twin does I/O, and a client with its parsed S3 model costs ~15 MiB (measured). The async
-        store's client, made at start-up, reports a bad endpoint or region first."""
+        async twin does I/O, and a client with its parsed S3 model costs ~15 MiB (measured). A bad endpoint
+        or region was refused when the store was made (``S3StoreBase``)."""
         client = self._made
         if client is None:
             with self._making:
@@ -299,7 +301,9 @@ class S3ObjectStore(S3StoreBase, ObjectStore):
                     try:
                         # A session per store: boto3's default session is shared global state. The client
                         # itself is thread-safe, so one per store serves every thread.
-                        client = boto3.session.Session().client(
+                        core = botocore.session.Session()
+                        core.register_component("data_loader", s3data.data_loader())
+                        client = boto3.session.Session(botocore_session=core).client(
                             "s3", config=self._config, **self._settings.client_options()
                         )
                     except (BotoCoreError, ValueError) as exc:

@@ -26,6 +26,7 @@ from aiobotocore.session import get_session
 from aiohttp.abc import AbstractStreamWriter
 from botocore.exceptions import BotoCoreError, ClientError
 
+from storage.objectstore import s3data
 from storage.objectstore.base import (
     GET,
     PUT,
@@ -93,11 +94,11 @@ class AsyncS3ObjectStore(S3StoreBase, AsyncObjectStore):
             if self._closed:
                 raise RuntimeError(f"{self.url}: the store is closed")
             if self._client is None:
+                session = get_session()
+                session.register_component("data_loader", s3data.data_loader())
                 try:
                     self._client = await self._exit_stack.enter_async_context(
-                        get_session().create_client(
-                            "s3", config=self._config, **self.settings.client_options()
-                        )
+                        session.create_client("s3", config=self._config, **self.settings.client_options())
                     )
                 except (BotoCoreError, ValueError) as exc:
                     raise self._client_failed(exc) from exc
