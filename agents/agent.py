@@ -146,6 +146,8 @@ class Agent:
         # Flush slots: a count, not a semaphore, so that a size-triggered cut can take one synchronously.
         self._free_slots = config.inflight_flushes
         self._idle_cut = config.flush_idle_ms > 0
+        # Set by ``senders_waiting`` until the next append or cut: the idle cut need not wait for quiet.
+        self._senders_waiting = False
         self._slot_freed = asyncio.Event()
         self._flush_tasks: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None
@@ -311,8 +313,20 @@ class Agent:
             self._inflight_appends.track(key, future)
         return future
 
+    def senders_waiting(self) -> None:
+        """A front door's word that every sender it has is waiting for acks and can send nothing more
+        before a flush answers some (Kafka's idempotent producers keep at most 5 requests in flight:
+        broker/waiting.py). The idle cut then applies at once instead of after ``flush_idle_ms`` of quiet:
+        the quiet is certain, and waiting it out only delays the acks that let the senders go on. Holds
+        until the next append or cut; the floor (``flush_idle_bytes``) still applies."""
+        if self._idle_cut and not self._senders_waiting:
+            self._senders_waiting = True
+            if self.buffer.open_bytes >= self.config.flush_idle_bytes:
+                self._wakeup.set()
+
     def _enqueue(self, pending: PendingRequest, reservation: Reservation) -> None:
         self.buffer.add(pending, reservation, self.clock.monotonic())
+        self._senders_waiting = False
         open_bytes = self.buffer.open_bytes
         full = open_bytes >= self.config.flush_bytes
         if full and self._free_slots:
@@ -341,7 +355,7 @@ class Agent:
             assert last is not None
             deadline = first + interval
             if self._idle_cut and self.buffer.open_bytes >= self.config.flush_idle_bytes:
-                deadline = min(deadline, last + idle)
+                deadline = min(deadline, last if self._senders_waiting else last + idle)
             remaining = deadline - self.clock.monotonic()
             if remaining > 0 and self.buffer.open_bytes < self.config.flush_bytes and not self._closing:
                 self._wakeup.clear()
@@ -359,6 +373,7 @@ class Agent:
 
     def _cut(self) -> None:
         """Drain the open buffer into a flush of its own, in a free slot."""
+        self._senders_waiting = False
         self._free_slots -= 1
         self._start_flush(self.buffer.drain())
 

@@ -57,7 +57,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from agents.buffer import Reservation
-from broker import apis, codec, errors, frames
+from broker import apis, codec, errors, frames, waiting
 from broker.budget import Answer, Framed, Held
 from broker.context import BrokerContext
 from broker.handlers.produce import PendingAnswer, admit_produce, cached_topics, load_topics
@@ -114,7 +114,7 @@ class Registry(Protocol):
 class _Slot:
     """One request's place in the answer order; a waiting Produce answer's expiry and deadline."""
 
-    __slots__ = ("answer", "connection", "deadline", "pending", "ready")
+    __slots__ = ("answer", "connection", "deadline", "pending", "produce", "ready")
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -122,6 +122,7 @@ class _Slot:
         self.ready = False
         self.pending: PendingAnswer | None = None
         self.deadline = 0.0
+        self.produce = False  # a Produce request waiting for its flush (counted in _produce_waiting)
 
     def __call__(self, answer: Answer) -> None:
         """The request's answer is ready (None: nothing is sent)."""
@@ -159,6 +160,11 @@ class Connection(asyncio.BufferedProtocol):
         self._auth_timer: asyncio.TimerHandle | None = None
         # None when the listener needs no authentication.
         self._sasl = SaslExchange(ctx.principals) if ctx.principals is not None else None
+        # Produce requests waiting for their flush, and how many unanswered requests stop this client from
+        # sending (5 once it shows itself an idempotent producer): broker/waiting.py.
+        self._produce_waiting = 0
+        self._send_limit = ctx.config.max_inflight_per_connection
+        self._wait_state = (False, False)
 
     # --- asyncio.Protocol ----------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -214,6 +220,7 @@ class Connection(asyncio.BufferedProtocol):
                 slot.answer.release()
         self._slots.clear()
         self._release_held()
+        self._report_waiting()
         self._registry.lost(self)
 
     def pause_writing(self) -> None:
@@ -461,6 +468,22 @@ class Connection(asyncio.BufferedProtocol):
         slot.pending = pending
         slot.deadline = self._loop.time() + max(request.timeout_ms, 1) / 1000
         self._arm(slot.deadline)
+        slot.produce = True
+        self._produce_waiting += 1
+        if self._send_limit > waiting.IDEMPOTENT_MAX_IN_FLIGHT and any(
+            waiting.idempotent(p.records) for t in request.topic_data for p in t.partition_data[:1]
+        ):
+            self._send_limit = waiting.IDEMPOTENT_MAX_IN_FLIGHT
+        self._report_waiting()
+
+    def _report_waiting(self) -> None:
+        """Tell the listener's ``ProducerWaits`` whether this connection produces, and can send no more."""
+        producing = self._produce_waiting > 0 and not self._lost
+        blocked = producing and len(self._slots) - self._ready >= self._send_limit
+        state = (producing, blocked)
+        if state != self._wait_state:
+            before, self._wait_state = self._wait_state, state
+            self.ctx.producer_waits.change(before, state, self.ctx.agent)
 
     def _arm(self, deadline: float) -> None:
         """Have ``_expire`` run by ``deadline``. A client's requests share a timeout, so the timer armed for
@@ -558,6 +581,10 @@ class Connection(asyncio.BufferedProtocol):
             return
         slot.answer, slot.ready, slot.pending = answer, True, None
         self._ready += 1
+        if slot.produce:
+            slot.produce = False
+            self._produce_waiting -= 1
+            self._report_waiting()
         if self._slots and self._slots[0].ready:
             if self._ready >= WRITE_BATCH:
                 # A flush settles thousands of requests in one burst: answers go out every WRITE_BATCH

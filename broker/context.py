@@ -16,6 +16,7 @@ from agents.principals import ANYONE, Op, Principal, Principals, Resource
 from broker.budget import ByteBudget
 from broker.cluster import ClusterView
 from broker.config import BrokerConfig
+from broker.waiting import ProducerWaits
 from storage.clock import Clock
 from storage.metadata.base import MetadataStore, TopicInfo
 
@@ -49,6 +50,8 @@ class BrokerContext:
     unauthenticated: ProduceBuffer = field(
         default_factory=lambda: ProduceBuffer(max_bytes=UNAUTHENTICATED_BYTES)
     )
+    # Shared by every connection of the listener: whether all its producers wait for acks.
+    producer_waits: ProducerWaits = field(default_factory=ProducerWaits)
 
     @property
     def who(self) -> Principal | None:

@@ -80,6 +80,39 @@ async def test_no_idle_cut_while_requests_keep_arriving(tmp_path: Path) -> None:
         await agent.close()
 
 
+async def test_senders_waiting_cuts_without_the_quiet_period(tmp_path: Path) -> None:
+    """A front door's word that its senders can send nothing more (broker/waiting.py) cuts at once, still
+    only a buffer over the floor; the next append ends it."""
+    config = AgentConfig(flush_interval_ms=MINUTE_MS, flush_idle_ms=MINUTE_MS, flush_idle_bytes=4000)
+    agent, store = await _agent(tmp_path, config)
+    try:
+        small = _enqueue(agent, 0, 1000)
+        agent.senders_waiting()  # below the floor: nothing is cut
+        await asyncio.sleep(0.3)
+        assert not small.done()
+        large = _enqueue(agent, 1, 4000)  # over the floor now, but the append ended the word
+        await asyncio.sleep(0.3)
+        assert not large.done()
+        agent.senders_waiting()
+        assert list(await asyncio.wait_for(asyncio.gather(small, large), 10)) == [[(0, 0)], [(1, 0)]]
+        assert store.counters.get("PUT") == 1
+    finally:
+        await agent.close()
+
+
+async def test_senders_waiting_does_nothing_with_the_idle_cut_off(tmp_path: Path) -> None:
+    config = AgentConfig(flush_interval_ms=MINUTE_MS, flush_idle_ms=0, flush_idle_bytes=1000)
+    agent, store = await _agent(tmp_path, config)
+    try:
+        pending = _enqueue(agent, 0, 5000)
+        agent.senders_waiting()
+        await asyncio.sleep(0.3)
+        assert not pending.done()
+        assert store.counters.get("PUT") == 0
+    finally:
+        await agent.close()
+
+
 async def test_idle_cut_off_leaves_the_interval(tmp_path: Path) -> None:
     config = AgentConfig(flush_interval_ms=MINUTE_MS, flush_idle_ms=0, flush_idle_bytes=1000)
     agent, store = await _agent(tmp_path, config)

@@ -256,3 +256,33 @@ def test_a_resend_while_the_original_is_in_flight_follows_it(kafka_factory: Call
         ]
         assert offsets == [(0, 1), (0, 1)]
         assert high_watermark(broker, "inflight") == 3
+
+
+def test_an_idempotent_producer_at_its_in_flight_limit_is_flushed_without_waiting(
+    kafka_factory: Callable[..., Any],
+) -> None:
+    """With its 5 requests unanswered an idempotent producer can send nothing more, and the listener says
+    so (broker/waiting.py): the flush is cut at once. Here the interval and the idle cut's quiet period are
+    a minute, so without that word every round of 5 requests would wait a minute."""
+    with kafka_factory(flush_interval_ms=60_000, flush_idle_ms=60_000, flush_idle_bytes=1) as broker:
+        broker.runtime.metadata.create_topic("limit", 1, {}, 0)
+        producer = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 0,
+                "batch.num.messages": 1,
+            }
+        )
+        delivered: list[int] = []
+        started = time.monotonic()
+        for i in range(40):
+            producer.produce(
+                "limit", value=b"v%d" % i, on_delivery=lambda err, msg: delivered.append(msg.offset())
+            )
+        assert producer.flush(30) == 0
+        assert sorted(delivered) == list(range(40))
+        assert time.monotonic() - started < 30
+        puts = broker.runtime.astore.counters.get("PUT")
+        assert 8 <= puts <= 40  # rounds of at most 5 requests, each its own flush
