@@ -470,10 +470,8 @@ class Connection(asyncio.BufferedProtocol):
         self._arm(slot.deadline)
         slot.produce = True
         self._produce_waiting += 1
-        if self._send_limit > waiting.IDEMPOTENT_MAX_IN_FLIGHT and any(
-            waiting.idempotent(p.records) for t in request.topic_data for p in t.partition_data[:1]
-        ):
-            self._send_limit = waiting.IDEMPOTENT_MAX_IN_FLIGHT
+        if pending.idempotent:
+            self._send_limit = min(self._send_limit, waiting.IDEMPOTENT_MAX_IN_FLIGHT)
         self._report_waiting()
 
     def _report_waiting(self) -> None:

@@ -17,24 +17,12 @@ One ``ProducerWaits`` serves a listener; each connection reports its own state a
 
 from __future__ import annotations
 
-import struct
 from typing import Protocol
 
-# The most requests an idempotent producer keeps unanswered on one connection (Kafka's limit).
+# The most requests an idempotent producer keeps unanswered on one connection (Kafka's limit). Whether a
+# request is an idempotent producer's is read from its batches' producer ids as the produce path checks
+# them (broker/handlers/produce.py, ``PendingAnswer.idempotent``).
 IDEMPOTENT_MAX_IN_FLIGHT = 5
-
-# A RecordBatch's producerId: after baseOffset (8), batchLength (4), partitionLeaderEpoch (4), magic (1),
-# crc (4), attributes (2), lastOffsetDelta (4), baseTimestamp (8) and maxTimestamp (8).
-_PRODUCER_ID = struct.Struct(">q")
-_PRODUCER_ID_AT = 43
-
-
-def idempotent(records: memoryview | None) -> bool:
-    """Whether the first batch of a partition's records carries a producer id (an idempotent producer's);
-    False for anything too short to say (the produce path reports what is wrong with it)."""
-    if records is None or len(records) < _PRODUCER_ID_AT + _PRODUCER_ID.size:
-        return False
-    return bool(_PRODUCER_ID.unpack_from(records, _PRODUCER_ID_AT)[0] >= 0)
 
 
 class Senders(Protocol):

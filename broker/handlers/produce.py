@@ -42,6 +42,8 @@ class _PartitionResult:
     base_offset: int = -1
     # The agent request of this partition's batches, once admitted: its one offset is the partition's.
     future: asyncio.Future[RecordOffsets] | None = None
+    # Whether the batches carry a producer id: an idempotent producer's (broker/waiting.py).
+    idempotent: bool = False
 
 
 # A topic's name and its partitions' results, in request order: what its answer is encoded from.
@@ -125,6 +127,7 @@ class PendingAnswer:
         "_started",
         "clock",
         "correlation_id",
+        "idempotent",
         "version",
         "waiting",
     )
@@ -145,6 +148,7 @@ class PendingAnswer:
         self._latency = ctx.agent.metrics.kafka_produce_latency
         self._started = self.clock.monotonic()
         self.waiting = sum(1 for r in results if r.future is not None and not r.future.done())
+        self.idempotent = any(r.idempotent for r in results)
 
     def settled(self, _: object) -> None:
         self.waiting -= 1
@@ -195,6 +199,7 @@ def _admit_topic(
         data = pdata.records if pdata.records is not None else b""
         try:
             batches = check_batches(topic_data.name, pdata.index, data, cached.config, now, zstd_allowed)
+            result.idempotent = any(batch.producer_id >= 0 for batch in batches[:1])
             # The first record of the partition's first batch.
             result.future = ctx.agent.enqueue(
                 AgentRequest(topic_data.name, batches, FIRST_RECORD), reservation

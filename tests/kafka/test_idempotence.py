@@ -286,3 +286,28 @@ def test_an_idempotent_producer_at_its_in_flight_limit_is_flushed_without_waitin
         assert time.monotonic() - started < 30
         puts = broker.runtime.astore.counters.get("PUT")
         assert 8 <= puts <= 40  # rounds of at most 5 requests, each its own flush
+
+
+def test_only_an_idempotent_producers_five_unanswered_requests_cut_at_once(
+    kafka_factory: Callable[..., Any],
+) -> None:
+    """Five pipelined requests: batches with a producer id (the produce path reads it as it checks them)
+    are flushed at once; batches without one leave the connection free to send more, so they wait for the
+    minute-long idle period."""
+    plain = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    plain.append(0, timestamp=1_700_000_000_000, key=b"k", value=b"plain", headers=[])
+    plain_batch = bytes(plain.build())
+    with kafka_factory(flush_interval_ms=60_000, flush_idle_ms=60_000, flush_idle_bytes=1) as broker:
+        broker.runtime.metadata.create_topic("five", 1, {}, 0)
+        with Wire(broker.port, timeout=1.0) as wire:
+            wire.send(*(Wire.frame(produce("five", {0: plain_batch}), i) for i in range(5)))
+            with pytest.raises(TimeoutError):
+                wire.recv_frame()
+        with Wire(broker.port) as wire:
+            pid = init_producer_id(wire).producer_id
+            batches = [producer_batch(pid, 0, seq, [b"v%d" % seq]) for seq in range(5)]
+            wire.send(*(Wire.frame(produce("five", {0: b}), 10 + i) for i, b in enumerate(batches)))
+            answers = [Wire.decode(wire.recv_frame(), ProduceResponse, 9, 10 + i) for i in range(5)]
+        codes = [p.error_code for a in answers for t in a.responses for p in t.partition_responses]
+        assert codes == [errors.NONE] * 5
+        assert high_watermark(broker, "five") == 10  # the plain batches went with the first cut

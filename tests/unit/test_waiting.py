@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from broker.waiting import ProducerWaits, idempotent
-from storage import records
+from broker.waiting import ProducerWaits
 
 
 class Agent:
@@ -30,14 +29,3 @@ def test_the_word_comes_when_the_last_producing_connection_can_send_no_more() ->
     assert agent.words == 2
     waits.change(blocked, idle, agent)  # a answered: nobody produces
     assert (waits.producing, waits.blocked, agent.words) == (0, 0, 2)
-
-
-def test_an_idempotent_batch_is_told_by_its_producer_id() -> None:
-    plain = records.encode_batch([records.Record(0, 1, b"k", b"v")])
-    assert not idempotent(memoryview(plain))
-    assert not idempotent(None)
-    assert not idempotent(memoryview(plain[:50]))
-    # The producer id is the int64 at byte 43 of the batch; the CRC is not checked here.
-    with_id = bytearray(plain)
-    with_id[43:51] = (1234).to_bytes(8, "big")
-    assert idempotent(memoryview(with_id))
