@@ -10,6 +10,10 @@ is fsynced so the rename itself survives a crash. A reader therefore sees the ol
 never a prefix. What a crash leaves behind: at most an orphan temp file named ``.tmp-*``; such names are
 never valid keys and ``list`` never returns them.
 
+Page cache: only the last ``page_cache_bytes`` of written objects are left cached by the kernel; older ones
+are dropped, and so are the pages a ``get`` or ``get_range`` read (``pagecache.py`` says why, with the
+measurements). Streams (compaction's two passes over a file) keep theirs.
+
 Objects are created with mode 0600 (``tempfile.mkstemp``): the directory belongs to the Strata process.
 
 Directories created for a key are not removed when their last object is deleted: removing them would race
@@ -49,6 +53,7 @@ from storage.objectstore.base import (
     body_size,
     empty_range,
 )
+from storage.objectstore.pagecache import DEFAULT_PAGE_CACHE_BYTES, RecentWrites, dropped_after_read
 
 # Prefix of in-progress upload files. A key segment may not start with it, so a temp file can never be
 # mistaken for (or collide with) an object.
@@ -149,10 +154,12 @@ class LocalObjectStore(ObjectStore):
         *,
         counters: RequestCounters | None = None,
         list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
+        page_cache_bytes: int = DEFAULT_PAGE_CACHE_BYTES,
     ) -> None:
         if list_page_size < 1:
             raise ValueError("list_page_size must be >= 1")
         self.root = Path(root)
+        self.recent_writes = RecentWrites(page_cache_bytes)
         self.counters = counters if counters is not None else RequestCounters()
         self.url = "file://" + quote(self.root.as_posix())
         self._list_page_size = list_page_size
@@ -188,7 +195,8 @@ class LocalObjectStore(ObjectStore):
     def put(self, key: str, data: Body) -> None:
         """``data`` in pieces is written with ``os.writev``, as it is: no joined copy."""
         path = self._path(key)
-        self.counters.incr(PUT, written=body_size(data))
+        size = body_size(data)
+        self.counters.incr(PUT, written=size)
         try:
             self._ensure_dir(path.parent)
             fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
@@ -207,6 +215,7 @@ class LocalObjectStore(ObjectStore):
             _fsync_dir(path.parent)
         except OSError as exc:
             raise _store_error("put", key, exc) from exc
+        self.recent_writes.written(path, size)
 
     def delete(self, key: str) -> None:
         path = self._path(key)
@@ -242,6 +251,7 @@ class LocalObjectStore(ObjectStore):
         with self._open(key, path) as f:
             try:
                 data = f.read()
+                dropped_after_read(f.fileno(), 0, len(data))
             except OSError as exc:
                 raise _store_error("get", key, exc) from exc
         self.counters.add_bytes_read(len(data))
@@ -258,6 +268,7 @@ class LocalObjectStore(ObjectStore):
             try:
                 f.seek(start)
                 data = f.read(end - start)
+                dropped_after_read(f.fileno(), start, len(data))
             except OSError as exc:
                 raise _store_error("get_range", key, exc) from exc
         self.counters.add_bytes_read(len(data))
@@ -356,7 +367,7 @@ class LocalAsyncObjectStore(AsyncObjectStore):
     while a put fsyncs. It shares ``counters`` with the sync store it wraps.
     """
 
-    remote = False  # reads of what was just written come from the OS page cache
+    remote = False  # reads of what was just written come from the OS page cache (its last 64 MiB)
 
     def __init__(
         self,
@@ -364,8 +375,11 @@ class LocalAsyncObjectStore(AsyncObjectStore):
         *,
         counters: RequestCounters | None = None,
         list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
+        page_cache_bytes: int = DEFAULT_PAGE_CACHE_BYTES,
     ) -> None:
-        self.sync = LocalObjectStore(root, counters=counters, list_page_size=list_page_size)
+        self.sync = LocalObjectStore(
+            root, counters=counters, list_page_size=list_page_size, page_cache_bytes=page_cache_bytes
+        )
         self.counters = self.sync.counters
         self.url = self.sync.url
 

@@ -1,0 +1,87 @@
+"""How much of the local store's recent writes stays in the operating system's page cache.
+
+The local store writes each object once and never changes it. The kernel keeps every written page cached
+until memory runs short, so a producing agent grows the page cache by all it writes: on the 2-core VM the
+benchmarks run on, taking fresh pages for a new 8 MiB file cost 23-28 ms of CPU, against 3.5 ms when the
+pages came back from a file dropped before it (first touches of guest memory; `docs/benchmarks.md`,
+2026-11-27). That was half of the agent's CPU per MiB under Kafka produce load.
+
+``RecentWrites`` keeps the last ``budget`` bytes of written objects cached, for readers at the tail of a
+log (the local store has no copy in the agent's object cache), and asks the kernel to drop older ones
+(``posix_fadvise(POSIX_FADV_DONTNEED)``; pages are clean once fsynced, so they are simply freed).
+
+Whole reads (``get``, ``get_range``) drop what they read too (``dropped_after_read``). Their callers keep
+what they need: the fetch path holds the files it reads in the agent's object cache and shares them between
+readers. Without this a catch-up read of dropped files grew the page cache into fresh pages again, and cost
+what the writes had saved (Kafka fetch catch-up, local, alternating runs: 180-182 MiB/s before, 117-127
+with writes dropped only, 141-179 with reads dropped as well). The kernel drops only the folios a range
+covers whole (ext4 caches in large folios), so a small range may stay cached. Streams keep their pages: compaction reads
+each input twice, once per pass.
+
+Dropping is advice: a file that is gone already (deleted by GC) or cannot be opened is skipped, a
+filesystem that refuses the advice keeps its pages, and the data on disk never changes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from pathlib import Path
+
+MiB = 1024 * 1024
+DEFAULT_PAGE_CACHE_BYTES = 64 * MiB
+
+
+class RecentWrites:
+    """Thread-safe: the async local store writes from worker threads, several flushes at once."""
+
+    def __init__(self, budget: int = DEFAULT_PAGE_CACHE_BYTES) -> None:
+        if budget < 0:
+            raise ValueError("the page cache budget must be >= 0")
+        self.budget = budget
+        self._files: deque[tuple[Path, int]] = deque()
+        self._held = 0
+        self._lock = threading.Lock()
+
+    @property
+    def held(self) -> int:
+        """Bytes of recent writes still left in the page cache."""
+        return self._held
+
+    def written(self, path: Path, size: int) -> None:
+        """``path`` (``size`` bytes) was just written and fsynced: drop the oldest beyond the budget."""
+        with self._lock:
+            self._files.append((path, size))
+            self._held += size
+            evicted: list[Path] = []
+            while self._held > self.budget and self._files:
+                old, old_size = self._files.popleft()
+                self._held -= old_size
+                evicted.append(old)
+        for old in evicted:
+            drop(old)
+
+
+def dropped_after_read(fd: int, start: int, length: int) -> None:
+    """Ask the kernel to drop the ``length`` bytes at ``start`` of ``fd`` that a caller has just read."""
+    if length <= 0:
+        return  # 0 would mean "to the end of the file" to posix_fadvise
+    try:
+        os.posix_fadvise(fd, start, length, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass  # advice only, as in drop()
+
+
+def drop(path: Path) -> None:
+    """Ask the kernel to drop ``path``'s cached pages; nothing happens if it is gone."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return  # deleted meanwhile (GC, a topic deleted), or unreadable: nothing cached to matter
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass  # advice only: a filesystem that refuses it keeps the pages, as without this module
+    finally:
+        os.close(fd)
