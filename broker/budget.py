@@ -15,7 +15,7 @@ import contextlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 
 class ByteBudget:
@@ -72,6 +72,14 @@ class ByteBudget:
             self._waiters.popleft()
             self.held += grant
             future.set_result(None)
+
+
+class Prebuilt(Protocol):
+    """An answer that encodes itself (a codec written by hand, broker/fetch_codec.py), not an ApiMessage."""
+
+    def frame(self, correlation_id: int) -> bytes:
+        """The whole response frame, size included."""
+        ...
 
 
 @dataclass(slots=True)

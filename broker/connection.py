@@ -58,7 +58,7 @@ from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from agents.buffer import Reservation
 from broker import apis, codec, errors, frames, waiting
-from broker.budget import Answer, Framed, Held
+from broker.budget import Answer, Framed, Held, Prebuilt
 from broker.context import BrokerContext
 from broker.handlers.produce import PendingAnswer, admit_produce, cached_topics, load_topics
 from broker.produce_codec import ProduceRequest
@@ -531,10 +531,13 @@ class Connection(asyncio.BufferedProtocol):
             self._fill(slot, None)
             return
         held = response if isinstance(response, Held) else None
-        message: ApiMessage = response.response if isinstance(response, Held) else response
+        message: ApiMessage | Prebuilt = response.response if isinstance(response, Held) else response
         try:
-            message.with_header(correlation_id=correlation_id)
-            encoded: bytes = message.encode(header=True, framed=True)
+            if isinstance(message, ApiMessage):
+                message.with_header(correlation_id=correlation_id)
+                encoded: bytes = message.encode(header=True, framed=True)
+            else:
+                encoded = message.frame(correlation_id)
         except BaseException:
             if held is not None:
                 held.release()

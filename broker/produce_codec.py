@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from broker import wire
 from storage.errors import BadRequest
 
 FLEXIBLE_FROM = 9
@@ -219,15 +220,6 @@ def _decode(frame: bytes | bytearray) -> ProduceRequest:
     return ProduceRequest(version, correlation_id, transactional_id, int(acks), int(timeout_ms), topics)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 class PartitionResult(Protocol):
     """What a partition's answer is encoded from: PartitionResponse, or the handler's own record."""
 
@@ -237,20 +229,7 @@ class PartitionResult(Protocol):
     error_message: str | None
 
 
-_NULL_CLASSIC = _I16.pack(-1)
-_EMPTY_ARRAY_CLASSIC = _I32.pack(0)  # record_errors, v8
-_THROTTLE = _I32.pack(0)
-
-
-def _count(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
-
-
-def _string(s: str | None, flexible: bool) -> bytes:
-    if s is None:
-        return b"\x00" if flexible else _NULL_CLASSIC
-    raw = s.encode("utf-8")
-    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+_THROTTLE = wire.I32.pack(0)
 
 
 def encode_response(
@@ -260,19 +239,19 @@ def encode_response(
     flexible = version >= FLEXIBLE_FROM
     tags = b"\x00" if flexible else b""
     # Response header: correlation id, then (v1, flexible versions) an empty tagged-field section.
-    parts: list[bytes] = [_I32.pack(correlation_id), tags, _count(len(topics), flexible)]
+    parts: list[bytes] = [_I32.pack(correlation_id), tags, wire.count(len(topics), flexible)]
     append = parts.append
     for name, partitions in topics:
-        append(_string(name, flexible))
-        append(_count(len(partitions), flexible))
+        append(wire.string(name, flexible))
+        append(wire.count(len(partitions), flexible))
         for p in partitions:
             if version >= 5:
                 append(_PARTITION.pack(p.index, p.error_code, p.base_offset, -1, -1))
             else:
                 append(_PARTITION_V3.pack(p.index, p.error_code, p.base_offset, -1))
             if version >= 8:
-                append(b"\x01" if flexible else _EMPTY_ARRAY_CLASSIC)  # record_errors: empty
-                append(_string(p.error_message, flexible))
+                append(b"\x01" if flexible else wire.EMPTY_ARRAY_CLASSIC)  # record_errors: empty
+                append(wire.string(p.error_message, flexible))
             append(tags)
         append(tags)
     append(_THROTTLE)

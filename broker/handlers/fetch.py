@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
-from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.fetch import FetchRequest
 
 from agents.fetch import POLL_INTERVAL_S, BatchRead
 from agents.principals import Op, Resource
@@ -24,11 +23,9 @@ from broker import errors
 from broker.batches import codecs_in
 from broker.budget import Held
 from broker.context import BrokerContext
+from broker.fetch_codec import FetchedPartition, encode_response
 from storage import compression
 from storage.errors import StrataError
-
-_Topic = FetchResponse.FetchableTopicResponse
-_Partition = _Topic.PartitionData
 
 
 @dataclass(slots=True)
@@ -38,7 +35,7 @@ class _Read:
     offset: int
     max_bytes: int
     error_code: int = errors.NONE
-    data: bytes = b""
+    batches: list[tuple[memoryview, int]] = field(default_factory=list)
     high_watermark: int = -1
     log_start_offset: int = -1
 
@@ -104,9 +101,9 @@ async def _states_only(ctx: BrokerContext, reads: list[_Read]) -> None:
         try:
             state = await ctx.agent.fetcher.state(r.topic, r.partition)
         except StrataError as exc:
-            r.error_code, r.data = errors.kafka_error(exc), b""
+            r.error_code, r.batches = errors.kafka_error(exc), []
             continue
-        r.error_code, r.data = errors.NONE, b""
+        r.error_code, r.batches = errors.NONE, []
         r.high_watermark, r.log_start_offset = state.high_watermark, state.log_start_offset
 
 
@@ -117,40 +114,37 @@ async def _read_all(ctx: BrokerContext, reads: list[_Read], response_max: int, z
     total = 0
     for r, result in zip(reads, results, strict=True):
         if isinstance(result, StrataError):
-            r.error_code, r.data = errors.kafka_error(result), b""
+            r.error_code, r.batches = errors.kafka_error(result), []
             continue
         r.error_code = errors.NONE
-        if not zstd_allowed and compression.ZSTD in codecs_in(result.data):
-            r.error_code, r.data = errors.UNSUPPORTED_COMPRESSION_TYPE, b""
+        if not zstd_allowed and any(compression.ZSTD in codecs_in(batch) for batch, _ in result.batches):
+            r.error_code, r.batches = errors.UNSUPPORTED_COMPRESSION_TYPE, []
             continue
-        r.data, r.high_watermark, r.log_start_offset = (
-            result.data,
+        r.batches, r.high_watermark, r.log_start_offset = (
+            result.batches,
             result.high_watermark,
             result.log_start_offset,
         )
-        total += len(r.data)
+        total += result.size
     ctx.agent.metrics.fetch_bytes.inc(total)
     return total
 
 
-def _response(req: FetchRequest, reads: list[_Read]) -> FetchResponse:
-    by_topic: dict[str, list[Any]] = {}
+@dataclass(slots=True)
+class _Answer:
+    """The Fetch answer, encoded once the connection knows its correlation id (broker/fetch_codec.py)."""
+
+    version: int
+    topics: list[tuple[str, list[FetchedPartition]]]
+
+    def frame(self, correlation_id: int) -> bytes:
+        return encode_response(correlation_id, self.version, self.topics)
+
+
+def _response(req: FetchRequest, reads: list[_Read]) -> _Answer:
+    by_topic: dict[str, list[FetchedPartition]] = {}
     for r in reads:
         by_topic.setdefault(r.topic, []).append(
-            _Partition(
-                partition_index=r.partition,
-                error_code=r.error_code,
-                high_watermark=r.high_watermark,
-                last_stable_offset=r.high_watermark,  # no transactions: everything below the HWM is stable
-                log_start_offset=r.log_start_offset,
-                aborted_transactions=[],
-                preferred_read_replica=-1,
-                records=r.data,
-            )
+            FetchedPartition(r.partition, r.error_code, r.high_watermark, r.log_start_offset, r.batches)
         )
-    return FetchResponse[req.API_VERSION](
-        throttle_time_ms=0,
-        error_code=0,
-        session_id=0,
-        responses=[_Topic(topic=name, partitions=parts) for name, parts in by_topic.items()],
-    )
+    return _Answer(req.API_VERSION, list(by_topic.items()))

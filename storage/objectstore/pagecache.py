@@ -15,8 +15,8 @@ what they need: the fetch path holds the files it reads in the agent's object ca
 readers. Without this a catch-up read of dropped files grew the page cache into fresh pages again, and cost
 what the writes had saved (Kafka fetch catch-up, local, alternating runs: 180-182 MiB/s before, 117-127
 with writes dropped only, 141-179 with reads dropped as well). The kernel drops only the folios a range
-covers whole (ext4 caches in large folios), so a small range may stay cached. Streams keep their pages: compaction reads
-each input twice, once per pass.
+covers whole (ext4 caches in large folios), so a small range may stay cached. Streams keep their pages:
+compaction reads each input twice, once per pass.
 
 Dropping is advice: a file that is gone already (deleted by GC) or cannot be opened is skipped, a
 filesystem that refuses the advice keeps its pages, and the data on disk never changes.

@@ -1,0 +1,98 @@
+"""A multi-partition fetch looks chunks up a page at a time (agents/fetch.py, ``_read_batches_many``).
+
+The first page is small; a partition gets a second only when it would take every chunk of the first, so a
+fetch that may read few files builds few chunk rows, and one that may read many still gets them all.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.agent import Agent, AgentConfig
+from agents.buffer import PartitionBatch, ProduceRequest
+from agents.fetch import FIRST_CHUNKS_PER_PARTITION, MAX_CHUNKS_PER_FETCH, BatchesResult, BatchRead
+from agents.metrics import Metrics
+from agents.offsets import FIRST_RECORD
+from storage import records
+from storage.clock import SystemClock
+from storage.metadata import open_metadata_store
+from storage.metadata.base import ChunkRow, MetadataStore
+from storage.objectstore.local import LocalAsyncObjectStore
+
+pytestmark = pytest.mark.integration
+
+
+class CountedLookups:
+    """The metadata store, with the ``limit`` of every ``find_chunks`` call recorded."""
+
+    def __init__(self, inner: MetadataStore) -> None:
+        self.inner = inner
+        self.limits: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def find_chunks(self, topic: str, partition: int, offset: int, limit: int) -> list[ChunkRow]:
+        self.limits.append(limit)
+        return self.inner.find_chunks(topic, partition, offset, limit)
+
+
+async def _agent_with_flushes(tmp_path: Path, flushes: int, cache_bytes: int) -> tuple[Agent, CountedLookups]:
+    """An agent whose partition 0 of topic "t" holds ``flushes`` chunks of one record each."""
+    metadata = CountedLookups(open_metadata_store(f"sqlite:///{tmp_path / 'm.db'}"))
+    metadata.create_topic("t", 2, {}, 0)
+    store = LocalAsyncObjectStore(tmp_path / "bucket")
+    config = AgentConfig(flush_interval_ms=10, flush_idle_ms=0, cache_bytes=cache_bytes)
+    agent = Agent(config, store, metadata, Metrics(store.counters), SystemClock(), random.Random(1))  # type: ignore[arg-type]
+    await agent.start()
+    for i in range(flushes):
+        batch = records.encode_batch([records.Record(0, 1000 + i, b"k", b"v%d" % i)])
+        request = ProduceRequest(
+            "t", [PartitionBatch("t", 0, memoryview(batch), 1, 1000, 1000)], FIRST_RECORD
+        )
+        await agent.enqueue(request, agent.buffer.reserve(request.size))  # one flush each
+    return agent, metadata
+
+
+def _offsets(result: BatchesResult | Exception) -> list[int]:
+    assert isinstance(result, BatchesResult), result
+    return [r.offset for r in records.decode_records(result.data)]
+
+
+async def test_a_fetch_that_takes_the_whole_first_page_gets_a_second(tmp_path: Path) -> None:
+    flushes = FIRST_CHUNKS_PER_PARTITION * 2 + 3
+    agent, metadata = await _agent_with_flushes(tmp_path, flushes, cache_bytes=64 << 20)
+    try:
+        metadata.limits.clear()
+        (result,) = await agent.fetcher.read_batches_many([BatchRead("t", 0, 0, 1 << 20)], 1 << 20)
+        assert _offsets(result) == list(range(flushes))
+        assert metadata.limits == [
+            FIRST_CHUNKS_PER_PARTITION,
+            MAX_CHUNKS_PER_FETCH - FIRST_CHUNKS_PER_PARTITION,
+        ]
+    finally:
+        await agent.close()
+
+
+async def test_a_fetch_within_its_first_page_looks_up_once(tmp_path: Path) -> None:
+    flushes = FIRST_CHUNKS_PER_PARTITION * 2
+    agent, metadata = await _agent_with_flushes(tmp_path, flushes, cache_bytes=64 << 20)
+    try:
+        metadata.limits.clear()
+        # Near the end: fewer chunks than a page remain.
+        start = flushes - 5
+        (result,) = await agent.fetcher.read_batches_many([BatchRead("t", 0, start, 1 << 20)], 1 << 20)
+        assert _offsets(result) == list(range(start, flushes))
+        # A small max_bytes: the first page holds more than the fetch takes.
+        (small,) = await agent.fetcher.read_batches_many([BatchRead("t", 0, 0, 1)], 1)
+        assert _offsets(small) == [0]
+        # Partition 1 is empty: its lookup stops at the high watermark, with no chunk query at all.
+        (empty,) = await agent.fetcher.read_batches_many([BatchRead("t", 1, 0, 1 << 20)], 1 << 20)
+        assert _offsets(empty) == []
+        assert metadata.limits == [FIRST_CHUNKS_PER_PARTITION, FIRST_CHUNKS_PER_PARTITION]
+    finally:
+        await agent.close()
