@@ -225,7 +225,8 @@ class Fetcher:
                 full = len(chunks) == FIRST_CHUNKS_PER_PARTITION and len(selected) == len(chunks)
                 if full and selected[-1].last_offset + 1 < state.high_watermark:
                     more.append((len(wanted) - 1, read, state, selected))
-        admitted = self._admit_files([chunk for _, _, selected in wanted for chunk in selected])
+        heads = {selected[0].object_key for _, _, selected in wanted}
+        admitted = self._admit_files([chunk for _, _, selected in wanted for chunk in selected], heads)
         more = [m for m in more if all(c.object_key in admitted for c in m[3])]
         if more:
             pages = await asyncio.gather(
@@ -243,7 +244,7 @@ class Fetcher:
             for (at, read, state, selected), page in zip(more, pages, strict=True):
                 i = wanted[at][0]
                 wanted[at] = (i, read, _select(selected + page, state.high_watermark, max(read.max_bytes, 1)))
-            admitted = self._admit_files([chunk for _, _, selected in wanted for chunk in selected])
+            admitted = self._admit_files([chunk for _, _, selected in wanted for chunk in selected], heads)
         plans: list[tuple[int, BatchRead, list[ChunkRow]]] = []
         total = 0
         for i, read, selected in wanted:
@@ -267,9 +268,9 @@ class Fetcher:
             results[i] = BatchesResult(batches, previous.high_watermark, previous.log_start_offset)
         return results
 
-    def _admit_files(self, chunks: list[ChunkRow]) -> set[str]:
-        """The files one multi-partition fetch may read: every cached one, and the oldest uncached ones
-        up to half the cache (always at least one).
+    def _admit_files(self, chunks: list[ChunkRow], heads: set[str]) -> set[str]:
+        """The files one multi-partition fetch may read: every cached one, the oldest uncached ones up to
+        half the cache (always at least one), and the file of some partition's next chunk (``heads``).
 
         A consumer catching up asks for many partitions at once, each for megabytes. Unbounded, one fetch
         touched dozens of flush files, more than the cache holds, and partitions drifted apart in the log,
@@ -278,6 +279,13 @@ class Fetcher:
         moving through it together, so each file is fetched once and served from the cache to the rest.
         A partition whose next chunk lies in a file left out gets nothing this time; a tailing
         partition reads cached files, which cost nothing, so it is never held back by one catching up.
+
+        Key order is only roughly offset order: two flushes cut in one millisecond sort at random, and
+        the wall clock can step back. Files holding only later chunks could then fill the admission while
+        every partition's next file stayed out, and no fetch would serve anything, ever (seen twice in
+        ~30 catch-up runs of bench/kafka_bench.py on 2026-11-27: every partition stalled, no GET, the
+        agent busy answering empty long polls). So unless a head file is admitted already, the oldest
+        one is added: every fetch serves some partition.
         """
         costs: dict[str, int] = {}
         for chunk in chunks:
@@ -295,6 +303,8 @@ class Fetcher:
                 break
             admitted.add(key)
             spent += costs[key]
+        if heads and not heads & admitted:
+            admitted.add(min(heads, key=lambda k: k.rsplit("/", 1)[-1]))
         return admitted
 
     def _admit_one_partition(self, chunks: list[ChunkRow]) -> set[str]:
@@ -312,7 +322,7 @@ class Fetcher:
         """
         first = chunks[0] if chunks else None
         if first is None or not (self._read_whole(first) and self.cache.has_file(first.object_key)):
-            return self._admit_files(chunks)
+            return self._admit_files(chunks, {first.object_key} if first is not None else set())
         return {c.object_key for c in chunks if not self._read_whole(c) or self.cache.has_file(c.object_key)}
 
     async def _lookup(

@@ -18,7 +18,7 @@ from agents.fetch import FIRST_CHUNKS_PER_PARTITION, MAX_CHUNKS_PER_FETCH, Batch
 from agents.metrics import Metrics
 from agents.offsets import FIRST_RECORD
 from storage import records
-from storage.clock import SystemClock
+from storage.clock import SkewedClock, SystemClock
 from storage.metadata import open_metadata_store
 from storage.metadata.base import ChunkRow, MetadataStore
 from storage.objectstore.local import LocalAsyncObjectStore
@@ -94,5 +94,55 @@ async def test_a_fetch_within_its_first_page_looks_up_once(tmp_path: Path) -> No
         (empty,) = await agent.fetcher.read_batches_many([BatchRead("t", 1, 0, 1 << 20)], 1 << 20)
         assert _offsets(empty) == []
         assert metadata.limits == [FIRST_CHUNKS_PER_PARTITION, FIRST_CHUNKS_PER_PARTITION]
+    finally:
+        await agent.close()
+
+
+async def test_every_fetch_serves_some_partition_when_key_order_disagrees_with_offsets(
+    tmp_path: Path,
+) -> None:
+    """Object keys sort by creation time, which is only roughly offset order (two flushes in one
+    millisecond, a wall clock stepped back). Here every flush's key sorts before the one written before
+    it, so the oldest files by key hold the latest offsets; admission must still admit some partition's
+    next file, or no fetch would ever serve anything."""
+    metadata = CountedLookups(open_metadata_store(f"sqlite:///{tmp_path / 'm.db'}"))
+    metadata.create_topic("t", 2, {}, 0)
+    store = LocalAsyncObjectStore(tmp_path / "bucket")
+    clock = SkewedClock()
+    # Files of ~2.2 KiB read whole; half the cache admits two uncached files per fetch.
+    config = AgentConfig(flush_interval_ms=10, flush_idle_ms=0, cache_bytes=10_000)
+    agent = Agent(config, store, metadata, Metrics(store.counters), clock, random.Random(1))  # type: ignore[arg-type]
+    await agent.start()
+    flushes = 12
+    try:
+        for _ in range(flushes):
+            clock.advance(-10)  # this flush's key sorts before every earlier one
+            batches = [
+                PartitionBatch(
+                    "t",
+                    p,
+                    memoryview(records.encode_batch([records.Record(0, 1000, b"k", b"v" * 1000)])),
+                    1,
+                    1000,
+                    1000,
+                )
+                for p in (0, 1)
+            ]
+            request = ProduceRequest("t", batches, FIRST_RECORD)
+            await agent.enqueue(request, agent.buffer.reserve(request.size))
+        position = [0, 0]
+        for _ in range(4 * flushes):
+            if position == [flushes, flushes]:
+                break
+            results = await agent.fetcher.read_batches_many(
+                [BatchRead("t", p, position[p], 1 << 20) for p in (0, 1)], 1 << 20
+            )
+            got = [_offsets(r) for r in results]
+            assert any(got), f"a fetch at {position} served nothing"
+            for p in (0, 1):
+                if got[p]:
+                    assert got[p][0] == position[p]
+                    position[p] = got[p][-1] + 1
+        assert position == [flushes, flushes]
     finally:
         await agent.close()
