@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import struct
 
+from storage.record_encode import uvarint
+
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
 I64 = struct.Struct(">q")
@@ -16,14 +18,17 @@ NULL_CLASSIC = I16.pack(-1)
 EMPTY_ARRAY_CLASSIC = I32.pack(0)
 NO_TAGS = b"\x00"
 
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+__all__ = [
+    "EMPTY_ARRAY_CLASSIC",
+    "I16",
+    "I32",
+    "I64",
+    "NO_TAGS",
+    "NULL_CLASSIC",
+    "count",
+    "string",
+    "uvarint",
+]
 
 
 def count(n: int, flexible: bool) -> bytes:

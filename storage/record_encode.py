@@ -47,12 +47,17 @@ def _varint(n: int) -> bytes:
     small = _SMALL_VARINTS.get(n)
     if small is not None:
         return small
-    z = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
+    return uvarint(((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF)  # zigzag
+
+
+def uvarint(n: int) -> bytes:
+    """An unsigned varint (7 bits a byte, low first): the zigzag varint's last step, and Kafka's flexible
+    versions' lengths and counts (broker/wire.py)."""
     out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
     return bytes(out)
 
 
