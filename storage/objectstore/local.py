@@ -10,9 +10,8 @@ is fsynced so the rename itself survives a crash. A reader therefore sees the ol
 never a prefix. What a crash leaves behind: at most an orphan temp file named ``.tmp-*``; such names are
 never valid keys and ``list`` never returns them.
 
-Page cache: only the last ``page_cache_bytes`` of written objects are left cached by the kernel; older ones
-are dropped, and so are the pages a ``get`` or ``get_range`` read (``pagecache.py`` says why, with the
-measurements). Streams (compaction's two passes over a file) keep theirs.
+Page cache: only the last ``page_cache_bytes`` (512 MiB) of written objects are left cached by the kernel;
+older ones are dropped (``pagecache.py`` says why, with the measurements). Reads are left alone.
 
 Objects are created with mode 0600 (``tempfile.mkstemp``): the directory belongs to the Strata process.
 
@@ -53,7 +52,7 @@ from storage.objectstore.base import (
     body_size,
     empty_range,
 )
-from storage.objectstore.pagecache import DEFAULT_PAGE_CACHE_BYTES, RecentWrites, dropped_after_read
+from storage.objectstore.pagecache import DEFAULT_PAGE_CACHE_BYTES, RecentWrites
 
 # Prefix of in-progress upload files. A key segment may not start with it, so a temp file can never be
 # mistaken for (or collide with) an object.
@@ -251,7 +250,6 @@ class LocalObjectStore(ObjectStore):
         with self._open(key, path) as f:
             try:
                 data = f.read()
-                dropped_after_read(f.fileno(), 0, len(data))
             except OSError as exc:
                 raise _store_error("get", key, exc) from exc
         self.counters.add_bytes_read(len(data))
@@ -268,7 +266,6 @@ class LocalObjectStore(ObjectStore):
             try:
                 f.seek(start)
                 data = f.read(end - start)
-                dropped_after_read(f.fileno(), start, len(data))
             except OSError as exc:
                 raise _store_error("get_range", key, exc) from exc
         self.counters.add_bytes_read(len(data))
@@ -367,7 +364,7 @@ class LocalAsyncObjectStore(AsyncObjectStore):
     while a put fsyncs. It shares ``counters`` with the sync store it wraps.
     """
 
-    remote = False  # reads of what was just written come from the OS page cache (its last 64 MiB)
+    remote = False  # reads of what was just written come from the OS page cache (its last 512 MiB)
 
     def __init__(
         self,

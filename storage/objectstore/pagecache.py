@@ -7,16 +7,15 @@ pages came back from a file dropped before it (first touches of guest memory; `d
 2026-11-27). That was half of the agent's CPU per MiB under Kafka produce load.
 
 ``RecentWrites`` keeps the last ``budget`` bytes of written objects cached, for readers at the tail of a
-log (the local store has no copy in the agent's object cache), and asks the kernel to drop older ones
-(``posix_fadvise(POSIX_FADV_DONTNEED)``; pages are clean once fsynced, so they are simply freed).
+log (the local store has no copy in the agent's object cache) and for compaction, which reads recent flush
+files soon after they are written, and asks the kernel to drop older ones
+(``posix_fadvise(POSIX_FADV_DONTNEED)``; pages are clean once fsynced, so they are simply freed). New
+writes then reuse the freed pages.
 
-Whole reads (``get``, ``get_range``) drop what they read too (``dropped_after_read``). Their callers keep
-what they need: the fetch path holds the files it reads in the agent's object cache and shares them between
-readers. Without this a catch-up read of dropped files grew the page cache into fresh pages again, and cost
-what the writes had saved (Kafka fetch catch-up, local, alternating runs: 180-182 MiB/s before, 117-127
-with writes dropped only, 141-179 with reads dropped as well). The kernel drops only the folios a range
-covers whole (ext4 caches in large folios), so a small range may stay cached. Streams keep their pages:
-compaction reads each input twice, once per pass.
+Reads are left alone. Dropping what ``get`` read as well was tried: Kafka catch-up 353.8 MiB/s against
+280.7 without, but compaction of 1 KiB records, which reads its inputs after the benchmark's baselines
+read them, 393 k records/s against 801 k (`docs/benchmarks.md`, 2026-11-27). A 64 MiB budget, with reads
+dropped too, left compaction at 346-473 k records/s, against 600-733 k before this module.
 
 Dropping is advice: a file that is gone already (deleted by GC) or cannot be opened is skipped, a
 filesystem that refuses the advice keeps its pages, and the data on disk never changes.
@@ -30,7 +29,7 @@ from collections import deque
 from pathlib import Path
 
 MiB = 1024 * 1024
-DEFAULT_PAGE_CACHE_BYTES = 64 * MiB
+DEFAULT_PAGE_CACHE_BYTES = 512 * MiB
 
 
 class RecentWrites:
@@ -61,16 +60,6 @@ class RecentWrites:
                 evicted.append(old)
         for old in evicted:
             drop(old)
-
-
-def dropped_after_read(fd: int, start: int, length: int) -> None:
-    """Ask the kernel to drop the ``length`` bytes at ``start`` of ``fd`` that a caller has just read."""
-    if length <= 0:
-        return  # 0 would mean "to the end of the file" to posix_fadvise
-    try:
-        os.posix_fadvise(fd, start, length, os.POSIX_FADV_DONTNEED)
-    except OSError:
-        pass  # advice only, as in drop()
 
 
 def drop(path: Path) -> None:

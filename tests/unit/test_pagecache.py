@@ -74,21 +74,10 @@ def test_a_zero_budget_keeps_nothing_and_a_negative_one_is_refused(tmp_path: Pat
         RecentWrites(budget=-1)
 
 
-def test_whole_reads_drop_what_they_read_and_streams_keep_it(tmp_path: Path) -> None:
+def test_reads_leave_the_page_cache_alone(tmp_path: Path) -> None:
     store = LocalObjectStore(tmp_path, page_cache_bytes=1 << 30)
     body = os.urandom(512 * 1024)
-    for key in ("got", "ranged", "streamed"):
-        store.put(key, body)
-        assert resident_fraction(tmp_path / key) > 0.9  # within the budget: left cached
-    assert store.get("got") == body
-    assert resident_fraction(tmp_path / "got") < 0.1
-    # A range past the end is clipped, as in S3. (The kernel drops only the large folios a range covers
-    # whole, so a partial range may leave its pages: the fetch path's reads are mostly whole files.)
-    assert store.get_range("ranged", 0, 2 * len(body)) == body
-    assert resident_fraction(tmp_path / "ranged") < 0.1
-    stream = store.open_stream("streamed")
-    try:
-        assert stream.read(len(body)) == body
-    finally:
-        stream.close()
-    assert resident_fraction(tmp_path / "streamed") > 0.9
+    store.put("a", body)
+    assert store.get("a") == body
+    assert store.get_range("a", 0, 1024) == body[:1024]
+    assert resident_fraction(tmp_path / "a") > 0.9
