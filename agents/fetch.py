@@ -282,10 +282,10 @@ class Fetcher:
 
         Key order is only roughly offset order: two flushes cut in one millisecond sort at random, and
         the wall clock can step back. Files holding only later chunks could then fill the admission while
-        every partition's next file stayed out, and no fetch would serve anything, ever (seen twice in
-        ~30 catch-up runs of bench/kafka_bench.py on 2026-11-27: every partition stalled, no GET, the
-        agent busy answering empty long polls). So unless a head file is admitted already, the oldest
-        one is added: every fetch serves some partition.
+        every partition's next file stayed out, and no fetch would serve anything, ever. So unless a head
+        file is admitted already, the oldest one is added: every fetch serves some partition. (Two of ~30
+        catch-up runs of bench/kafka_bench.py stalled like that on 2026-11-27, every partition with no GET
+        for the rest of the run; that this was their cause is likely, not established.)
         """
         costs: dict[str, int] = {}
         for chunk in chunks:
