@@ -77,16 +77,6 @@ class BatchesResult:
     def size(self) -> int:
         return sum(len(batch) for batch, _ in self.batches)
 
-    @property
-    def data(self) -> bytes:
-        """The batches joined, with absolute base offsets patched in: a copy, for callers that want one."""
-        out = bytearray()
-        for batch, base in self.batches:
-            position = len(out)
-            out += batch
-            records.set_base_offset(out, position, base)
-        return bytes(out)
-
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:

@@ -59,8 +59,14 @@ async def _agent_with_flushes(tmp_path: Path, flushes: int, cache_bytes: int) ->
 
 
 def _offsets(result: BatchesResult | Exception) -> list[int]:
+    """The absolute offsets of the records served: each batch as the Fetch answer carries it."""
     assert isinstance(result, BatchesResult), result
-    return [r.offset for r in records.decode_records(result.data)]
+    served = bytearray()
+    for batch, base in result.batches:
+        position = len(served)
+        served += batch
+        records.set_base_offset(served, position, base)
+    return [r.offset for r in records.decode_records(served)]
 
 
 async def test_a_fetch_that_takes_the_whole_first_page_gets_a_second(tmp_path: Path) -> None:
