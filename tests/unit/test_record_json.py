@@ -9,6 +9,7 @@ characters, headers, holes left by compaction, and any fetch offset and max_byte
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 
@@ -29,7 +30,15 @@ from storage.records import Header, Record, encode_batch
 CODECS = [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
 MANY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-_bytes = st.none() | st.binary(max_size=12) | st.text(max_size=8).map(str.encode)
+# Text is rendered eight bytes at a time up to the first byte needing more than a copy: pieces that put
+# quotes, escapes, multi-byte characters and invalid UTF-8 (a lone lead byte, a surrogate, past U+10FFFF,
+# overlong) at every position of a word, and across words.
+_PIECES = [b"a", b"bcdefgh", b"ijklmnopqrstuvw", b'"', b"\\", b"\n", b"\x01", b"\x1f", b"\x7f"]
+_PIECES += ["é".encode(), "€".encode(), "😀".encode()]
+# Not UTF-8: a lone lead byte, a surrogate, past U+10FFFF, overlong.
+_PIECES += [b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe0\x80\x80"]
+_texty = st.lists(st.sampled_from(_PIECES), max_size=24).map(b"".join)
+_bytes = st.none() | st.binary(max_size=12) | st.text(max_size=8).map(str.encode) | _texty
 _header = st.builds(Header, key=st.text(max_size=5), value=st.none() | st.binary(max_size=6))
 
 
@@ -122,6 +131,23 @@ def test_valid_batches_are_never_declined_in_base64(result: ChunksResult) -> Non
     assert (json.loads(out), rendered[1]) == (expected[0], expected[1])
 
 
+@MANY
+@given(fetches(corrupt=False))
+def test_utf8_declines_exactly_what_the_reference_refuses(result: ChunksResult) -> None:
+    """Valid batches in utf8, every record fitting the answer: the compiled path declines exactly when some
+    record is not UTF-8 text. (With a cut, it may also decline for the record just past the cut, which it
+    renders before knowing it does not fit; the route then answers through the reference.)"""
+    result = dataclasses.replace(result, max_bytes=1 << 40)
+    expected = reference(result, "utf8")
+    out = bytearray()
+    rendered = render_records(result, False, out)
+    if isinstance(expected, StrataError):
+        assert rendered is None
+        return
+    assert rendered is not None
+    assert (json.loads(out), rendered[1]) == (orjson.loads(orjson.dumps(expected[0])), expected[1])
+
+
 @pytest.mark.parametrize("encoding", ["utf8", "base64"])
 def test_plain_records_take_the_compiled_path(encoding: models.Encoding) -> None:
     """Text with quotes, backslashes and control characters, multi-byte UTF-8, headers, null fields."""
@@ -139,6 +165,26 @@ def test_plain_records_take_the_compiled_path(encoding: models.Encoding) -> None
     assert not isinstance(expected, StrataError)
     assert out.startswith(b"prefix ")
     assert (json.loads(out[7:]), count, next_offset) == (expected[0], 3, 105)
+
+
+@pytest.mark.parametrize("special", [p for p in _PIECES if len(p) < 5 and not p.isalpha()])
+def test_a_special_byte_at_every_position_of_a_word(special: bytes) -> None:
+    """The eight-bytes-at-a-time copy: one byte needing more than a copy, at each position of the first
+    words, in keys, values and header values."""
+    recs = [
+        Record(i, i, b"k" * i + special, b"x" * i + special + b"y" * 17, (Header("h", special + b"z" * i),))
+        for i in range(17)
+    ]
+    result = ChunksResult([chunk(1, 0, [encode_batch(recs, 0)], 16)], 0, 1 << 20, 17, 0)
+    for encoding in ("utf8", "base64"):
+        expected = reference(result, encoding)
+        out = bytearray()
+        rendered = render_records(result, encoding == "base64", out)
+        if isinstance(expected, StrataError):
+            assert rendered is None
+            continue
+        assert rendered is not None
+        assert json.loads(out) == orjson.loads(orjson.dumps(expected[0]))
 
 
 def test_non_utf8_value_is_declined_for_utf8_only() -> None:
