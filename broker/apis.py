@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kafka.protocol.admin import DeleteRecordsRequest
 from kafka.protocol.admin.cluster import DescribeClusterRequest
 from kafka.protocol.admin.configs import (
     AlterConfigsRequest,
@@ -48,6 +49,7 @@ from broker.handlers.configs import (
     handle_incremental_alter_configs,
 )
 from broker.handlers.coordinator import handle_find_coordinator
+from broker.handlers.delete_records import handle_delete_records
 from broker.handlers.fetch import handle_fetch
 from broker.handlers.group_admin import handle_delete_groups, handle_describe_groups, handle_list_groups
 from broker.handlers.group_offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
@@ -107,6 +109,7 @@ TABLE: dict[int, Api] = {
         Api(18, 0, 4, ApiVersionsRequest, handle_api_versions),
         Api(19, 2, 5, CreateTopicsRequest, handle_create_topics),
         Api(20, 1, 4, DeleteTopicsRequest, handle_delete_topics),
+        Api(21, 0, 2, DeleteRecordsRequest, handle_delete_records),
         Api(32, 1, 4, DescribeConfigsRequest, handle_describe_configs),
         Api(33, 0, 2, AlterConfigsRequest, handle_alter_configs),
         Api(37, 0, 3, CreatePartitionsRequest, handle_create_partitions),

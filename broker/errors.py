@@ -31,6 +31,7 @@ from storage.errors import (
     NonEmptyGroup,
     OffsetOutOfRange,
     OutOfOrderSequence,
+    PolicyViolation,
     ProducerFenced,
     RebalanceInProgress,
     RecordTooLarge,
@@ -61,6 +62,7 @@ INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 INVALID_CONFIG = 40
 INVALID_REQUEST = 42
+POLICY_VIOLATION = 44
 INVALID_REPLICA_ASSIGNMENT = 39
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
@@ -106,6 +108,7 @@ _BY_TYPE: tuple[tuple[type[StrataError], int], ...] = (
     (InvalidPayload, INVALID_RECORD),
     (RecordTooLarge, MESSAGE_TOO_LARGE),
     (OffsetOutOfRange, OFFSET_OUT_OF_RANGE),
+    (PolicyViolation, POLICY_VIOLATION),
     (BufferFull, REQUEST_TIMED_OUT),
     (BadRequest, INVALID_REQUEST),
     (OutOfOrderSequence, OUT_OF_ORDER_SEQUENCE_NUMBER),

@@ -330,6 +330,14 @@ class FencedInstanceId(Conflict):
     retriable = False
 
 
+class PolicyViolation(Conflict):
+    """The topic's configuration forbids the operation: deleting records of a topic whose cleanup.policy
+    is compact only (Kafka's POLICY_VIOLATION). Not retriable until the configuration changes."""
+
+    code = 40910
+    retriable = False
+
+
 class NonEmptyGroup(Conflict):
     """The group has active members, so it cannot be deleted (NON_EMPTY_GROUP), nor its offsets set over
     HTTP."""

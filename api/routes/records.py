@@ -16,6 +16,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response
 
 from agents.buffer import Reservation
+from agents.delete_records import delete_records as delete_records_below
 from agents.fetch import decode_fetch
 from agents.principals import Op, Resource
 from api import authz, models
@@ -167,4 +168,28 @@ async def offsets(
     name = topic_name(topic)
     authz.check(http, Op.READ, Resource.TOPIC, name)
     state = await asyncio.to_thread(runtime.metadata.partition_state, name, partition)
+    return models.OffsetsOut(log_start_offset=state.log_start_offset, high_watermark=state.high_watermark)
+
+
+@router.delete(
+    "/v1/topics/{topic}/partitions/{partition}/records",
+    response_model=models.OffsetsOut,
+    responses={**ERRORS, 416: {"model": models.ErrorOut}},
+)
+async def delete_records(
+    http: Request,
+    runtime: RuntimeDep,
+    topic: TopicPath,
+    partition: PartitionPath,
+    before_offset: Annotated[int, Query(ge=0, le=models.MAX_OFFSET)],
+) -> models.OffsetsOut:
+    """Delete the partition's records below ``before_offset``: its log start moves up to it (never back),
+    as Kafka's DeleteRecords does (the same code answers both doors). Needs admin on the topic. 416
+    (41601) past the high watermark; 409 (40910) when the topic's cleanup.policy does not include delete.
+    Answers the partition's offsets afterwards."""
+    name = topic_name(topic)
+    authz.check(http, Op.ADMIN, Resource.TOPIC, name)
+    state = await asyncio.to_thread(
+        delete_records_below, runtime.metadata, name, partition, before_offset, runtime.clock.now_ms()
+    )
     return models.OffsetsOut(log_start_offset=state.log_start_offset, high_watermark=state.high_watermark)
