@@ -17,12 +17,21 @@ Input: a list of dicts with optional "key", "value" (str or None), "headers" (li
 Output per partition, in order of first use: (partition, the records section as a bytearray, record count,
 first timestamp, lowest timestamp, highest timestamp); and per record, in request order, its batch index
 and index within that batch (int32 pairs, native-endian).
+
+assemble_batches then writes the uncompressed batches of those parts whole, side by side in one bytearray:
+a batch's 61-byte header (the layout at the top of storage/record_codec.py: baseOffset 0, batchLength,
+partitionLeaderEpoch -1, magic 2, the CRC-32C of attributes to the end, attributes 0, lastOffsetDelta,
+baseTimestamp, maxTimestamp, producerId -1, producerEpoch -1, baseSequence -1, recordsCount) and then its
+records. Assembled in Python (a header, two CRC calls and a join per batch, then a join of the request's
+batches) this cost 181 us for a request of 100 1 KiB records over 32 partitions, against 38 us for
+encode_records itself.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "../storage/_crc32c.h"
 #include "../storage/_growbuf.h"
 
 #define RECORD_OVERHEAD 70 /* agents/encode.py: framing counted against max.message.bytes */
@@ -311,8 +320,101 @@ done:
     return status < 0 ? NULL : result;
 }
 
+static void put_be(uint8_t *p, uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; i--) {
+        p[i] = (uint8_t)(v & 0xFF);
+        v >>= 8;
+    }
+}
+
+#define BATCH_HEADER 61  /* storage/record_codec.py: RECORD_BATCH_OVERHEAD */
+#define CRC_COVERED_AT 21 /* attributes: the first byte the CRC covers */
+
+PyDoc_STRVAR(assemble_batches_doc,
+"assemble_batches(parts)\n--\n\n"
+"The uncompressed batches of encode_records' parts, whole and side by side in one bytearray: each is\n"
+"what storage/record_encode.py's batch_of_records(records, count, first timestamp, highest timestamp)\n"
+"returns, in the parts' order.");
+
+static PyObject *assemble_batches(PyObject *self, PyObject *parts) {
+    if (!PyList_CheckExact(parts)) {
+        PyErr_SetString(PyExc_TypeError, "parts must be a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(parts), total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *part = PyList_GET_ITEM(parts, i);
+        if (!PyTuple_CheckExact(part) || PyTuple_GET_SIZE(part) != 6 ||
+            !PyByteArray_CheckExact(PyTuple_GET_ITEM(part, 1))) {
+            PyErr_SetString(PyExc_TypeError, "each part is (partition, bytearray, count, first, lowest, highest)");
+            return NULL;
+        }
+        Py_ssize_t size = PyByteArray_GET_SIZE(PyTuple_GET_ITEM(part, 1));
+        if (size > INT32_MAX - 49 || total > PY_SSIZE_T_MAX - BATCH_HEADER - size) {
+            PyErr_SetString(PyExc_ValueError, "record batch is larger than 2^31-1 bytes");
+            return NULL;
+        }
+        total += BATCH_HEADER + size;
+    }
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, total);
+    if (out == NULL)
+        return NULL;
+    uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *part = PyList_GET_ITEM(parts, i), *records;
+        Py_ssize_t partition;
+        int count;
+        long long first, lowest, highest;
+        if (!PyArg_ParseTuple(part, "nOiLLL", &partition, &records, &count, &first, &lowest, &highest)) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (count < 1) {
+            PyErr_SetString(PyExc_ValueError, "a batch holds at least one record");
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_ssize_t size = PyByteArray_GET_SIZE(records);
+        put_be(p, 0, 8);                         /* baseOffset: set when the flush places the batch */
+        put_be(p + 8, (uint64_t)(49 + size), 4); /* batchLength: the bytes after this field */
+        put_be(p + 12, 0xFFFFFFFFu, 4);          /* partitionLeaderEpoch -1 */
+        p[16] = 2;                               /* magic */
+        uint8_t *covered = p + CRC_COVERED_AT;
+        put_be(covered, 0, 2); /* attributes: no codec, CreateTime, not transactional */
+        put_be(covered + 2, (uint64_t)(count - 1), 4);
+        put_be(covered + 6, (uint64_t)first, 8);
+        put_be(covered + 14, (uint64_t)highest, 8);
+        put_be(covered + 22, UINT64_MAX, 8); /* producerId -1 */
+        put_be(covered + 30, 0xFFFF, 2);     /* producerEpoch -1 */
+        put_be(covered + 32, 0xFFFFFFFFu, 4); /* baseSequence -1 */
+        put_be(covered + 36, (uint64_t)count, 4);
+        memcpy(covered + 40, PyByteArray_AS_STRING(records), size);
+        put_be(p + 17, crc32c_update(0, covered, 40 + (size_t)size), 4);
+        p += BATCH_HEADER + size;
+    }
+    return out;
+}
+
+PyDoc_STRVAR(crc32c_doc,
+"crc32c(data, portable)\n--\n\n"
+"The CRC-32C assemble_batches writes (storage/_crc32c.h), by the instruction where there is one or, with\n"
+"``portable``, by the table that machines without it use: for tests, against the crc32c package.");
+
+static PyObject *crc32c_check(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    int portable;
+    if (!PyArg_ParseTuple(args, "y*p", &data, &portable))
+        return NULL;
+    uint32_t crc = crc32c_update(0, (const uint8_t *)data.buf, 0); /* chooses the implementation */
+    crc = portable ? crc32c_soft(0, data.buf, (size_t)data.len) : crc32c_update(0, data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(crc);
+}
+
 static PyMethodDef methods[] = {
+    {"crc32c", crc32c_check, METH_VARARGS, crc32c_doc},
     {"encode_records", encode_records, METH_VARARGS, encode_records_doc},
+    {"assemble_batches", assemble_batches, METH_O, assemble_batches_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agents._encode import encode_records
+from agents._encode import assemble_batches, encode_records
 from agents.buffer import PartitionBatch, ProduceRequest
 from agents.offsets import order_of
 from storage import records
@@ -144,6 +144,19 @@ class RequestEncoder:
         parts, pairs, null_keys = encoded
         self._round_robin[info.name] = start + null_keys
         codec = config.compression_codec or 0
+        # ``pairs`` is already an order (agents/offsets.py): no Python object per record.
+        if not codec:
+            # Whole batches written in C, side by side in one buffer as _contiguous would leave them.
+            joined = memoryview(assemble_batches(parts))
+            batches = []
+            position = 0
+            for partition, section, count, _first, lowest, highest in parts:
+                end = position + records.RECORD_BATCH_OVERHEAD + len(section)
+                batches.append(
+                    PartitionBatch(info.name, partition, joined[position:end], count, lowest, highest)
+                )
+                position = end
+            return ProduceRequest(info.name, batches, pairs)
         batches = [
             PartitionBatch(
                 info.name,
@@ -155,7 +168,6 @@ class RequestEncoder:
             )
             for partition, section, count, first, lowest, highest in parts
         ]
-        # ``pairs`` is already an order (agents/offsets.py): no Python object per record.
         return ProduceRequest(info.name, _contiguous(batches), pairs)
 
     def partition(self, info: TopicInfo, rec: ProduceRecord) -> int:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import crc32c
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agents import _encode
 from agents.buffer import ProduceRequest
 from agents.encode import MAX_TIMESTAMP_MS, ProduceRecord, RequestEncoder
 from agents.offsets import order_pairs
@@ -183,3 +185,10 @@ def test_encode_text_declines_what_it_does_not_handle() -> None:
     assert encoder.encode_text(INFO, config, [{"value": "\ud800"}], NOW) is None  # no UTF-8 form
     assert encoder.encode_text(INFO, config, [{"value": b"x"}], NOW) is None  # not text
     assert encoder.encode_text(INFO, config, [{"partition": 2**70}], NOW) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.booleans())
+def test_the_c_crc32c_is_the_packages(data: bytes, portable: bool) -> None:
+    """assemble_batches' CRC-32C (storage/_crc32c.h), the instruction's and the table's, against crc32c."""
+    assert _encode.crc32c(data, portable) == crc32c.crc32c(data)
