@@ -404,9 +404,33 @@ def cases() -> Iterator[Bad]:
         yield Bad(f"fetch-{label}", "GET", f"{FETCH}?max_wait_ms=0&{query}", status, code)
     yield Bad("fetch-not-utf8", "GET", f"/v1/topics/{BINARY}/partitions/0/records?max_wait_ms=0", 406, 40601)
 
+    # --- deleting records (DELETE on a partition's records): refusals delete nothing ---------------------
+    delete_queries = {
+        "missing": (400, 40001, ""),
+        "negative": (400, 40001, "before_offset=-1"),
+        "not-a-number": (400, 40001, "before_offset=soon"),
+        "past-the-high-watermark": (416, 41601, f"before_offset={10**12}"),
+    }
+    for label, (status, code, query) in delete_queries.items():
+        yield Bad(f"delete-records-{label}", "DELETE", f"{FETCH}?{query}", status, code)
+    yield Bad(
+        "delete-records-unknown-partition",
+        "DELETE",
+        f"/v1/topics/{TOPIC}/partitions/7/records?before_offset=0",
+        404,
+        40402,
+    )
+
     # --- unknown topic on every topic route -----------------------------------------------------------------
     yield Bad("describe-unknown-topic", "GET", "/v1/topics/nope", 404, 40401)
     yield Bad("delete-unknown-topic", "DELETE", "/v1/topics/nope", 404, 40401)
+    yield Bad(
+        "delete-records-unknown-topic",
+        "DELETE",
+        "/v1/topics/nope/partitions/0/records?before_offset=0",
+        404,
+        40401,
+    )
     yield Bad("compact-unknown-topic", "POST", "/v1/topics/nope/compact", 404, 40401)
     yield Bad(
         "patch-unknown-topic",
@@ -493,7 +517,6 @@ def cases() -> Iterator[Bad]:
         ("DELETE", f"/v1/topics/{TOPIC}/compact"),
         ("PUT", f"/v1/topics/{TOPIC}/configs"),
         ("POST", FETCH),
-        ("DELETE", FETCH),
         ("POST", f"/v1/topics/{TOPIC}/partitions/0/offsets"),
         ("POST", f"/v1/groups/{GROUP}/offsets"),
         ("DELETE", f"/v1/groups/{GROUP}/offsets"),

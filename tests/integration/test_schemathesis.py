@@ -41,7 +41,7 @@ MAX_WAIT_MS = 50
 #   40405  unknown group (neither members nor offsets).
 #   40601  the record is not UTF-8 (fetch it with encoding=base64).
 #   41301  a record over max.message.bytes, more than max_records_per_request, or a body over the limit.
-#   41601  offset out of range.
+#   41601  offset out of range.                      40910  deleting records of a compact-only topic.
 #   42206  the models are strict on purpose (api/models.py): 1.0 is a JSON Schema integer but not an int
 #          here; also bad base64, lone surrogates, no key on a compacted topic, and the 2**63 bound above.
 #   42207  topic configs are checked by storage/topic_config.py, not by the schema.
@@ -59,6 +59,9 @@ POSITIVE_REJECTIONS: dict[tuple[str, str], frozenset[int]] = {
         {40001, 40003, 40401, 40402, 40601, 41601}
     ),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets"): frozenset({40003, 40401, 40402}),
+    ("DELETE", "/v1/topics/{topic}/partitions/{partition}/records"): frozenset(
+        {40001, 40003, 40401, 40402, 40910, 41601}
+    ),
     ("PUT", "/v1/groups/{group}/offsets"): frozenset({40001, 40003, 40401, 40402, 42206}),
     ("GET", "/v1/groups/{group}/offsets"): frozenset({40001}),
     # 40001 for GET /v1/groups: a prefix or cursor holding NUL, which no group id can.
