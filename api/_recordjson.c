@@ -26,6 +26,7 @@ agents/fetch.py's _record_size: 16 + key bytes + value bytes + header names (cha
 #include <stdint.h>
 #include <string.h>
 
+#include "../storage/_crc32c.h"
 #include "../storage/_growbuf.h"
 #include "../storage/_recordread.h"
 
@@ -332,6 +333,111 @@ done:
     return result;
 }
 
+/* ---- a run of uncompressed batches ---------------------------------------------------------------- */
+
+static inline uint64_t be(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+PyDoc_STRVAR(render_run_doc,
+"render_run(out, data, pos, offset_base, start_offset, base64, size, max_bytes, nonempty)\n--\n\n"
+"render_batch over the batches of ``data`` (a chunk's bytes, whose first offset is ``offset_base``) from\n"
+"``pos`` on, each header read and checked here as storage/record_codec.py's read_header checks it (CRC-32C\n"
+"included), up to the end of ``data`` or the first compressed batch, which is left to the caller.\n"
+"Returns (records, next offset after the last one rendered or -1, new size, nonempty, stopped, the\n"
+"position where it stopped), or None as render_batch does, also for any header read_header refuses.");
+
+/* Per batch, the Python loop (iter_batches, read_header, expand_records, a call per batch) cost ~6 us:
+   1.9 ms per MiB of HTTP-produced batches of 3 records (a request of 100 records over 32 partitions). */
+static PyObject *render_run(PyObject *self, PyObject *args) {
+    PyObject *array;
+    Py_buffer view;
+    Py_ssize_t pos, size, max_bytes;
+    long long offset_base, start_offset;
+    int base64, nonempty;
+    if (!PyArg_ParseTuple(args, "O!y*nLLpnnp", &PyByteArray_Type, &array, &view, &pos, &offset_base, &start_offset,
+                          &base64, &size, &max_bytes, &nonempty))
+        return NULL;
+    PyObject *result = NULL;
+    if (pos < 0 || pos > view.len || offset_base < 0) {
+        PyErr_SetString(PyExc_ValueError, "pos must lie within data, and offset_base must not be negative");
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Out out;
+    out_open(&out, array);
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    Py_ssize_t end = view.len;
+    Progress p = {.size = size, .max_bytes = max_bytes, .nonempty = nonempty, .stopped = max_bytes < 0,
+                  .next_offset = -1};
+    int rc = 0;
+    while (pos < end) {
+        const uint8_t *h = buf + pos;
+        Py_ssize_t remaining = end - pos;
+        /* read_header's checks, in its order; any failure is -2 (the reference path raises). */
+        if (remaining < 61 || h[16] != 2) {
+            rc = -2;
+            break;
+        }
+        Py_ssize_t batch_size = 12 + (Py_ssize_t)(int32_t)be(h + 8, 4);
+        if (batch_size < 61 || batch_size > remaining) {
+            rc = -2;
+            break;
+        }
+        if (crc32c_update(0, h + 21, (size_t)(batch_size - 21)) != (uint32_t)be(h + 17, 4)) {
+            rc = -2;
+            break;
+        }
+        unsigned attributes = (unsigned)be(h + 21, 2);
+        if (attributes & 0x07)
+            break; /* compressed: decompressed by the caller */
+        int32_t last_delta = (int32_t)be(h + 23, 4), count = (int32_t)be(h + 57, 4);
+        if ((attributes & 0x20) || count < 0 || (int64_t)count * 7 > batch_size - 61 || last_delta < 0 ||
+            (count && last_delta < count - 1)) {
+            rc = -2; /* a control batch, an impossible count or lastOffsetDelta */
+            break;
+        }
+        int64_t first_offset;
+        if (__builtin_add_overflow((int64_t)offset_base, (int64_t)be(h, 8), &first_offset) || first_offset < 0) {
+            rc = -2; /* batches_for_c: offsets outside 64 bits */
+            break;
+        }
+        Batch b = {
+            .info = {.first_offset = first_offset,
+                     .base_timestamp = (int64_t)be(h + 27, 8),
+                     .append_time = (int64_t)be(h + 35, 8),
+                     .last_delta = last_delta,
+                     .log_append_time = (attributes & 0x08) != 0},
+            .start_offset = start_offset,
+            .base64 = base64,
+            .count = count,
+        };
+        Reader r = {buf, pos + 61, pos + batch_size};
+        rc = render(&r, &b, &p, &out);
+        if (rc < 0)
+            break;
+        pos += batch_size;
+    }
+    if (out_close(&out) < 0)
+        goto done;
+    if (rc == -1) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rc == -2) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    result = Py_BuildValue("nLnNNn", p.rendered, (long long)p.next_offset, p.size, PyBool_FromLong(p.nonempty),
+                           PyBool_FromLong(p.stopped), pos);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* ---- a produce answer's offsets ------------------------------------------------------------------- */
 
 PyDoc_STRVAR(render_offsets_doc,
@@ -405,6 +511,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"render_run", render_run, METH_VARARGS, render_run_doc},
     {"render_batch", render_batch, METH_VARARGS, render_batch_doc},
     {"render_offsets", render_offsets, METH_VARARGS, render_offsets_doc},
     {NULL, NULL, 0, NULL},

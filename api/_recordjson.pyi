@@ -19,3 +19,14 @@ def render_batch(
     nonempty: bool,
 ) -> tuple[int, int, int, bool, bool] | None: ...
 def render_offsets(out: bytearray, order: Buffer, partitions: list[int], bases: list[int]) -> int: ...
+def render_run(
+    out: bytearray,
+    data: Buffer,
+    pos: int,
+    offset_base: int,
+    start_offset: int,
+    base64: bool,
+    size: int,
+    max_bytes: int,
+    nonempty: bool,
+) -> tuple[int, int, int, bool, bool, int] | None: ...

@@ -15,7 +15,7 @@ Why C: see the top of ``api/_recordjson.c`` (a Python object per record was most
 from __future__ import annotations
 
 from agents.fetch import ChunksResult, verify
-from api._recordjson import render_batch
+from api._recordjson import render_batch, render_run
 from storage import records
 from storage.errors import CodecError, CorruptObject
 
@@ -24,6 +24,7 @@ def render_records(result: ChunksResult, base64: bool, out: bytearray) -> tuple[
     """Append the JSON array of the answer's records to ``out``; (how many, next_offset), or None: use
     the reference path (``out`` then holds part of an answer and must be dropped)."""
     count = size = 0
+    max_bytes = result.max_bytes
     nonempty = False
     offset = result.offset
     next_offset = offset
@@ -32,17 +33,42 @@ def render_records(result: ChunksResult, base64: bool, out: bytearray) -> tuple[
         stopped = False
         try:
             verify(chunk, data)
-            for _, args in records.batches_for_c(data, chunk.base_offset):
-                rendered = render_batch(
-                    out, *args, offset, base64, size, -1 if stopped else result.max_bytes, nonempty
+            pos, end = 0, len(data)
+            while True:
+                # Uncompressed batches, read in C up to the end or the next compressed batch ...
+                rendered = render_run(
+                    out,
+                    data,
+                    pos,
+                    chunk.base_offset,
+                    offset,
+                    base64,
+                    size,
+                    -1 if stopped else max_bytes,
+                    nonempty,
                 )
                 if rendered is None:
                     return None
-                n, after, size, nonempty, stop = rendered
+                n, after, size, nonempty, stop, pos = rendered
                 count += n
                 if after >= 0:
                     next_offset = after
                 stopped = stopped or stop
+                if pos >= end:
+                    break
+                # ... and a compressed one, decompressed here.
+                header, args = records.batch_for_c(data, pos, chunk.base_offset)
+                rendered_batch = render_batch(
+                    out, *args, offset, base64, size, -1 if stopped else max_bytes, nonempty
+                )
+                if rendered_batch is None:
+                    return None
+                n, after, size, nonempty, stop = rendered_batch
+                count += n
+                if after >= 0:
+                    next_offset = after
+                stopped = stopped or stop
+                pos += header.size
         except (CodecError, CorruptObject):
             return None
         if stopped:

@@ -106,6 +106,7 @@ __all__ = [
     "BatchHeader",
     "Header",
     "Record",
+    "batch_for_c",
     "batches_for_c",
     "check_framing",
     "count_records",
@@ -390,23 +391,31 @@ def batches_for_c(data: bytes | memoryview, offset_base: int) -> Iterator[tuple[
     offset does not fit is a ``CodecError`` here, as a corrupt one is.
     """
     for header, batch in iter_batches(data, verify_crc=True):
-        first_offset = offset_base + header.base_offset
-        if not 0 <= first_offset <= _INT64_MAX:
-            raise CodecError(f"record batch offsets start at {first_offset}, outside 64 bits")
-        buf, pos, end = expand_records(batch, header)
-        yield (
-            header,
-            (
-                buf,
-                pos,
-                end,
-                header.records_count,
-                first_offset,
-                header.base_timestamp,
-                header.append_time,
-                header.last_offset_delta,
-            ),
-        )
+        yield header, _args_for_c(header, batch, offset_base)
+
+
+def batch_for_c(data: bytes | memoryview, pos: int, offset_base: int) -> tuple[BatchHeader, BatchArgs]:
+    """``batches_for_c``'s answer for the one batch at ``pos`` of ``data`` (``header.size`` bytes)."""
+    view = memoryview(data)
+    header = read_header(view, pos, True)
+    return header, _args_for_c(header, view[pos : pos + header.size], offset_base)
+
+
+def _args_for_c(header: BatchHeader, batch: memoryview, offset_base: int) -> BatchArgs:
+    first_offset = offset_base + header.base_offset
+    if not 0 <= first_offset <= _INT64_MAX:
+        raise CodecError(f"record batch offsets start at {first_offset}, outside 64 bits")
+    buf, pos, end = expand_records(batch, header)
+    return (
+        buf,
+        pos,
+        end,
+        header.records_count,
+        first_offset,
+        header.base_timestamp,
+        header.append_time,
+        header.last_offset_delta,
+    )
 
 
 def check_framing(batch: bytes | memoryview, header: BatchHeader) -> None:
