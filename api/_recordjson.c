@@ -268,6 +268,21 @@ static int render(Reader *r, const Batch *b, Progress *p, Out *out) {
     return r->pos == r->end ? 0 : -2;
 }
 
+/* A call's answer once its loop is done (rc: render's): the bytearray's size set, then an error (-1),
+   None (-2), or the progress, with the position where a run stopped when ``pos`` >= 0. */
+static PyObject *finish(Out *out, int rc, const Progress *p, Py_ssize_t pos) {
+    if (out_close(out) < 0)
+        return NULL;
+    if (rc == -1)
+        return PyErr_NoMemory();
+    if (rc == -2)
+        return Py_NewRef(Py_None);
+    PyObject *nonempty = PyBool_FromLong(p->nonempty), *stopped = PyBool_FromLong(p->stopped);
+    if (pos < 0)
+        return Py_BuildValue("nLnNN", p->rendered, (long long)p->next_offset, p->size, nonempty, stopped);
+    return Py_BuildValue("nLnNNn", p->rendered, (long long)p->next_offset, p->size, nonempty, stopped, pos);
+}
+
 PyDoc_STRVAR(render_batch_doc,
 "render_batch(out, buf, pos, end, count, first_offset, base_timestamp, append_time, last_delta,\n"
 "             start_offset, base64, size, max_bytes, nonempty)\n--\n\n"
@@ -315,19 +330,7 @@ static PyObject *render_batch(PyObject *self, PyObject *args) {
     Progress p = {.size = size, .max_bytes = max_bytes, .nonempty = nonempty, .stopped = max_bytes < 0,
                   .next_offset = -1};
     /* With the GIL held: the bytearray grows in place. */
-    int rc = render(&r, &b, &p, &out);
-    if (out_close(&out) < 0)
-        goto done;
-    if (rc == -1) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (rc == -2) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    result = Py_BuildValue("nLnNN", p.rendered, (long long)p.next_offset, p.size, PyBool_FromLong(p.nonempty),
-                           PyBool_FromLong(p.stopped));
+    result = finish(&out, render(&r, &b, &p, &out), &p, -1);
 done:
     PyBuffer_Release(&view);
     return result;
@@ -421,19 +424,7 @@ static PyObject *render_run(PyObject *self, PyObject *args) {
             break;
         pos += batch_size;
     }
-    if (out_close(&out) < 0)
-        goto done;
-    if (rc == -1) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (rc == -2) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    result = Py_BuildValue("nLnNNn", p.rendered, (long long)p.next_offset, p.size, PyBool_FromLong(p.nonempty),
-                           PyBool_FromLong(p.stopped), pos);
-done:
+    result = finish(&out, rc, &p, pos);
     PyBuffer_Release(&view);
     return result;
 }
