@@ -1,4 +1,5 @@
-"""Load generator for bench/produce_fetch.py: one process, asyncio, one httpx.AsyncClient per client.
+"""Load generator for bench/produce_fetch.py: one process, asyncio; produce with one httpx.AsyncClient per
+client, fetch with one aiohttp session.
 
     loadgen.py produce --url URL --topics a,b --clients N --records-per-request R --start-file F --duration S
     loadgen.py fetch --url URL --topics a,b --concurrency C --max-bytes B --timeout S
@@ -36,6 +37,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 import orjson
 import uvloop
@@ -176,12 +178,18 @@ async def fetch(args: argparse.Namespace) -> dict[str, Any]:
     records = payload = response_bytes = requests = 0
     expected = 0
     incomplete = 0
-    async with httpx.AsyncClient(base_url=args.url, timeout=httpx.Timeout(60.0)) as client:
+    # aiohttp, not httpx, for the reads: its HTTP parser is compiled, where httpx's (h11) is Python, and
+    # with answers of 8 MiB the client's own CPU (httpx: ~13 ms per MiB, half of it outside JSON parsing)
+    # took a core of this 2-core machine beside the agent's half (docs/benchmarks.md, seventh session).
+    timeout = aiohttp.ClientTimeout(total=60.0)
+    connector = aiohttp.TCPConnector(limit=args.concurrency + 1)
+    async with aiohttp.ClientSession(args.url, timeout=timeout, connector=connector) as client:
         targets: list[tuple[str, int, int]] = []
         for topic in topics:
-            response = await client.get(f"/v1/topics/{topic}")
-            response.raise_for_status()
-            for p in response.json()["partitions"]:
+            async with client.get(f"/v1/topics/{topic}") as answer:
+                answer.raise_for_status()
+                described = orjson.loads(await answer.read())
+            for p in described["partitions"]:
                 targets.append((topic, p["partition"], p["high_watermark"]))
                 expected += p["high_watermark"] - p["log_start_offset"]
         gate = asyncio.Semaphore(args.concurrency)
@@ -200,15 +208,16 @@ async def fetch(args: argparse.Namespace) -> dict[str, Any]:
                     incomplete += 1
                     return
                 params = {"offset": offset, "max_bytes": args.max_bytes, "max_wait_ms": 0}
-                async with gate:
-                    response = await client.get(url, params=params)
+                async with gate, client.get(url, params=params) as response:
+                    code = response.status
+                    content = await response.read()
                 requests += 1
-                status[str(response.status_code)] += 1
-                if response.status_code != 200:
+                status[str(code)] += 1
+                if code != 200:
                     incomplete += 1
                     return
-                response_bytes += len(response.content)
-                body = orjson.loads(response.content)
+                response_bytes += len(content)
+                body = orjson.loads(content)
                 for rec in body["records"]:
                     payload += len(rec["key"] or "") + len(rec["value"] or "")
                 records += len(body["records"])
