@@ -87,6 +87,7 @@ def check_report(report: dict[str, Any], topic: str, codec: str, started_ms: int
     # (for an empty partition Kafka answers -1, which kafkajs replaces with the high watermark, also 0).
     assert {o["partition"]: o["offset"] for o in report["offsetsAtBefore"]} == {p: 0 for p in counts}
     assert {o["partition"]: o["offset"] for o in report["offsetsInFuture"]} == counts
+    assert report["trimmedOffsets"] == [{"partition": 0, "low": 3, "high": 5}]  # DeleteRecords
     assert topic in report["topicsAfterDelete"]
     assert f"{topic}-gone" not in report["topicsAfterDelete"]
 

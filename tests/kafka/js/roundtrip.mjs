@@ -3,7 +3,8 @@
 // Admin createTopics (twice: the second must report "already exists"), producer sends with acks -1
 // (keyed records with headers, a null key, then three records to partition 1 in one batch compressed
 // with the given codec: gzip is the one kafkajs ships), admin fetchTopicOffsets and
-// fetchTopicOffsetsByTimestamp, then reads every partition back from offset 0.
+// fetchTopicOffsetsByTimestamp, then reads every partition back from offset 0; then deleteTopicRecords
+// below offset 3 of a third topic holding 5 records.
 //
 // kafkajs has no group-free consumer (its Consumer always joins a group; group.mjs tests that), so the
 // read-back here, which must see every partition from offset 0, uses the Cluster that kafkajs builds for its own clients (private symbol
@@ -89,6 +90,24 @@ async function main() {
     )
 
     out.records = await readAll(kafka, topic, out.partitionIds, out.offsets)
+
+    // DeleteRecords on a topic of its own (the read-back after this script starts at offset 0).
+    const TRIM = `${topic}-trim`
+    await admin.createTopics({ topics: [{ topic: TRIM, numPartitions: 1 }], waitForLeaders: true })
+    const trimmer = kafka.producer({ allowAutoTopicCreation: false })
+    await trimmer.connect()
+    try {
+      await trimmer.send({ topic: TRIM, acks: -1, messages: [1, 2, 3, 4, 5].map(i => ({ value: `t${i}` })) })
+    } finally {
+      await trimmer.disconnect()
+    }
+    await admin.fetchTopicMetadata({ topics: [TRIM] }) // deleteTopicRecords looks leaders up in it
+    await admin.deleteTopicRecords({ topic: TRIM, partitions: [{ partition: 0, offset: '3' }] })
+    out.trimmedOffsets = (await admin.fetchTopicOffsets(TRIM)).map(p => ({
+      partition: p.partition,
+      low: Number(p.low),
+      high: Number(p.high),
+    }))
 
     await admin.deleteTopics({ topics: [GONE] })
     out.topicsAfterDelete = (await admin.listTopics()).sort()
