@@ -14,10 +14,15 @@ Why C: see the top of ``api/_recordjson.c`` (a Python object per record was most
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from agents.fetch import ChunksResult, verify
 from api._recordjson import render_batch, render_run
 from storage import records
 from storage.errors import CodecError, CorruptObject
+
+# (records, next offset or -1, size so far, nonempty, stopped, position after): what a step answers.
+Rendered = tuple[int, int, int, bool, bool, int]
 
 
 def render_records(result: ChunksResult, base64: bool, out: bytearray) -> tuple[int, int] | None:
@@ -33,10 +38,12 @@ def render_records(result: ChunksResult, base64: bool, out: bytearray) -> tuple[
         stopped = False
         try:
             verify(chunk, data)
-            pos, end = 0, len(data)
+            # Runs of uncompressed batches are read in C; a compressed batch where a run stops is
+            # decompressed here. A run at a compressed batch returns at once, so the steps alternate.
+            step: Callable[..., Rendered | None] = render_run
+            pos = 0
             while True:
-                # Uncompressed batches, read in C up to the end or the next compressed batch ...
-                rendered = render_run(
+                rendered = step(
                     out,
                     data,
                     pos,
@@ -54,21 +61,9 @@ def render_records(result: ChunksResult, base64: bool, out: bytearray) -> tuple[
                 if after >= 0:
                     next_offset = after
                 stopped = stopped or stop
-                if pos >= end:
+                if pos >= len(data):
                     break
-                # ... and a compressed one, decompressed here.
-                header, args = records.batch_for_c(data, pos, chunk.base_offset)
-                rendered_batch = render_batch(
-                    out, *args, offset, base64, size, -1 if stopped else max_bytes, nonempty
-                )
-                if rendered_batch is None:
-                    return None
-                n, after, size, nonempty, stop = rendered_batch
-                count += n
-                if after >= 0:
-                    next_offset = after
-                stopped = stopped or stop
-                pos += header.size
+                step = _compressed_batch if step is render_run else render_run
         except (CodecError, CorruptObject):
             return None
         if stopped:
@@ -80,3 +75,21 @@ def render_records(result: ChunksResult, base64: bool, out: bytearray) -> tuple[
         next_offset = max(offset, result.high_watermark)
     out += b"]"
     return count, next_offset
+
+
+def _compressed_batch(
+    out: bytearray,
+    data: memoryview,
+    pos: int,
+    offset_base: int,
+    start_offset: int,
+    base64: bool,
+    size: int,
+    max_bytes: int,
+    nonempty: bool,
+) -> Rendered | None:
+    """``render_run``'s answer for the one (compressed) batch at ``pos``: decompressed by the codec module,
+    rendered by ``render_batch``. ``CodecError`` for a batch ``read_header`` refuses."""
+    header, args = records.batch_for_c(data, pos, offset_base)
+    rendered = render_batch(out, *args, start_offset, base64, size, max_bytes, nonempty)
+    return None if rendered is None else (*rendered, pos + header.size)
