@@ -405,8 +405,9 @@ static PyObject *crc32c_check(PyObject *self, PyObject *args) {
     int portable;
     if (!PyArg_ParseTuple(args, "y*p", &data, &portable))
         return NULL;
-    uint32_t crc = crc32c_update(0, (const uint8_t *)data.buf, 0); /* chooses the implementation */
-    crc = portable ? crc32c_soft(0, data.buf, (size_t)data.len) : crc32c_update(0, data.buf, (size_t)data.len);
+    if (!crc32c_ready)
+        crc32c_choose(); /* fills the table crc32c_soft reads */
+    uint32_t crc = portable ? crc32c_soft(0, data.buf, (size_t)data.len) : crc32c_update(0, data.buf, (size_t)data.len);
     PyBuffer_Release(&data);
     return PyLong_FromUnsignedLong(crc);
 }
