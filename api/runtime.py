@@ -84,6 +84,7 @@ class Runtime:
         return self._round
 
     async def start(self) -> None:
+        await self.astore.open()
         await self.agent.start()
         if self.kafka is not None:
             await self.kafka.start()

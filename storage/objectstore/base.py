@@ -151,6 +151,10 @@ class AsyncObjectStore(ABC):
     @abstractmethod
     async def get_range(self, key: str, start: int, end: int) -> bytes: ...
 
+    async def open(self) -> None:  # noqa: B027 - optional hook
+        """Prepare what the first request would otherwise have to (a client, its connection pool), so that
+        the first flush does not pay for it while producers wait."""
+
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
 

@@ -216,6 +216,9 @@ class FaultyAsyncObjectStore(_Faulty[AsyncObjectStore], AsyncObjectStore):
         with self.plan.request(GET, key):
             return await self.inner.get_range(key, start, end)
 
+    async def open(self) -> None:
+        await self.inner.open()
+
     async def close(self) -> None:
         await self.inner.close()
 

@@ -231,6 +231,9 @@ class RetryingAsyncObjectStore(_Retrying[AsyncObjectStore], AsyncObjectStore):
     async def get_range(self, key: str, start: int, end: int) -> bytes:
         return await self._call(lambda: self.inner.get_range(key, start, end))
 
+    async def open(self) -> None:
+        await self.inner.open()
+
     async def close(self) -> None:
         await self.inner.close()
 

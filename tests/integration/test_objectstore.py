@@ -792,6 +792,24 @@ async def test_factory_s3_urls_share_counters(moto_server: str, s3_url: str, s3_
         await async_store.close()
 
 
+async def test_async_s3_open_makes_the_client_ahead_of_the_first_request(
+    moto_server: str, s3_url: str
+) -> None:
+    """The agent opens its store at start-up, so the first flush does not wait for botocore's client
+    (its service model is loaded and parsed then: seconds on a busy machine). Opening sends nothing."""
+    counters = RequestCounters()
+    store = open_async_object_store(s3_url, endpoint_url=moto_server, counters=counters, clock=ManualClock())
+    await store.open()
+    await store.open()  # again: the same client
+    assert counters.snapshot() == counts()
+    await store.put("k", b"v")
+    assert await store.get("k") == b"v"
+    assert counters.snapshot() == counts(PUT=1, GET=1)
+    await store.close()
+    with pytest.raises(RuntimeError, match="closed"):  # open() goes where a first request makes the client
+        await store.open()
+
+
 async def test_factory_async_file_url(tmp_path: Path) -> None:
     store = open_async_object_store(tmp_path.as_uri(), retry=None)
     assert isinstance(store, LocalAsyncObjectStore)
