@@ -52,9 +52,8 @@ def start_standalone(binary: str, bucket: str, workdir: Path) -> Moto:
         try:
             client.create_bucket(Bucket=bucket)
             break
-        except (
-            botocore.exceptions.EndpointConnectionError
-        ):  # until the server listens; bounded by the deadline
+        # Refused until the server listens; bounded by the deadline.
+        except botocore.exceptions.EndpointConnectionError:
             if time.monotonic() > deadline or proc.poll() is not None:
                 proc.kill()
                 raise
