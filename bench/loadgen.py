@@ -1,5 +1,5 @@
-"""Load generator for bench/produce_fetch.py: one process, asyncio; produce with one httpx.AsyncClient per
-client, fetch with one aiohttp session.
+"""Load generator for bench/produce_fetch.py: one process, asyncio; produce with one aiohttp session (or
+``--client httpx``: one httpx.AsyncClient) per client, fetch with one aiohttp session.
 
     loadgen.py produce --url URL --topics a,b --clients N --records-per-request R --start-file F --duration S
     loadgen.py fetch --url URL --topics a,b --concurrency C --max-bytes B --timeout S
@@ -79,6 +79,53 @@ def wait_for_start(out: str, start_file: str, limit_s: float = 120.0) -> float:
     raise TimeoutError(f"no start time in {start_file} after {limit_s} s")
 
 
+class Posters:
+    """One HTTP connection per simulated client, through aiohttp or httpx; ``send`` returns the status."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.kind = args.client
+        self.aio: list[aiohttp.ClientSession] = []
+        self.httpx: list[httpx.AsyncClient] = []
+        if self.kind == "aiohttp":
+            timeout = aiohttp.ClientTimeout(total=60.0)
+            self.aio = [
+                aiohttp.ClientSession(
+                    args.url,
+                    timeout=timeout,
+                    connector=aiohttp.TCPConnector(limit=1),
+                    skip_auto_headers=("User-Agent",),
+                )
+                for _ in range(args.clients)
+            ]
+        else:
+            limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+            # One TLS context for all (the URL is plain HTTP, but httpx builds a context per client
+            # otherwise: 128 clients took 5.7 s here).
+            tls = ssl.create_default_context()
+            self.httpx = [
+                httpx.AsyncClient(base_url=args.url, limits=limits, timeout=httpx.Timeout(60.0), verify=tls)
+                for _ in range(args.clients)
+            ]
+
+    async def send(self, index: int, path: str, body: bytes, headers: dict[str, str]) -> int:
+        if self.aio:
+            async with self.aio[index].post(path, data=body, headers=headers) as answer:
+                await answer.read()
+                return answer.status
+        response = await self.httpx[index].post(path, content=body, headers=headers)
+        return response.status_code
+
+    async def close(self) -> None:
+        await asyncio.gather(*(s.close() for s in self.aio), return_exceptions=True)
+        await asyncio.gather(*(c.aclose() for c in self.httpx), return_exceptions=True)
+
+
+async def make_posters(args: argparse.Namespace) -> Posters:
+    """Every client exists before this process says it is ready: made after the start, they ate the
+    first ~4 s of an 8 s window, warm-up included. (aiohttp's sessions must be made inside the loop.)"""
+    return Posters(args)
+
+
 async def produce(args: argparse.Namespace, bodies: list[tuple[bytes, int, int]]) -> dict[str, Any]:
     topics = args.topics.split(",")
     latencies: list[float] = []
@@ -88,19 +135,13 @@ async def produce(args: argparse.Namespace, bodies: list[tuple[bytes, int, int]]
     total_ok_records = 0
     cpu_marks: dict[str, float] = {}
 
-    # One AsyncClient (one connection) per simulated client: httpcore's pool checks every idle connection
-    # of the pool on each request (a readability poll per connection), which makes one shared pool of N
-    # connections cost O(N) per request and caps the generator long before the server.
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    # One connection per simulated client, as a closed-loop client of its own would hold. aiohttp by
+    # default: its HTTP parser and request writer are compiled, where httpx's (h11) are Python; with httpx
+    # the generator spent ~20 ms of CPU per MiB sent (about 2 ms per 100 KiB request) and, in one process,
+    # capped the bare app's ceiling near one core (docs/benchmarks.md, ninth session). ``--client httpx``
+    # keeps the old client for comparisons.
     headers = {"content-type": "application/json"}
-    # One TLS context for all (the URL is plain HTTP, but httpx builds a context per client otherwise:
-    # 128 clients took 5.7 s here), and every client exists before this process says it is ready. Made
-    # after the start, they ate the first ~4 s of an 8 s window, warm-up included.
-    tls = ssl.create_default_context()
-    clients = [
-        httpx.AsyncClient(base_url=args.url, limits=limits, timeout=httpx.Timeout(60.0), verify=tls)
-        for _ in range(args.clients)
-    ]
+    post = await make_posters(args)
     start_at = wait_for_start(args.out, args.start_file)
     # Wall-clock start shared with the other processes, converted to this process's perf_counter.
     window_start = time.perf_counter() + (start_at - time.time())
@@ -114,7 +155,6 @@ async def produce(args: argparse.Namespace, bodies: list[tuple[bytes, int, int]]
 
     async def one_client(index: int) -> None:
         nonlocal ok_requests, ok_records, ok_bytes, total_ok_records
-        client = clients[index]
         think = random.Random(args.seed * 100_003 + index)
         path = f"/v1/topics/{topics[index % len(topics)]}/records"
         for i in range(MAX_REQUESTS_PER_CLIENT):
@@ -123,14 +163,14 @@ async def produce(args: argparse.Namespace, bodies: list[tuple[bytes, int, int]]
                 return
             body, nrecords, nbytes = bodies[(index + i) % len(bodies)]
             try:
-                response = await client.post(path, content=body, headers=headers)
-            except httpx.HTTPError as exc:
+                code = await post.send(index, path, body, headers)
+            except (httpx.HTTPError, aiohttp.ClientError) as exc:
                 errors[type(exc).__name__] += 1
                 await asyncio.sleep(args.retry_ms / 1000)
                 continue
             done = time.perf_counter()
-            status[str(response.status_code)] += 1
-            if response.status_code != 200:
+            status[str(code)] += 1
+            if code != 200:
                 await asyncio.sleep(args.retry_ms / 1000)
                 continue
             total_ok_records += nrecords
@@ -153,7 +193,7 @@ async def produce(args: argparse.Namespace, bodies: list[tuple[bytes, int, int]]
         await asyncio.gather(*tasks, return_exceptions=True)
         await marker
     finally:
-        await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
+        await post.close()
     return {
         "clients": args.clients,
         "records_per_request": args.records_per_request,
@@ -259,6 +299,7 @@ def main() -> int:
     p.add_argument("--retry-ms", type=float, default=10.0)
     p.add_argument("--think-ms", type=float, default=0.0, help="pause uniform in [0, T] ms after each answer")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--client", choices=("aiohttp", "httpx"), default="aiohttp", help="HTTP client library")
     f = sub.add_parser("fetch")
     f.add_argument("--url", required=True)
     f.add_argument("--topics", required=True)

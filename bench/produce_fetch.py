@@ -354,6 +354,7 @@ def run_produce_load(
     records_per_request: int,
     value_bytes: int,
     procs: int,
+    client: str = "aiohttp",
     warmup: float,
     duration: float,
     think_ms: float = 0.0,
@@ -371,7 +372,7 @@ def run_produce_load(
             cmd += ["--topics", ",".join(topics), "--clients", str(n)]
             cmd += ["--records-per-request", str(records_per_request), "--value-bytes", str(value_bytes)]
             cmd += ["--start-file", str(start_file), "--duration", str(duration), "--seed", str(i + 1)]
-            cmd += ["--think-ms", str(think_ms), "--out", str(out_dir / f"{i}.json")]
+            cmd += ["--think-ms", str(think_ms), "--client", client, "--out", str(out_dir / f"{i}.json")]
             popens.append(subprocess.Popen(cmd, cwd=ROOT, env=bench_env()))
         # Every process has built its request bodies and clients: give them one start time.
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -418,6 +419,7 @@ def run_produce_load(
     return {
         "clients": clients,
         "loadgen_procs": procs,
+        "loadgen_client": client,
         "records_per_request": records_per_request,
         "value_bytes": value_bytes,
         "body_bytes": parts[0]["body_bytes"],
@@ -545,6 +547,7 @@ def bare_phase(
             records_per_request=records_per_request,
             value_bytes=args.value_bytes,
             procs=args.loadgen_procs,
+            client=args.loadgen_client,
             warmup=args.warmup,
             duration=args.duration,
             think_ms=args.think_ms,
@@ -580,6 +583,7 @@ def produce_phase(
             records_per_request=args.records_per_request,
             value_bytes=args.value_bytes,
             procs=args.loadgen_procs,
+            client=args.loadgen_client,
             warmup=args.warmup,
             duration=args.duration,
             think_ms=args.think_ms,
@@ -638,6 +642,7 @@ def throughput_phase(
         records_per_request=args.throughput_records_per_request,
         value_bytes=args.value_bytes,
         procs=args.loadgen_procs,
+        client=args.loadgen_client,
         warmup=args.warmup,
         duration=args.duration,
         think_ms=0.0,
@@ -705,6 +710,7 @@ def overload_phase(
                     records_per_request=args.overload_records_per_request,
                     value_bytes=args.value_bytes,
                     procs=args.loadgen_procs,
+                    client=args.loadgen_client,
                     warmup=args.warmup,
                     duration=args.overload_duration,
                     on_window_start=cpu.mark_start,
@@ -1006,6 +1012,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--idle", type=float, default=3.0, help="idle window for the 0-PUT check")
     parser.add_argument("--loadgen-procs", type=int, default=1, help="load generator processes")
+    parser.add_argument(
+        "--loadgen-client",
+        choices=("aiohttp", "httpx"),
+        default="aiohttp",
+        help="the produce load's HTTP client (httpx: the client of runs before the ninth session)",
+    )
     parser.add_argument("--flush-interval-ms", type=int, default=250)
     parser.add_argument("--buffer-bytes", type=int, default=64 * MiB)
     parser.add_argument("--role", choices=("agent", "all"), default="agent")
