@@ -9,7 +9,8 @@ Unless ``retry=None``, the backend is wrapped in a retrying store (``retry.py``)
 ``counters`` to ``open_object_store`` and ``open_async_object_store`` makes both count into one place.
 
 The S3 modules are imported only when an s3:// URL is opened, so local-only tools do not load boto3,
-aiobotocore and aiohttp. The sync and async openers differ only in the backend classes they pick.
+aiobotocore and aiohttp. The sync and async openers differ in the backend classes they pick, and the async
+S3 store runs its requests on an event loop in a thread of its own (``loopthread.py``).
 """
 
 from __future__ import annotations
@@ -119,15 +120,21 @@ def open_async_object_store(
     clock: Clock | None = None,
     rng: random.Random | None = None,
 ) -> AsyncObjectStore:
-    """The async store for ``url``; the S3 client is created on first use, inside the running loop."""
+    """The async store for ``url``. S3's client is created on first use (or ``open``), on the event loop of
+    the store's own thread."""
     location = parse_store_url(url)
     if location.path is not None:
         store: AsyncObjectStore = LocalAsyncObjectStore(location.path, counters=counters)
     else:
+        from storage.objectstore.loopthread import LoopThreadAsyncObjectStore
         from storage.objectstore.s3async import AsyncS3ObjectStore
 
-        store = AsyncS3ObjectStore(
-            location.bucket, location.prefix, endpoint_url=endpoint_url, region=region, counters=counters
+        # S3's requests run on a loop of their own, so that they do not wait behind the caller's (the
+        # agent's) other work turn by turn (loopthread.py). Retries stay outside, on the caller's loop.
+        store = LoopThreadAsyncObjectStore(
+            AsyncS3ObjectStore(
+                location.bucket, location.prefix, endpoint_url=endpoint_url, region=region, counters=counters
+            )
         )
     return _with_retry(store, RetryingAsyncObjectStore, retry, clock, rng)
 

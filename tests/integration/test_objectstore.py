@@ -48,6 +48,7 @@ from storage.objectstore import (
 )
 from storage.objectstore.faults import FaultyAsyncObjectStore, FaultyObjectStore
 from storage.objectstore.local import TEMP_PREFIX, LocalAsyncObjectStore, LocalObjectStore
+from storage.objectstore.loopthread import LoopThreadAsyncObjectStore
 from storage.objectstore.retry import RetryingAsyncObjectStore, RetryingObjectStore
 from storage.objectstore.s3 import S3ObjectStore, translate_client_error
 from storage.objectstore.s3async import AsyncS3ObjectStore
@@ -779,7 +780,8 @@ async def test_factory_s3_urls_share_counters(moto_server: str, s3_url: str, s3_
         assert isinstance(sync, RetryingObjectStore)
         assert isinstance(sync.inner, S3ObjectStore)
         assert isinstance(async_store, RetryingAsyncObjectStore)
-        assert isinstance(async_store.inner, AsyncS3ObjectStore)
+        assert isinstance(async_store.inner, LoopThreadAsyncObjectStore)
+        assert isinstance(async_store.inner.inner, AsyncS3ObjectStore)
         assert sync.url == async_store.url == f"s3://{s3_bucket}/some/prefix"
         await async_store.put("k", b"from async")
         assert sync.get("k") == b"from async"
