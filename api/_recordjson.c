@@ -329,8 +329,12 @@ static PyObject *render_batch(PyObject *self, PyObject *args) {
        the chunk, so its errors must still be found). */
     Progress p = {.size = size, .max_bytes = max_bytes, .nonempty = nonempty, .stopped = max_bytes < 0,
                   .next_offset = -1};
-    /* With the GIL held: the bytearray grows in place. */
-    result = finish(&out, render(&r, &b, &p, &out), &p, -1);
+    /* Without the GIL: render reads the exported buffer and writes the caller's bytearray, which grow
+       resizes with the GIL taken back (storage/_growbuf.h). */
+    out_release(&out);
+    int rc = render(&r, &b, &p, &out);
+    out_reacquire(&out);
+    result = finish(&out, rc, &p, -1);
 done:
     PyBuffer_Release(&view);
     return result;
@@ -377,6 +381,9 @@ static PyObject *render_run(PyObject *self, PyObject *args) {
     Progress p = {.size = size, .max_bytes = max_bytes, .nonempty = nonempty, .stopped = max_bytes < 0,
                   .next_offset = -1};
     int rc = 0;
+    /* Without the GIL (as render_batch): the store's event loop thread, receiving the next file, and the
+       metadata lookups of other fetches run on the other core meanwhile. */
+    out_release(&out);
     while (pos < end) {
         const uint8_t *h = buf + pos;
         Py_ssize_t remaining = end - pos;
@@ -424,6 +431,7 @@ static PyObject *render_run(PyObject *self, PyObject *args) {
             break;
         pos += batch_size;
     }
+    out_reacquire(&out);
     result = finish(&out, rc, &p, pos);
     PyBuffer_Release(&view);
     return result;

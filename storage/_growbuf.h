@@ -19,6 +19,8 @@ typedef struct {
     PyObject *array;
     char *data;
     Py_ssize_t len, cap;
+    /* Set while the caller runs without the GIL (out_release): grow takes it back for the resize only. */
+    PyThreadState *released;
 } Out;
 
 /* Bytes writable from the bytearray's start: its allocation less what precedes the start (after
@@ -34,11 +36,16 @@ static int grow(Out *out, Py_ssize_t extra) {
     Py_ssize_t cap = out->cap < 4096 ? 4096 : out->cap;
     while (cap < out->len + extra)
         cap *= 2;
-    if (PyByteArray_Resize(out->array, cap) < 0)
-        return -1;
-    out->data = PyByteArray_AS_STRING(out->array);
-    out->cap = capacity(out->array);
-    return 0;
+    if (out->released != NULL)
+        PyEval_RestoreThread(out->released);
+    int rc = PyByteArray_Resize(out->array, cap);
+    if (rc == 0) {
+        out->data = PyByteArray_AS_STRING(out->array);
+        out->cap = capacity(out->array);
+    }
+    if (out->released != NULL)
+        out->released = PyEval_SaveThread();
+    return rc < 0 ? -1 : 0;
 }
 
 static inline void put(Out *out, const char *s, Py_ssize_t n) {
@@ -54,6 +61,18 @@ static inline void out_open(Out *out, PyObject *array) {
     out->data = PyByteArray_AS_STRING(array);
     out->len = PyByteArray_GET_SIZE(array);
     out->cap = capacity(array);
+    out->released = NULL;
+}
+
+/* Run without the GIL from here to out_reacquire: for loops that touch no Python object but the Out's
+   bytearray (which grow resizes with the GIL taken back) and buffers the caller holds exported (Py_buffer:
+   they cannot be resized meanwhile). The bytearray must be the caller's own, not shared with another
+   thread. Other threads (the store's event loop receiving a GET, a metadata lookup) run meanwhile. */
+static inline void out_release(Out *out) { out->released = PyEval_SaveThread(); }
+
+static inline void out_reacquire(Out *out) {
+    PyEval_RestoreThread(out->released);
+    out->released = NULL;
 }
 
 /* Set the bytearray's size to what was written; 0, or -1 with an exception set. */

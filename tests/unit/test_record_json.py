@@ -193,3 +193,41 @@ def test_non_utf8_value_is_declined_for_utf8_only() -> None:
     )
     assert render_records(result, False, bytearray()) is None
     assert render_records(result, True, bytearray()) is not None
+
+
+def test_rendering_lets_other_threads_run() -> None:
+    """render_run and render_batch run without the GIL (storage/_growbuf.h), so the agent's other threads
+    (the S3 store's event loop receiving the next file) run meanwhile. With the GIL held through the
+    call, another thread's Python code could run only at its edges, within a switch interval of each."""
+    import threading
+    import time
+
+    from api._recordjson import render_run
+
+    value = b"v" * 1000
+    batch = encode_batch([Record(i, 0, b"k%d" % i, value, ()) for i in range(500)], 0)
+    data = batch * 120  # ~58 MiB of the same batch: relative offsets repeat, which render_run allows
+    seen: list[float] = []
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            seen.append(time.perf_counter())
+
+    worker = threading.Thread(target=spin)
+    worker.start()
+    try:
+        time.sleep(0.01)
+        out = bytearray()
+        started = time.perf_counter()
+        rendered = render_run(out, data, 0, 0, 0, False, 0, 1 << 62, False)
+        ended = time.perf_counter()
+    finally:
+        stop.set()
+        worker.join()
+    assert rendered is not None
+    assert rendered[0] == 500 * 120
+    inside = [t for t in seen if started <= t <= ended]
+    assert inside, "no other thread ran while the records were rendered"
+    # The other thread ran through most of the call, not only at its edges.
+    assert inside[-1] - inside[0] >= 0.3 * (ended - started)
