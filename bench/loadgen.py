@@ -121,12 +121,6 @@ class Posters:
         await asyncio.gather(*(c.aclose() for c in self.httpx), return_exceptions=True)
 
 
-async def make_posters(args: argparse.Namespace) -> Posters:
-    """Every client exists before this process says it is ready: made after the start, they ate the
-    first ~4 s of an 8 s window, warm-up included. (aiohttp's sessions must be made inside the loop.)"""
-    return Posters(args)
-
-
 async def produce(args: argparse.Namespace, bodies: list[tuple[bytes, int, int]]) -> dict[str, Any]:
     topics = args.topics.split(",")
     latencies: list[float] = []
@@ -142,7 +136,9 @@ async def produce(args: argparse.Namespace, bodies: list[tuple[bytes, int, int]]
     # capped the bare app's ceiling near one core (docs/benchmarks.md, ninth session). ``--client httpx``
     # keeps the old client for comparisons.
     headers = {"content-type": "application/json"}
-    post = await make_posters(args)
+    # Every client exists before this process says it is ready: made after the start, they ate the first
+    # ~4 s of an 8 s window, warm-up included. (Made here, inside the loop, as aiohttp's sessions must be.)
+    post = Posters(args)
     start_at = wait_for_start(args.out, args.start_file)
     # Wall-clock start shared with the other processes, converted to this process's perf_counter.
     window_start = time.perf_counter() + (start_at - time.time())

@@ -45,7 +45,7 @@ static int grow(Out *out, Py_ssize_t extra) {
     }
     if (out->released != NULL)
         out->released = PyEval_SaveThread();
-    return rc < 0 ? -1 : 0;
+    return rc; /* PyByteArray_Resize's: 0, or -1 with an exception set */
 }
 
 static inline void put(Out *out, const char *s, Py_ssize_t n) {
