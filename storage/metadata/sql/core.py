@@ -87,6 +87,9 @@ class Dialect:
     # Collation suffix for ORDER BY on text so that the database sorts as Python does (by code point):
     # lock order is decided partly in Python (batching) and partly in SQL, and the two must agree.
     binary_collation: str
+    # Whether SELECT ... FOR UPDATE locks rows. Without (SQLite: a write transaction holds the whole
+    # database), rows read only for their values may come back aggregated into one (see lock_partitions).
+    row_locks: bool
 
 
 class Backend(ABC):
@@ -295,12 +298,32 @@ ChunkValues = tuple[str, int, int, int, int, int, int, int, int, int, int, bool]
 
 
 def insert_chunks(tx: Tx, rows: Sequence[ChunkValues]) -> None:
-    tx.executemany(
-        "INSERT INTO chunks (topic, partition_id, base_offset, last_offset, record_count, file_id,"
-        " position, length, min_timestamp, max_timestamp, crc, has_holes)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        rows,
-    )
+    """Insert chunk rows, many to a statement.
+
+    One statement per batch rather than ``executemany``'s one per row: Python's sqlite3 module gives up
+    the GIL around every statement step and must win it back each time, and on an agent whose event loop
+    keeps the GIL busy each win waits for the loop to yield (the switch interval, 5 ms). A flush commit of
+    32 chunks took ~100 steps: with the main thread busy, 379 ms instead of 0.7; in ~10 steps, 54 ms
+    (bench/commit_contention.py, docs/benchmarks.md). PostgreSQL gains fewer statements.
+    """
+    for batch in batches(rows):
+        tx.execute(
+            "INSERT INTO chunks (topic, partition_id, base_offset, last_offset, record_count, file_id,"
+            " position, length, min_timestamp, max_timestamp, crc, has_holes)"
+            f" VALUES {values(len(batch), 12)}",
+            [v for row in batch for v in row],
+        )
+
+
+def set_next_offsets(tx: Tx, next_offsets: Mapping[tuple[str, int], int]) -> None:
+    """Set the next offset of each (topic, partition), one statement per batch (see ``insert_chunks``)."""
+    for batch in batches(sorted(next_offsets.items())):
+        tx.execute(
+            f"WITH v (n, topic, p) AS (VALUES {values(len(batch), 3)})"
+            " UPDATE partitions SET next_offset = v.n FROM v"
+            " WHERE partitions.topic = v.topic AND partitions.partition_id = v.p",
+            [v for (topic, partition), n in batch for v in (n, topic, partition)],
+        )
 
 
 def lock_partitions(
@@ -312,6 +335,18 @@ def lock_partitions(
     locks are acquired in one global order.
     """
     found: dict[tuple[str, int], int] = {}
+    if not d.row_locks:
+        # One row for the whole batch: the sqlite3 module gives up and wins back the GIL for every row it
+        # steps through (see insert_chunks), and there are no row locks to take.
+        for batch in batches(keys):
+            row = tx.one(
+                "SELECT json_group_array(json_array(topic, partition_id, next_offset)) FROM partitions"
+                f" WHERE (topic, partition_id) IN (VALUES {values(len(batch), 2)})",
+                [v for key in batch for v in key],
+            )
+            for topic, partition, next_offset in json.loads(str(row[0])) if row is not None else ():
+                found[(str(topic), int(partition))] = int(next_offset)
+        return found
     for batch in batches(keys):
         rows = tx.all(
             "SELECT topic, partition_id, next_offset FROM partitions"

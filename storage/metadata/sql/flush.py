@@ -28,6 +28,7 @@ from storage.metadata.sql.core import (
     lock_partitions,
     offsets_from_json,
     offsets_to_json,
+    set_next_offsets,
     values,
 )
 from storage.metadata.sql.producers import check_producers
@@ -110,10 +111,7 @@ class FlushQueries(SqlBase):
         # Before anything else is written; raising here rolls the file row back with the rest.
         check_producers(tx, self._d, chunks, bases, producers, now_ms, producer_expiration_ms)
 
-        tx.executemany(
-            "UPDATE partitions SET next_offset = ? WHERE topic = ? AND partition_id = ?",
-            [(n, topic, partition) for (topic, partition), n in sorted(next_offsets.items())],
-        )
+        set_next_offsets(tx, next_offsets)
         insert_chunks(tx, _chunk_values(chunks, bases, order, file_id))
 
         request_offsets = {e.key: _request_offsets(chunks, bases, e) for e in entries}

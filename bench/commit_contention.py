@@ -1,0 +1,87 @@
+"""How long a flush commit takes while another thread keeps the GIL busy, as an agent's event loop does.
+
+    .venv/bin/python bench/commit_contention.py [--partitions 32] [--commits 150] [--switch-interval S]
+
+The agent commits each flush in a worker thread (agents/flusher.py) while its event loop, in the main
+thread, parses produce requests. Python's sqlite3 module gives up the GIL around every statement step
+and has to win it back afterwards; while the main thread is running Python code, each win waits for the
+main thread's switch interval (5 ms by default). So what a commit costs under load is about how many steps
+it takes, not how long SQLite works. This runs ``commit_flush`` of one file with a chunk in each of
+``--partitions`` partitions against a SQLite store in a temporary directory, from a second thread, once
+with the main thread idle (sleeping) and once with it spinning in a Python loop, and prints the commit
+time's mean, p50 and p90 for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from storage.metadata import open_metadata_store
+from storage.metadata.base import NewChunk, NewFile
+
+
+def run(partitions: int, commits: int, busy: bool) -> list[float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_metadata_store(f"sqlite:///{tmp}/meta.db")
+        try:
+            store.create_topic("t", partitions, {}, 0)
+            times: list[float] = []
+            done = threading.Event()
+
+            def commit_all() -> None:
+                try:
+                    for i in range(commits):
+                        chunks = [NewChunk("t", p, 100, p * 1000, 1000, 0, 1, 0) for p in range(partitions)]
+                        started = time.perf_counter()
+                        store.commit_flush(
+                            NewFile(f"f{i}", 1000 * partitions, 0, 0), chunks, [], 0, [], 10**9
+                        )
+                        times.append(time.perf_counter() - started)
+                finally:
+                    done.set()
+
+            worker = threading.Thread(target=commit_all)
+            worker.start()
+            spins = 0
+            while not done.is_set():
+                if busy:
+                    spins += 1  # Python bytecode, holding the GIL as a busy event loop does
+                else:
+                    time.sleep(0.001)
+            worker.join()
+            return sorted(times)
+        finally:
+            store.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--partitions", type=int, default=32)
+    parser.add_argument("--commits", type=int, default=150)
+    parser.add_argument("--switch-interval", type=float, default=None, help="sys.setswitchinterval, seconds")
+    args = parser.parse_args()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
+    interval_ms = sys.getswitchinterval() * 1000
+    print(f"commit_flush of {args.partitions} chunks, SQLite, switch interval {interval_ms:g} ms")
+    for busy in (False, True):
+        times = run(args.partitions, args.commits, busy)
+        n = len(times)
+        mean = 1000 * sum(times) / n
+        p50, p90 = 1000 * times[n // 2], 1000 * times[int(n * 0.9)]
+        main_thread = "busy" if busy else "idle"
+        print(f"  main thread {main_thread}: mean {mean:.2f} ms, p50 {p50:.2f} ms, p90 {p90:.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
