@@ -539,8 +539,6 @@ def start_agent(
     env = {"STRATA_BENCH_GC_STATS": str(workdir / f"{name}.gc.json")} if args.gc_stats else {}
     if args.mem_trace:
         env["STRATA_BENCH_MEMTRACE"] = str(RESULTS_DIR / f"{args.run_id}-{args.backend_now}-{name}.mem.json")
-    if os.environ.get("STRATA_EXP_AGENT_TUNABLES"):
-        env["GLIBC_TUNABLES"] = os.environ["STRATA_EXP_AGENT_TUNABLES"]
     proc = spawn(name, cmd, workdir / f"{name}.log", extra_env=env)
     url = f"http://127.0.0.1:{port}"
     wait_http(url + "/healthz", proc)
@@ -794,9 +792,9 @@ def bracketed_ceiling(before: dict[str, Any], after: dict[str, Any]) -> dict[str
     """The bare ceiling measured just before and just after the agent's produce window, as one figure.
 
     On this 2-vCPU machine the speed of the same code drifts by tens of percent within minutes (the
-    bare app alone gave 158-211 MiB/s in one hour: docs/benchmarks.md); one measurement on either side of
-    the agent's window cancels a steady drift, where one before it alone could flatter or wrong the
-    ratio. Throughput and CPU are the means of the two windows, which have the same length; both runs
+    bare app alone gave 158-211 MiB/s within half an hour: docs/benchmarks.md); one measurement on either
+    side of the agent's window cancels a steady drift, where one before it alone could flatter or wrong
+    the ratio. Throughput and CPU are the means of the two windows, which have the same length; both runs
     stay in ``runs``."""
     combined = dict(before)
     combined["mib_s"] = (before["mib_s"] + after["mib_s"]) / 2

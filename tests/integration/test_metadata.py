@@ -40,6 +40,7 @@ from storage.metadata import (
 )
 from storage.metadata.postgres import open_postgres_store
 from storage.metadata.sql import FileState, SqlMetadataStore
+from storage.metadata.sql.core import BATCH_ROWS
 from storage.metadata.sqlite import open_sqlite_store
 
 pytestmark = pytest.mark.integration
@@ -198,6 +199,22 @@ def test_flush_offsets_are_dense_per_partition(metadata_store: MetadataStore) ->
         )
     assert all(b >= 0 for _, b, _ in committed)
     assert_dense(metadata_store, "t", 3, committed)
+
+
+def test_flush_over_more_partitions_than_one_statement_holds(metadata_store: MetadataStore) -> None:
+    # The chunk rows and next offsets are written BATCH_ROWS to a statement: a flush spanning more
+    # partitions than that takes several, and every partition still gets its own dense offsets.
+    partitions = BATCH_ROWS + 37
+    metadata_store.create_topic("wide", partitions, {}, NOW)
+    committed: Committed = []
+    for i in range(3):
+        chunks = [chunk("wide", p, 1 + (p + i) % 4) for p in reversed(range(partitions))]
+        result = metadata_store.commit_flush(new_file(), chunks, [], NOW)
+        committed.extend(
+            (c.partition, b, c.record_count) for c, b in zip(chunks, result.base_offsets, strict=True)
+        )
+    assert all(b >= 0 for _, b, _ in committed)
+    assert_dense(metadata_store, "wide", partitions, committed)
 
 
 def test_chunks_of_deleted_or_missing_partitions_get_minus_one(metadata_store: MetadataStore) -> None:

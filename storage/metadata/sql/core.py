@@ -57,7 +57,8 @@ T = TypeVar("T")
 X = TypeVar("X")
 
 # Rows per multi-row statement. Stays well under the bound-parameter limits (SQLite 32766, PostgreSQL
-# 65535) with up to 5 parameters per row, while keeping a flush of many partitions to a few round trips.
+# 65535) with up to 12 parameters per row (a chunk row), while keeping a flush of many partitions to a few
+# statements.
 BATCH_ROWS = 400
 
 
