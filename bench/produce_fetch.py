@@ -208,23 +208,26 @@ def start_moto(buckets: list[str], workdir: Path) -> Moto:
 
 
 # --- /proc sampling ---------------------------------------------------------------------------------------
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (fields[0] is the state, field 3 of
+    proc(5)); None if the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def proc_cpu_s(pid: int) -> float:
     """utime + stime of the process (all its threads), in seconds; 0 if it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    fields = proc_stat(pid)
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK if fields else 0.0
 
 
 def proc_minor_faults(pid: int) -> int:
     """Minor page faults of the process (all its threads) so far; 0 if it is gone. Each is a page the
     kernel mapped and zeroed on first touch: memory malloc had handed back and took again."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0
-    return int(fields[7])
+    fields = proc_stat(pid)
+    return int(fields[7]) if fields else 0
 
 
 def proc_mem_kib(pid: int) -> dict[str, int]:
