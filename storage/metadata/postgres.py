@@ -37,7 +37,6 @@ POSTGRES_DIALECT = Dialect(
     for_key_share=" FOR KEY SHARE",
     skip_locked=" SKIP LOCKED",
     binary_collation=' COLLATE "C"',  # byte order of UTF-8, which is code-point order, as Python sorts
-    row_locks=True,
 )
 
 _Conn = psycopg.Connection[tuple[Any, ...]]

@@ -35,7 +35,6 @@ SQLITE_DIALECT = Dialect(
     for_key_share="",
     skip_locked="",
     binary_collation="",  # the default BINARY collation compares UTF-8 bytes, i.e. code points
-    row_locks=False,
 )
 
 # RETURNING needs 3.35, STRICT tables 3.37.

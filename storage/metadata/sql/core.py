@@ -88,9 +88,12 @@ class Dialect:
     # Collation suffix for ORDER BY on text so that the database sorts as Python does (by code point):
     # lock order is decided partly in Python (batching) and partly in SQL, and the two must agree.
     binary_collation: str
-    # Whether SELECT ... FOR UPDATE locks rows. Without (SQLite: a write transaction holds the whole
-    # database), rows read only for their values may come back aggregated into one (see lock_partitions).
-    row_locks: bool
+
+    @property
+    def row_locks(self) -> bool:
+        """Whether SELECT ... FOR UPDATE locks rows. Without (SQLite: a write transaction holds the whole
+        database), rows read only for their values may come back aggregated into one (lock_partitions)."""
+        return bool(self.for_update)
 
 
 class Backend(ABC):
