@@ -13,7 +13,7 @@ export STRATA_SPARK_JARS_DIR := $(JARS_DIR)
 DECODER_JAR := $(JARS_DIR)/strata-spark.jar
 DECODER_SOURCES := $(shell find pipeline/jvm/src -type f 2>/dev/null)
 
-.PHONY: run test check install clean jars spark-decoder demo kcat kafkajs chromium kafka-conformance
+.PHONY: run test check install clean jars spark-decoder demo kcat kafkajs chromium postgres jdk kafka-conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,7 @@ $(JARS): | $(STAMP)
 
 jars: $(JARS)
 
-$(DECODER_JAR): $(DECODER_SOURCES) pipeline/jars.py $(STAMP)
+$(DECODER_JAR): $(DECODER_SOURCES) pipeline/jars.py $(STAMP) | jdk
 	$(BIN)/python -m pipeline.jars --decoder $(JARS_DIR)
 
 spark-decoder: $(DECODER_JAR)
@@ -53,13 +53,22 @@ kcat:
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; }
 
+# The tests start a throwaway PostgreSQL of their own (tests/fixtures/postgres_server.py) from Debian's server
+# binaries, which this installs when no initdb is on the machine. STRATA_TEST_POSTGRES_URL names a server to
+# use instead. The JDK compiles the Spark decoder and runs Spark.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || [ -n "$$STRATA_TEST_POSTGRES_URL" ] || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends postgresql; }
+
+jdk:
+	@command -v javac >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless; }
+
 run: $(STAMP)
 	$(BIN)/strata serve --data-dir ./data
 
 demo: $(STAMP) $(JARS) $(DECODER_JAR)
 	$(BIN)/strata demo
 
-test: $(STAMP) $(JARS) $(DECODER_JAR) $(KAFKAJS) kcat chromium
+test: $(STAMP) $(JARS) $(DECODER_JAR) $(KAFKAJS) kcat chromium postgres
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check
 
 # librdkafka 2.0.2's own test suite against an agent: builds once into .cache/librdkafka-suite (root for
