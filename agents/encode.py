@@ -192,7 +192,7 @@ def _contiguous(batches: list[PartitionBatch]) -> list[PartitionBatch]:
     A request waits in the produce buffer until its flush joins every request's batches into the file
     (agents/layout.py), and only then are its batches freed. As one allocation per request, that memory
     goes back to the system when it is freed (glibc maps a block over its 128 KiB threshold on its own:
-    api/server.py). As one allocation per batch (a request of 1,000 records over 32 partitions makes 32 of
+    strata/server.py). As one allocation per batch (a request of 1,000 records over 32 partitions makes 32 of
     about 33 KiB), it came from the heap, whose pages a flush's worth of freed batches left resident and
     fragmented: the HTTP overload benchmark on S3 peaked 18 MiB higher (docs/benchmarks.md).
     """

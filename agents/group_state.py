@@ -40,6 +40,7 @@ import uuid
 from dataclasses import dataclass, field
 from enum import Enum
 
+from agents.consumer_protocol import subscription_topics
 from storage.errors import (
     FencedInstanceId,
     IllegalGeneration,
@@ -611,31 +612,5 @@ def subscribed_topics(group: Group) -> set[str]:
     topics: set[str] = set()
     for member in group.members.values():
         for _, metadata in member.protocols:
-            topics.update(consumer_subscription_topics(metadata))
-    return topics
-
-
-def consumer_subscription_topics(metadata: bytes) -> list[str]:
-    """The topics of a ConsumerProtocolSubscription (the "consumer" protocol's member metadata), every
-    version: int16 version, int32 topic count, then per topic an int16 length and UTF-8 name; the rest
-    (user data, owned partitions, rack) is not needed. Metadata that does not parse gives no topics: it
-    is the client's, and a bad one must not fail a group request."""
-    view = memoryview(metadata)
-    if len(view) < 6:
-        return []
-    count = int.from_bytes(view[2:6], "big", signed=True)
-    topics: list[str] = []
-    pos = 6
-    for _ in range(max(0, count)):
-        if pos + 2 > len(view):
-            return topics
-        size = int.from_bytes(view[pos : pos + 2], "big", signed=True)
-        pos += 2
-        if size < 0 or pos + size > len(view):
-            return topics
-        try:
-            topics.append(bytes(view[pos : pos + size]).decode("utf-8"))
-        except UnicodeDecodeError:
-            return topics
-        pos += size
+            topics.update(subscription_topics(metadata))
     return topics

@@ -1,57 +1,47 @@
 """The HTTP API (FastAPI). OpenAPI at /docs and /openapi.json.
 
-This module only assembles the app: the lifespan (the runtime, and the background loop in role ``all``),
-the middleware (body limit, auth, produce admission) and one router per resource (api/routes/). Handlers
-translate between JSON and the agent's types and nothing more: names and configs are validated in
-storage/topic_config.py, record rules that need a topic's config in agents/encode.py, and errors become
-responses in api/errors.py. All state lives in the agent and the stores.
+This module only assembles the app from an ``HttpContext`` (api/context.py) and the process's lifespan
+(strata/http.py starts the runtime, and the background loop in role ``all``): the middleware (body limit,
+auth, produce admission) and one router per resource (api/routes/). Handlers translate between JSON and the
+agent's types and nothing more: names and configs are validated in storage/topic_config.py, record rules that
+need a topic's config in agents/encode.py, and errors become responses in api/errors.py. All state lives in
+the agent and the stores.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from fastapi import FastAPI
 
 from api import models
+from api.context import HttpContext
 from api.errors import error_response, install_error_handlers
-from api.loop import run_background_loop
 from api.middleware import Admission, LimitsAndAuth
 from api.routes import browse, cluster, groups, ops, records, topics, ui
 from api.routes import compaction as compaction_routes
-from api.runtime import Runtime
 
 
-def create_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await runtime.start()
-        worker = asyncio.create_task(run_background_loop(runtime)) if with_worker else None
-        try:
-            yield
-        finally:
-            if worker is not None:
-                worker.cancel()
-                await asyncio.gather(worker, return_exceptions=True)
-            await runtime.close()
-
+def create_app(
+    ctx: HttpContext, lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None
+) -> FastAPI:
+    """The HTTP door on ``ctx``; ``lifespan`` starts and stops what the context's parts need."""
     app = FastAPI(
         title="Strata",
         version="0.1.0",
         description="A Kafka-style log service whose only durable data store is object storage.",
         lifespan=lifespan,
     )
-    app.state.runtime = runtime
+    app.state.ctx = ctx
     install_error_handlers(app)
     app.add_middleware(
         LimitsAndAuth,
-        max_body_bytes=runtime.settings.max_request_bytes,
-        principals=runtime.principals,
+        max_body_bytes=ctx.limits.max_request_bytes,
+        principals=ctx.principals,
         on_error=error_response,
-        admission=Admission(runtime.agent.buffer.reserve),
+        admission=Admission(ctx.agent.buffer.reserve),
     )
     for module in (topics, records, browse, groups, cluster, ops, ui):
         app.include_router(module.router)

@@ -2,7 +2,7 @@
 
     python bench/agent_gcstats.py serve ...        # the same arguments as ``strata serve``
 
-Registers a ``gc.callbacks`` hook that times every collection by generation, runs ``api.cli.main`` and, at
+Registers a ``gc.callbacks`` hook that times every collection by generation, runs ``strata.cli.main`` and, at
 exit, writes the totals as JSON to the file named by STRATA_BENCH_GC_STATS. Nothing in the application is
 changed. To try a tuning without editing code: ``STRATA_BENCH_GC_THRESHOLD=700,10,10`` sets
 ``gc.set_threshold`` first, and ``STRATA_BENCH_GC_FREEZE_AFTER_S=S`` runs ``gc.collect(); gc.freeze()``
@@ -62,7 +62,7 @@ def main() -> int:
     # uvicorn re-raises SIGTERM after a graceful shutdown; with the default handler that kills the process
     # before atexit runs, so turn it into a normal exit.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    from api.cli import main as strata_main
+    from strata.cli import main as strata_main
 
     return strata_main(sys.argv[1:])
 

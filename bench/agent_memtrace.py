@@ -78,7 +78,7 @@ def main() -> int:
     threading.Thread(target=_sampler, daemon=True).start()
     atexit.register(_write)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as agent_gcstats.py: let atexit run
-    from api.cli import main as strata_main
+    from strata.cli import main as strata_main
 
     return strata_main(sys.argv[1:])
 

@@ -5,15 +5,16 @@
     .venv/bin/python bench/group_bench.py --tree /tmp/strata-head  # the agent from another source tree
     .venv/bin/python bench/group_bench.py --fill-mib 64 --leaves 1 --stable-s 10 --baseline-s 5  # smoke run
 
-One ``strata serve --role agent`` (``python -m api.cli serve`` run from ``--tree``, default this repository)
-on the embedded default: a local directory as the bucket and SQLite metadata, HTTP and Kafka on free ports.
-Every client is librdkafka (confluent-kafka) in a process of its own, started from this file
+One ``strata serve --role agent`` (``python -m strata.cli serve`` run from ``--tree``, default this
+repository) on the embedded default: a local directory as the bucket and SQLite metadata, HTTP and Kafka on
+free ports. Every client is librdkafka (confluent-kafka) in a process of its own, started from this file
 (``member`` and ``produce`` subcommands), never in the process it measures. Members subscribe with
 librdkafka's defaults (eager ``range,roundrobin`` assignors, auto-commit every 5 s) except
 ``heartbeat.interval.ms`` (``--heartbeat-ms``, default 3000, librdkafka's own) and ``session.timeout.ms``
-(``--session-ms``, default 45000, librdkafka's own). Members report on stdout, as JSON lines with
-wall-clock times: assignments and revocations (rebalance callbacks), the first record of each partition
-after each assignment, and every 200 ms their record and byte counts.
+(``--session-ms``, default 45000, librdkafka's own). Members report on stdout, as JSON lines with wall-clock
+times: assignments and revocations (rebalance callbacks), the first record of each partition after each
+assignment, and every 200 ms their record and byte counts.
+
 
 Phases:
 1. baseline: the agent idle for ``--baseline-s`` with no group (its own background metadata writes).
@@ -370,7 +371,7 @@ def start_agent(args: argparse.Namespace, workdir: Path) -> Agent:
     port, kafka_port = free_port(), free_port()
     data_dir = workdir / "data"
     data_dir.mkdir()
-    cmd = [PYTHON, "-m", "api.cli", "serve", "--data-dir", str(data_dir), "--host", "127.0.0.1"]
+    cmd = [PYTHON, "-m", "strata.cli", "serve", "--data-dir", str(data_dir), "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--kafka-port", str(kafka_port), "--kafka-advertised-host", "127.0.0.1"]
     cmd += ["--role", "agent", "--log-level", "warning", "--num-partitions", str(args.partitions)]
     cmd += ["--group-initial-rebalance-delay-ms", str(args.initial_delay_ms)]

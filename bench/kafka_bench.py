@@ -39,7 +39,7 @@ duration) for the HTTP path's agent CPU per MiB; otherwise the table points to d
 
 Backends (``--backend local|s3|both``): a local directory, or moto S3 in its own process
 (bench/moto_server.py); SQLite metadata in both. Every process binds 127.0.0.1 and is stopped at the end
-(SIGTERM, then SIGKILL); every phase is bounded in time. Agents run from this tree (``python -m api.cli``
+(SIGTERM, then SIGKILL); every phase is bounded in time. Agents run from this tree (``python -m strata.cli``
 with PYTHONPATH set to it). Results: a table per backend on stdout, JSON under bench/results/.
 """
 
@@ -150,7 +150,7 @@ def start_agent(
     port, kafka_port = free_port(), free_port_range(8)  # room for up to 8 lanes (STRATA_KAFKA_LANES)
     data_dir = workdir / (data_name or name)
     data_dir.mkdir(exist_ok=True)
-    cmd = [PYTHON, "-m", "api.cli", "serve", "--data-dir", str(data_dir), "--host", "127.0.0.1"]
+    cmd = [PYTHON, "-m", "strata.cli", "serve", "--data-dir", str(data_dir), "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--kafka-port", str(kafka_port), "--kafka-advertised-host", "127.0.0.1"]
     cmd += ["--num-partitions", str(args.partitions), "--role", "agent", "--log-level", "warning"]
     cmd += ["--flush-interval-ms", str(args.flush_interval_ms), "--buffer-bytes", str(buffer_bytes)]

@@ -525,7 +525,7 @@ def start_agent(
     elif args.mem_trace:
         cmd = [PYTHON, str(BENCH_DIR / "agent_memtrace.py")]
     else:
-        cmd = [str(STRATA)] if STRATA.exists() else [PYTHON, "-m", "api.cli"]
+        cmd = [str(STRATA)] if STRATA.exists() else [PYTHON, "-m", "strata.cli"]
     cmd += [
         "serve",
         "--data-dir",

@@ -8,7 +8,7 @@ compare-and-set as a local runner. So Spark adds parallelism, not a new code pat
 a lease that expires, and any runner (Spark or not) re-runs the job.
 
 This module knows nothing of the front doors: the caller passes a ``SparkCompactionConfig``
-(``api.runtime.spark_compaction_config`` builds it from settings). The spark-submit entry point is
+(``strata.runtime.spark_compaction_config`` builds it from settings). The spark-submit entry point is
 ``scripts/spark_compact.py``.
 """
 

@@ -4,7 +4,7 @@ A round: retention, then planning, then running every job that can be leased, th
 (after their grace) and, at most every ``orphan_gc_interval_ms``, of orphan uploads, then a sample of each
 compacted topic's dirty ratio (``planner/samples.py``: at most one per topic per minute, kept for a day).
 Every caller runs this order through ``CompactionRound.run_once``: the worker role's background loop
-(``api/loop.py``), ``strata compact`` (with a progress hook for its bar) and Spark compaction
+(``strata/loop.py``), ``strata compact`` (with a progress hook for its bar) and Spark compaction
 (``pipeline/compaction.py``, with a job runner that starts one Spark task per job). Every step is safe
 with any number of other processes doing the same: planning claims files, jobs are leased, commits are
 compare-and-set, and GC only deletes what no live chunk references.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from api.cli import main as cli_main
+from strata.cli import main as cli_main
 
 
 def main(argv: list[str] | None = None) -> int:

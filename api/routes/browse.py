@@ -23,7 +23,7 @@ from fastapi import APIRouter, Query, Request
 from agents.principals import Op, Resource
 from api import authz
 from api import console_models as out
-from api.routes.common import ERRORS, RuntimeDep, TopicPath, topic_name
+from api.routes.common import ERRORS, CtxDep, TopicPath, topic_name
 from storage import records
 from storage.errors import BadRequest, UnknownPartition
 from storage.metadata.base import PartitionState
@@ -46,7 +46,7 @@ Start = Literal["beginning", "end", "offset", "timestamp"]
 @router.get("/v1/topics/{topic}/browse", response_model=out.BrowseOut, responses=ERRORS)
 async def browse(
     http: Request,
-    runtime: RuntimeDep,
+    ctx: CtxDep,
     topic: TopicPath,
     partition: Annotated[
         int | None, Query(ge=0, le=2**31 - 1, description="one partition; all if absent")
@@ -67,7 +67,7 @@ async def browse(
     (its high watermark if none). A start outside the log is clamped into it."""
     name = topic_name(topic)
     authz.check(http, Op.READ, Resource.TOPIC, name)
-    states = {s.partition: s for s in await asyncio.to_thread(runtime.metadata.partition_states, name)}
+    states = {s.partition: s for s in await asyncio.to_thread(ctx.metadata.partition_states, name)}
     if partition is not None and partition not in states:
         raise UnknownPartition(
             f"topic {name!r} has {len(states)} partition(s); there is no partition {partition}"
@@ -81,7 +81,7 @@ async def browse(
     if cursor is not None:
         positions = _parse_cursor(cursor, states)
     else:
-        positions = await _starts(runtime, name, [states[p] for p in chosen], start, offset, timestamp, limit)
+        positions = await _starts(ctx, name, [states[p] for p in chosen], start, offset, timestamp, limit)
     key_needle = key_contains.encode() if key_contains else None
     value_needle = value_contains.encode() if value_contains else None
 
@@ -94,7 +94,7 @@ async def browse(
         still: list[int] = []
         for p in active:
             position = positions[p]
-            fetched = await runtime.agent.fetch(name, p, position, fetch_bytes, 0)
+            fetched = await ctx.agent.fetch(name, p, position, fetch_bytes, 0)
             expected, stopped = position, False
             for record in fetched.records:
                 if record.offset < position:
@@ -141,7 +141,7 @@ async def browse(
 
 
 async def _starts(
-    runtime: RuntimeDep,
+    ctx: CtxDep,
     topic: str,
     states: list[PartitionState],
     start: Start,
@@ -166,7 +166,7 @@ async def _starts(
             at = offset
         else:
             assert timestamp is not None
-            hit = await runtime.agent.fetcher.offset_for_timestamp(topic, s.partition, timestamp)
+            hit = await ctx.agent.fetcher.offset_for_timestamp(topic, s.partition, timestamp)
             at = s.high_watermark if hit is None else hit[0]
         positions[s.partition] = min(max(at, s.log_start_offset), s.high_watermark)
     return positions

@@ -10,56 +10,55 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Query
 
 from api import console_models as out
-from api.routes.common import ERRORS, RuntimeDep
-from api.settings import redact_password
+from api.routes.common import ERRORS, CtxDep
 from storage.errors import StrataError
 
 router = APIRouter()
 
 
 @router.get("/v1/cluster", response_model=out.ClusterOut, responses=ERRORS)
-async def cluster(runtime: RuntimeDep) -> out.ClusterOut:
+async def cluster(ctx: CtxDep) -> out.ClusterOut:
     """The agents, this one first, and the stores' state. A metadata store that does not answer is
     reported (``metadata.ok`` false, with the error's code), not raised: this is what an operator opens
     when something is wrong."""
-    settings = runtime.settings
-    kafka = runtime.kafka
-    node_id = kafka.ctx.config.node_id if kafka is not None else settings.kafka_node_id
+    process = ctx.process
+    kafka = ctx.kafka_listener()
+    node_id = kafka.node_id if kafka is not None else process.node_id
     kafka_port = kafka.port if kafka is not None else None
-    view = kafka.ctx.cluster if kafka is not None else None
-    brokers = view.brokers() if view is not None else [(node_id, settings.host, kafka_port or -1)]
-    started = runtime.clock.monotonic()
+    view = kafka.brokers if kafka is not None else None
+    brokers = view if view is not None else [(node_id, process.host, kafka_port or -1)]
+    started = ctx.clock.monotonic()
     try:
-        topics: int | None = len(await asyncio.to_thread(runtime.metadata.list_topics))
+        topics: int | None = len(await asyncio.to_thread(ctx.metadata.list_topics))
         health = out.MetadataHealthOut(
-            backend=_backend(runtime.metadata.url),
+            backend=_backend(ctx.metadata.url),
             ok=True,
-            latency_ms=round((runtime.clock.monotonic() - started) * 1000, 3),
+            latency_ms=round((ctx.clock.monotonic() - started) * 1000, 3),
         )
     except StrataError as exc:
         topics = None
         health = out.MetadataHealthOut(
-            backend=_backend(runtime.metadata.url),
+            backend=_backend(ctx.metadata.url),
             ok=False,
             latency_ms=None,
             error_code=exc.code,
             message=exc.message,
         )
-    bucket = settings.bucket_url
+    bucket = process.bucket_url
     return out.ClusterOut(
         this_agent=out.ThisAgentOut(
             node_id=node_id,
-            host=settings.host,
-            http_port=settings.port,
+            host=process.host,
+            http_port=process.http_port,
             kafka_port=kafka_port,
-            role=settings.role,
+            role=process.role,
         ),
         cluster_mode=view is not None,
         agents=[out.AgentOut(node_id=n, host=h, port=p) for n, h, p in brokers],
         topics=topics,
         metadata=health,
         object_store=out.ObjectStoreOut(
-            kind="s3" if urlsplit(bucket).scheme == "s3" else "file", bucket=redact_password(bucket)
+            kind="s3" if urlsplit(bucket).scheme == "s3" else "file", bucket=bucket
         ),
     )
 
@@ -70,12 +69,11 @@ def _backend(url: str) -> str:
 
 @router.get("/v1/metrics/history", response_model=out.MetricsHistoryOut, responses=ERRORS)
 async def metrics_history(
-    runtime: RuntimeDep, since_ms: Annotated[int, Query(ge=0, le=2**62)] = 0
+    ctx: CtxDep, since_ms: Annotated[int, Query(ge=0, le=2**62)] = 0
 ) -> out.MetricsHistoryOut:
     """This agent's metrics, one point per sampling interval (``--metrics-sample-ms``), oldest first, for
     the last 180 intervals. Request cost is at the configured prices (S3 Standard list prices by default)."""
-    history = runtime.history
-    assert history is not None, "build_runtime always makes the history"
+    history = ctx.history
     prices = history.prices
     return out.MetricsHistoryOut(
         interval_ms=history.interval_ms,

@@ -1,4 +1,4 @@
-"""What every router shares: the runtime dependency, path parameter types, name checks, error docs."""
+"""What every router shares: the ctx dependency, path parameter types, name checks, error docs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 
 from api import models
-from api.runtime import Runtime
+from api.context import HttpContext
 from storage.errors import BadRequest
 from storage.topic_config import validate_topic_name
 
@@ -24,12 +24,12 @@ ERRORS: dict[int | str, dict[str, object]] = {
 
 # Dependencies are ``async def``: FastAPI runs a plain ``def`` dependency in a worker thread, which cost
 # measurable CPU per produce request (a thread hop for a dictionary lookup).
-async def get_runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
-    return runtime
+async def get_context(request: Request) -> HttpContext:
+    ctx: HttpContext = request.app.state.ctx
+    return ctx
 
 
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+CtxDep = Annotated[HttpContext, Depends(get_context)]
 
 
 def topic_name(name: str) -> str:

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Query, Request
 
 from api import authz
 from api import compaction_models as out
-from api.routes.common import ERRORS, RuntimeDep, TopicPath, topic_name
+from api.routes.common import ERRORS, CtxDep, TopicPath, topic_name
 from storage.errors import UnknownTopic
 from storage.metadata.base import Job, StatsReader
 from storage.topic_config import MAX_PARTITIONS, TopicConfig
@@ -35,7 +35,7 @@ MAX_MS = 2**63 - 1  # query values beyond a BIGINT are clamped, never handed to 
 @router.get("/v1/compaction/jobs", response_model=out.JobListOut, responses=ERRORS)
 async def list_jobs(
     http: Request,
-    runtime: RuntimeDep,
+    ctx: CtxDep,
     state: Annotated[out.JobState | None, Query(description="running: leased by a worker")] = None,
     topic: Annotated[str | None, Query(description="only jobs touching this topic")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
@@ -54,7 +54,7 @@ async def list_jobs(
         return all(authz.may_describe(http, t) for t in job.topics)
 
     jobs, next_before = await asyncio.to_thread(
-        _page_of_jobs, runtime.metadata, visible, stored_state, name, bound, limit
+        _page_of_jobs, ctx.metadata, visible, stored_state, name, bound, limit
     )
     return out.JobListOut(jobs=[out.job_out(j) for j in jobs], next_before=next_before)
 
@@ -88,7 +88,7 @@ def _page_of_jobs(
 @router.get("/v1/topics/{topic}/partitions", response_model=out.PartitionListOut, responses=ERRORS)
 async def list_partitions(
     http: Request,
-    runtime: RuntimeDep,
+    ctx: CtxDep,
     topic: TopicPath,
     after: Annotated[
         int, Query(ge=-1, le=MAX_PARTITIONS, description="the last partition of the page before")
@@ -99,7 +99,7 @@ async def list_partitions(
     ratio (compacted topics) and the last compaction."""
     name = topic_name(topic)
     authz.check_describe(http, name)
-    meta = runtime.metadata
+    meta = ctx.metadata
     info = await asyncio.to_thread(meta.get_topic, name)
     details = await asyncio.to_thread(meta.partition_details, name, after, limit)
     compacted = TopicConfig.from_overrides(info.configs).compacted
@@ -114,7 +114,7 @@ async def list_partitions(
 @router.get("/v1/topics/{topic}/compaction", response_model=out.TopicCompactionOut, responses=ERRORS)
 async def topic_compaction(
     http: Request,
-    runtime: RuntimeDep,
+    ctx: CtxDep,
     topic: TopicPath,
     since_ms: Annotated[int | None, Query(ge=0, description="default: 24 hours ago")] = None,
 ) -> out.TopicCompactionOut:
@@ -122,9 +122,9 @@ async def topic_compaction(
     removed records of the topic since then (bytes and records each removed)."""
     name = topic_name(topic)
     authz.check_describe(http, name)
-    now = runtime.clock.now_ms()
+    now = ctx.clock.now_ms()
     since = now - HISTORY_MS if since_ms is None else min(since_ms, MAX_MS)
-    meta = runtime.metadata
+    meta = ctx.metadata
 
     def read() -> out.TopicCompactionOut:
         summaries = meta.topic_summaries([name])

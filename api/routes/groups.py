@@ -19,11 +19,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 
 from agents import group_state as gs
+from agents.consumer_protocol import assignment_partitions
 from agents.principals import Op, Resource
 from api import authz, models
 from api import group_models as gm
-from api.routes.common import ERRORS, RuntimeDep, group_id, topic_name
-from api.runtime import Runtime
+from api.context import HttpContext
+from api.routes.common import ERRORS, CtxDep, group_id, topic_name
 from storage.errors import BadRequest, GroupIdNotFound, UnknownPartition, UnknownTopic
 from storage.metadata.base import GroupRow, PartitionState
 
@@ -39,7 +40,7 @@ _MAX_ID = 1000
 @router.get("/v1/groups", response_model=gm.GroupListOut, responses=ERRORS)
 async def list_groups(
     http: Request,
-    runtime: RuntimeDep,
+    ctx: CtxDep,
     prefix: Annotated[str, Query(max_length=_MAX_ID, description="only group ids starting with this")] = "",
     after: Annotated[
         str | None, Query(max_length=_MAX_ID, description="start after this group id (a page's next_after)")
@@ -54,29 +55,29 @@ async def list_groups(
     # Pages of limit + 1 tell whether another page follows. Groups the principal may not read are dropped
     # after the store's page, so a sparse grant reads on until the page is full or the groups run out.
     while True:
-        page = await asyncio.to_thread(runtime.metadata.list_groups_page, prefix, cursor, limit + 1)
+        page = await asyncio.to_thread(ctx.metadata.list_groups_page, prefix, cursor, limit + 1)
         found += [(gid, row) for gid, row in page if authz.may(http, Op.READ, Resource.GROUP, gid)]
         if len(found) > limit or len(page) <= limit:
             break
         cursor = page[-1][0]
     shown = found[:limit]
     return gm.GroupListOut(
-        groups=[_summary(runtime, gid, row) for gid, row in shown],
+        groups=[_summary(ctx, gid, row) for gid, row in shown],
         next_after=shown[-1][0] if len(found) > limit else None,
     )
 
 
 @router.get("/v1/groups/{group}", response_model=gm.GroupOut, responses=ERRORS)
-async def describe_group(http: Request, runtime: RuntimeDep, group: str) -> gm.GroupOut:
+async def describe_group(http: Request, ctx: CtxDep, group: str) -> gm.GroupOut:
     """The group's state, members with their assignments, and each partition's committed offset and lag
     (``kafka-consumer-groups --describe``): read on the group."""
     gid = group_id(group)
     authz.check(http, Op.READ, Resource.GROUP, gid)
-    row = await asyncio.to_thread(runtime.metadata.load_group, gid)
-    offsets = await asyncio.to_thread(runtime.metadata.group_offsets, gid)
+    row = await asyncio.to_thread(ctx.metadata.load_group, gid)
+    offsets = await asyncio.to_thread(ctx.metadata.group_offsets, gid)
     if row is None and not offsets:
         raise GroupIdNotFound(f"no group {gid!r}")
-    current = _current(runtime, gid, row)
+    current = _current(ctx, gid, row)
     members = [
         gm.GroupMemberOut(
             member_id=m.member_id,
@@ -95,7 +96,7 @@ async def describe_group(http: Request, runtime: RuntimeDep, group: str) -> gm.G
         (o.topic, o.partition): o.offset for o in offsets if authz.may(http, Op.READ, Resource.TOPIC, o.topic)
     }
     wanted = set(committed) | {(a.topic, p) for m in members for a in m.assignment for p in a.partitions}
-    states = await _partition_states(runtime, {topic for topic, _ in wanted})
+    states = await _partition_states(ctx, {topic for topic, _ in wanted})
     partitions = []
     for key in sorted(wanted):
         state = states.get(key)
@@ -130,12 +131,12 @@ def _no_nul(name: str, value: str | None) -> None:
         raise BadRequest(f"{name} must not contain NUL characters")
 
 
-def _current(runtime: Runtime, gid: str, row: GroupRow | None) -> gs.Group:
+def _current(ctx: HttpContext, gid: str, row: GroupRow | None) -> gs.Group:
     """The group as its coordinator sees it now (module doc); an offsets-only group is a new Empty one."""
     if row is None:
         return gs.Group(gid)
     group = gs.Group.from_json(gid, row.doc)
-    coordinator = runtime.agent.groups
+    coordinator = ctx.agent.groups
     gs.expire(group, coordinator.limits, coordinator.clock.now_ms())
     return group
 
@@ -146,8 +147,8 @@ def _state(group: gs.Group) -> gm.GroupState:
     return state
 
 
-def _summary(runtime: Runtime, gid: str, row: GroupRow | None) -> gm.GroupSummaryOut:
-    group = _current(runtime, gid, row)
+def _summary(ctx: HttpContext, gid: str, row: GroupRow | None) -> gm.GroupSummaryOut:
+    group = _current(ctx, gid, row)
     return gm.GroupSummaryOut(
         group=gid,
         state=_state(group),
@@ -158,33 +159,19 @@ def _summary(runtime: Runtime, gid: str, row: GroupRow | None) -> gm.GroupSummar
 
 
 def _assignment(protocol_type: str | None, data: bytes) -> list[gm.AssignedTopicOut]:
-    """A member's assignment: a ConsumerProtocolAssignment for protocol type "consumer" (other protocols'
-    bytes have other formats, shown as no assignment), decoded by kafka-python's schema. Bytes that do
-    not decode are the client's and give no assignment: a bad one must not fail the describe."""
+    """A member's assignment for protocol type "consumer" (other protocols' bytes have other formats, shown
+    as no assignment); bytes that do not parse are the client's and give no assignment."""
     if protocol_type != "consumer" or not data:
         return []
-    # Imported here, not with the module: an agent without a Kafka listener loads no Kafka library
-    # (api/runtime.py), and this view needs it only for a group that Kafka clients made.
-    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
-
-    from broker.codec import DECODE_ERRORS
-
-    try:
-        decoded = ConsumerProtocolAssignment.decode(data)
-    except DECODE_ERRORS:  # what kafka-python's decoder raises on bytes off its schema
-        return []
-    topics: dict[str, set[int]] = {}
-    for entry in decoded.assigned_partitions:
-        if isinstance(entry.topic, str):  # a null string decodes as None
-            topics.setdefault(entry.topic, set()).update(entry.partitions or ())
-    return [gm.AssignedTopicOut(topic=t, partitions=sorted(ps)) for t, ps in sorted(topics.items())]
+    found = assignment_partitions(data)
+    return [gm.AssignedTopicOut(topic=t, partitions=ps) for t, ps in sorted(found.items())]
 
 
-async def _partition_states(runtime: Runtime, topics: set[str]) -> dict[tuple[str, int], PartitionState]:
+async def _partition_states(ctx: HttpContext, topics: set[str]) -> dict[tuple[str, int], PartitionState]:
     states: dict[tuple[str, int], PartitionState] = {}
     for topic in sorted(topics):
         try:
-            found = await asyncio.to_thread(runtime.metadata.partition_states, topic)
+            found = await asyncio.to_thread(ctx.metadata.partition_states, topic)
         except UnknownTopic:
             continue  # deleted since a member was assigned it
         states.update({(topic, s.partition): s for s in found})
@@ -194,7 +181,7 @@ async def _partition_states(runtime: Runtime, topics: set[str]) -> dict[tuple[st
 # --- offsets -----------------------------------------------------------------------------------------------
 @router.put("/v1/groups/{group}/offsets", response_model=models.GroupOffsetsOut, responses=ERRORS)
 async def commit_offsets(
-    http: Request, runtime: RuntimeDep, group: str, body: models.GroupOffsetsIn
+    http: Request, ctx: CtxDep, group: str, body: models.GroupOffsetsIn
 ) -> models.GroupOffsetsOut:
     """Set the group's offsets (Kafka's OffsetCommit without a member): read on the group and on every
     topic committed for; 409 (40909) while the group has active Kafka members."""
@@ -203,21 +190,21 @@ async def commit_offsets(
     triples = [(topic_name(o.topic), o.partition, o.offset) for o in body.offsets]
     for topic in sorted({t for t, _, _ in triples}):
         authz.check(http, Op.READ, Resource.TOPIC, topic)
-    await runtime.agent.groups.commit_from_outside(gid, triples)
-    return await _group_offsets(http, runtime, gid)
+    await ctx.agent.groups.commit_from_outside(gid, triples)
+    return await _group_offsets(http, ctx, gid)
 
 
 @router.get("/v1/groups/{group}/offsets", response_model=models.GroupOffsetsOut, responses=ERRORS)
-async def read_offsets(http: Request, runtime: RuntimeDep, group: str) -> models.GroupOffsetsOut:
+async def read_offsets(http: Request, ctx: CtxDep, group: str) -> models.GroupOffsetsOut:
     """The group's offsets (Kafka's OffsetFetch): read on the group; topics the principal may not read
     are left out."""
     gid = group_id(group)
     authz.check(http, Op.READ, Resource.GROUP, gid)
-    return await _group_offsets(http, runtime, gid)
+    return await _group_offsets(http, ctx, gid)
 
 
-async def _group_offsets(http: Request, runtime: Runtime, gid: str) -> models.GroupOffsetsOut:
-    rows = await asyncio.to_thread(runtime.metadata.group_offsets, gid)
+async def _group_offsets(http: Request, ctx: HttpContext, gid: str) -> models.GroupOffsetsOut:
+    rows = await asyncio.to_thread(ctx.metadata.group_offsets, gid)
     return models.GroupOffsetsOut(
         group=gid,
         offsets=[
@@ -229,9 +216,7 @@ async def _group_offsets(http: Request, runtime: Runtime, gid: str) -> models.Gr
 
 
 @router.post("/v1/groups/{group}/offsets/reset", response_model=gm.OffsetResetOut, responses=ERRORS)
-async def reset_offsets(
-    http: Request, runtime: RuntimeDep, group: str, body: gm.OffsetResetIn
-) -> gm.OffsetResetOut:
+async def reset_offsets(http: Request, ctx: CtxDep, group: str, body: gm.OffsetResetIn) -> gm.OffsetResetOut:
     """Reset the group's offsets of one topic (``kafka-consumer-groups --reset-offsets``; ``dry_run`` is
     its default, ``--execute`` is ``dry_run: false``): admin on the group, read on the topic; 409 (40909)
     while the group has active members, even in a dry run, as the tool refuses an active group."""
@@ -241,8 +226,8 @@ async def reset_offsets(
     authz.check(http, Op.READ, Resource.TOPIC, topic)
     # Refused before the by-timestamp lookups, which may read data files. A real reset is checked again
     # in its commit's transaction (commit_from_outside), so a member that joins meanwhile still wins.
-    await runtime.agent.groups.require_inactive(gid)
-    states = await asyncio.to_thread(runtime.metadata.partition_states, topic)
+    await ctx.agent.groups.require_inactive(gid)
+    states = await asyncio.to_thread(ctx.metadata.partition_states, topic)
     if body.partitions is None:
         chosen = states
     else:
@@ -253,9 +238,9 @@ async def reset_offsets(
                 f"topic {topic!r} has {len(states)} partition(s): no partition {unknown[0]}"
             )
         chosen = [by_id[p] for p in sorted(set(body.partitions))]
-    targets = [(topic, s.partition, await _reset_target(runtime, body, s)) for s in chosen]
+    targets = [(topic, s.partition, await _reset_target(ctx, body, s)) for s in chosen]
     if not body.dry_run:
-        await runtime.agent.groups.commit_from_outside(gid, targets)
+        await ctx.agent.groups.commit_from_outside(gid, targets)
     return gm.OffsetResetOut(
         group=gid,
         dry_run=body.dry_run,
@@ -263,7 +248,7 @@ async def reset_offsets(
     )
 
 
-async def _reset_target(runtime: Runtime, body: gm.OffsetResetIn, state: PartitionState) -> int:
+async def _reset_target(ctx: HttpContext, body: gm.OffsetResetIn, state: PartitionState) -> int:
     """The offset a reset sets in ``state``'s partition: always within [log start, high watermark]."""
     if body.to == "earliest":
         return state.log_start_offset
@@ -274,5 +259,5 @@ async def _reset_target(runtime: Runtime, body: gm.OffsetResetIn, state: Partiti
         return min(max(body.offset, state.log_start_offset), state.high_watermark)
     assert body.timestamp is not None  # OffsetResetIn requires it with this mode
     # The Kafka door's ListOffsets by timestamp (agents/fetch.py); None: no record is that late.
-    found = await runtime.agent.fetcher.offset_for_timestamp(state.topic, state.partition, body.timestamp)
+    found = await ctx.agent.fetcher.offset_for_timestamp(state.topic, state.partition, body.timestamp)
     return state.high_watermark if found is None else found[0]

@@ -9,7 +9,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api import models
-from api.routes.common import RuntimeDep
+from api.routes.common import CtxDep
 
 router = APIRouter()
 
@@ -20,11 +20,11 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", responses={503: {"model": models.ErrorOut}})
-async def readyz(runtime: RuntimeDep) -> dict[str, str]:
-    await asyncio.to_thread(runtime.metadata.list_topics)  # raises Unavailable (503) if metadata is down
+async def readyz(ctx: CtxDep) -> dict[str, str]:
+    await asyncio.to_thread(ctx.metadata.list_topics)  # raises Unavailable (503) if metadata is down
     return {"status": "ready"}
 
 
 @router.get("/metrics", include_in_schema=False)
-async def metrics(runtime: RuntimeDep) -> Response:
-    return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+async def metrics(ctx: CtxDep) -> Response:
+    return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -21,11 +21,11 @@ from agents.fetch import decode_fetch
 from agents.principals import Op, Resource
 from api import authz, models
 from api._recordjson import render_offsets
+from api.context import HttpContext
 from api.middleware import RESERVATION, Admission
 from api.produce_body import TextRecords, parse_produce_request
 from api.record_json import render_records
-from api.routes.common import ERRORS, MiB, PartitionPath, RuntimeDep, TopicPath, topic_name
-from api.runtime import Runtime
+from api.routes.common import ERRORS, CtxDep, MiB, PartitionPath, TopicPath, topic_name
 from storage.errors import BadRequest, RecordTooLarge, StrataError
 
 _IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
@@ -33,10 +33,10 @@ _IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
 router = APIRouter()
 
 
-def _reservation(request: Request, runtime: Runtime) -> Reservation:
+def _reservation(request: Request, ctx: HttpContext) -> Reservation:
     """The memory the middleware reserved for this body (an empty one if admission did not apply)."""
     held: Reservation | None = request.scope.get(RESERVATION)
-    return held if held is not None else runtime.agent.buffer.reserve(0)
+    return held if held is not None else ctx.agent.buffer.reserve(0)
 
 
 async def _body(http: Request) -> bytes:
@@ -62,13 +62,13 @@ async def produce(
     topic: TopicPath,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response:
-    # The hot path takes the runtime and the reservation from the request itself rather than through
+    # The hot path takes the ctx and the reservation from the request itself rather than through
     # FastAPI dependencies: dependency resolution was a measurable share of the CPU per produce request.
     # The body (documented as ProduceIn, see openapi_extra above) is read and parsed here, in one pass of
     # compiled code (api/produce_body.py).
-    runtime: Runtime = http.app.state.runtime
-    held = _reservation(http, runtime)
-    settings, agent = runtime.settings, runtime.agent
+    ctx: HttpContext = http.app.state.ctx
+    held = _reservation(http, ctx)
+    agent = ctx.agent
     try:
         body = await _body(http)
         name = topic_name(topic)
@@ -82,9 +82,9 @@ async def produce(
         held.grow(len(body) * (Admission.expansion - 1))
         recs = parse_produce_request(body, http.headers.get("content-type"))
         del body
-        if len(recs) > settings.max_records_per_request:
+        if len(recs) > ctx.limits.max_records_per_request:
             raise RecordTooLarge(
-                f"{len(recs)} records in one request; the limit is {settings.max_records_per_request}"
+                f"{len(recs)} records in one request; the limit is {ctx.limits.max_records_per_request}"
             )
         if idempotency_key is not None and not _IDEMPOTENCY_KEY_RE.fullmatch(idempotency_key):
             raise BadRequest("Idempotency-Key must be 1-200 printable ASCII characters")
@@ -97,9 +97,9 @@ async def produce(
         del recs
         offsets = await agent.produce(request, held, idempotency_key)
     except StrataError as exc:
-        runtime.metrics.produce_requests.labels(str(exc.code)).inc()
+        ctx.metrics.produce_requests.labels(str(exc.code)).inc()
         raise
-    runtime.metrics.produce_requests.labels("ok").inc()
+    ctx.metrics.produce_requests.labels("ok").inc()
     # {"offsets":[{"partition":P,"offset":O},...]} written in C from the per-batch answer: no dict per record.
     answer = bytearray(b'{"offsets":')
     render_offsets(answer, offsets.order, offsets.partitions, offsets.bases)
@@ -114,7 +114,7 @@ async def produce(
 )
 async def fetch(
     http: Request,
-    runtime: RuntimeDep,
+    ctx: CtxDep,
     topic: TopicPath,
     partition: PartitionPath,
     offset: Annotated[int, Query(le=models.MAX_OFFSET)] = 0,
@@ -124,11 +124,11 @@ async def fetch(
 ) -> Response:
     name = topic_name(topic)
     authz.check(http, Op.READ, Resource.TOPIC, name)
-    started = runtime.clock.monotonic()
+    started = ctx.clock.monotonic()
     try:
         # A negative offset is out of range like any other: the fetcher checks it against the
         # partition's log start and high watermark and raises 41601 with the valid range.
-        result = await runtime.agent.fetch_chunks(name, partition, offset, max_bytes, max_wait_ms)
+        result = await ctx.agent.fetch_chunks(name, partition, offset, max_bytes, max_wait_ms)
         body = bytearray(b'{"records":')
         rendered = render_records(result, encoding == "base64", body)
         if rendered is None:
@@ -139,13 +139,13 @@ async def fetch(
             body += orjson.dumps([models.record_out(r, encoding) for r in fetched.records])
             rendered = (len(fetched.records), fetched.next_offset)
     except StrataError as exc:
-        runtime.metrics.fetch_requests.labels(str(exc.code)).inc()
+        ctx.metrics.fetch_requests.labels(str(exc.code)).inc()
         raise
     count, next_offset = rendered
-    runtime.metrics.fetch_requests.labels("ok").inc()
-    runtime.metrics.fetch_records.inc(count)
-    runtime.metrics.fetch_bytes.inc(sum(len(data) for _, data in result.chunks))
-    runtime.metrics.fetch_latency.observe(runtime.clock.monotonic() - started)
+    ctx.metrics.fetch_requests.labels("ok").inc()
+    ctx.metrics.fetch_records.inc(count)
+    ctx.metrics.fetch_bytes.inc(sum(len(data) for _, data in result.chunks))
+    ctx.metrics.fetch_latency.observe(ctx.clock.monotonic() - started)
     body += b","
     body += orjson.dumps(
         {
@@ -163,11 +163,11 @@ async def fetch(
     responses=ERRORS,
 )
 async def offsets(
-    http: Request, runtime: RuntimeDep, topic: TopicPath, partition: PartitionPath
+    http: Request, ctx: CtxDep, topic: TopicPath, partition: PartitionPath
 ) -> models.OffsetsOut:
     name = topic_name(topic)
     authz.check(http, Op.READ, Resource.TOPIC, name)
-    state = await asyncio.to_thread(runtime.metadata.partition_state, name, partition)
+    state = await asyncio.to_thread(ctx.metadata.partition_state, name, partition)
     return models.OffsetsOut(log_start_offset=state.log_start_offset, high_watermark=state.high_watermark)
 
 
@@ -178,7 +178,7 @@ async def offsets(
 )
 async def delete_records(
     http: Request,
-    runtime: RuntimeDep,
+    ctx: CtxDep,
     topic: TopicPath,
     partition: PartitionPath,
     before_offset: Annotated[int, Query(ge=0, le=models.MAX_OFFSET)],
@@ -190,6 +190,6 @@ async def delete_records(
     name = topic_name(topic)
     authz.check(http, Op.ADMIN, Resource.TOPIC, name)
     state = await asyncio.to_thread(
-        delete_records_below, runtime.metadata, name, partition, before_offset, runtime.clock.now_ms()
+        delete_records_below, ctx.metadata, name, partition, before_offset, ctx.clock.now_ms()
     )
     return models.OffsetsOut(log_start_offset=state.log_start_offset, high_watermark=state.high_watermark)

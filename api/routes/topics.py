@@ -11,15 +11,15 @@ from fastapi.responses import Response
 from agents.principals import Op, Resource
 from api import authz, models
 from api import compaction_models as cm
-from api.routes.common import ERRORS, RuntimeDep, TopicPath, topic_name
-from api.runtime import Runtime
+from api.context import HttpContext
+from api.routes.common import ERRORS, CtxDep, TopicPath, topic_name
 from storage.topic_config import check_config_name, effective_configs, validate_configs
 
 router = APIRouter()
 
 
-async def topic_out(runtime: Runtime, name: str) -> models.TopicOut:
-    meta = runtime.metadata
+async def topic_out(ctx: HttpContext, name: str) -> models.TopicOut:
+    meta = ctx.metadata
     info = await asyncio.to_thread(meta.get_topic, name)
     stats = await asyncio.to_thread(meta.partition_stats, name)
     levels = await asyncio.to_thread(meta.level_stats, name)
@@ -46,13 +46,13 @@ async def topic_out(runtime: Runtime, name: str) -> models.TopicOut:
 
 
 @router.post("/v1/topics", status_code=201, response_model=models.TopicOut, responses=ERRORS)
-async def create_topic(http: Request, runtime: RuntimeDep, body: models.TopicCreate) -> models.TopicOut:
+async def create_topic(http: Request, ctx: CtxDep, body: models.TopicCreate) -> models.TopicOut:
     name = topic_name(body.name)
     authz.check(http, Op.ADMIN, Resource.TOPIC, name)
     configs = validate_configs(body.configs)
-    now = runtime.clock.now_ms()
-    await asyncio.to_thread(runtime.metadata.create_topic, name, body.partitions, configs, now)
-    return await topic_out(runtime, name)
+    now = ctx.clock.now_ms()
+    await asyncio.to_thread(ctx.metadata.create_topic, name, body.partitions, configs, now)
+    return await topic_out(ctx, name)
 
 
 # A page of summaries when detail=true comes without a limit: summaries cost a scan of each topic's chunk
@@ -64,7 +64,7 @@ DETAIL_PAGE = 100
 @router.get("/v1/topics", response_model=cm.TopicListOut, response_model_exclude_unset=True, responses=ERRORS)
 async def list_topics(
     http: Request,
-    runtime: RuntimeDep,
+    ctx: CtxDep,
     prefix: Annotated[str | None, Query(max_length=249, description="only names starting with this")] = None,
     after: Annotated[str | None, Query(max_length=249, description="only names sorting after this")] = None,
     limit: Annotated[int | None, Query(ge=1, le=1000, description="page size (default: all names)")] = None,
@@ -74,7 +74,7 @@ async def list_topics(
 ) -> cm.TopicListOut:
     """The topics this principal may read or write (as Kafka's Metadata lists only describable topics),
     sorted by name (code points). With ``limit`` or ``detail``, one page of them and ``next_after``."""
-    names = await asyncio.to_thread(runtime.metadata.list_topics)
+    names = await asyncio.to_thread(ctx.metadata.list_topics)
     # Names only, filtered here: thousands of names are a small answer, and a page must count only the
     # names this principal may see. Summaries, which cost a scan per topic, are read for the page only.
     visible = [
@@ -91,7 +91,7 @@ async def list_topics(
     next_after = page[-1] if len(visible) > size else None
     if not detail:
         return cm.TopicListOut(topics=page, next_after=next_after)
-    summaries = await asyncio.to_thread(runtime.metadata.topic_summaries, page)
+    summaries = await asyncio.to_thread(ctx.metadata.topic_summaries, page)
     # Summaries come by name, as the page is; a topic deleted since the names were read has none and
     # leaves the page.
     return cm.TopicListOut(
@@ -102,15 +102,15 @@ async def list_topics(
 
 
 @router.get("/v1/topics/{topic}", response_model=models.TopicOut, responses=ERRORS)
-async def describe_topic(http: Request, runtime: RuntimeDep, topic: TopicPath) -> models.TopicOut:
+async def describe_topic(http: Request, ctx: CtxDep, topic: TopicPath) -> models.TopicOut:
     name = topic_name(topic)
     authz.check_describe(http, name)
-    return await topic_out(runtime, name)
+    return await topic_out(ctx, name)
 
 
 @router.patch("/v1/topics/{topic}/configs", response_model=models.TopicOut, responses=ERRORS)
 async def patch_configs(
-    http: Request, runtime: RuntimeDep, topic: TopicPath, body: models.TopicConfigsPatch
+    http: Request, ctx: CtxDep, topic: TopicPath, body: models.TopicConfigsPatch
 ) -> models.TopicOut:
     name = topic_name(topic)
     authz.check(http, Op.ADMIN, Resource.TOPIC, name)
@@ -120,14 +120,14 @@ async def patch_configs(
     for key, value in body.configs.items():
         if value is None:
             changes[check_config_name(key)] = None  # reset to the default
-    await asyncio.to_thread(runtime.metadata.update_topic_configs, name, changes)
-    runtime.agent.forget_topic(name)
-    return await topic_out(runtime, name)
+    await asyncio.to_thread(ctx.metadata.update_topic_configs, name, changes)
+    ctx.agent.forget_topic(name)
+    return await topic_out(ctx, name)
 
 
 @router.post("/v1/topics/{topic}/partitions", response_model=models.TopicOut, responses=ERRORS)
 async def add_partitions(
-    http: Request, runtime: RuntimeDep, topic: TopicPath, body: models.PartitionsIncrease
+    http: Request, ctx: CtxDep, topic: TopicPath, body: models.PartitionsIncrease
 ) -> models.TopicOut:
     """Grow the topic to ``partitions`` partitions (Kafka's CreatePartitions): the count only grows.
 
@@ -135,33 +135,32 @@ async def add_partitions(
     """
     name = topic_name(topic)
     authz.check(http, Op.ADMIN, Resource.TOPIC, name)
-    await asyncio.to_thread(runtime.metadata.add_partitions, name, body.partitions)
-    runtime.agent.forget_topic(name)
-    return await topic_out(runtime, name)
+    await asyncio.to_thread(ctx.metadata.add_partitions, name, body.partitions)
+    ctx.agent.forget_topic(name)
+    return await topic_out(ctx, name)
 
 
 @router.delete("/v1/topics/{topic}", status_code=204, responses=ERRORS)
-async def delete_topic(http: Request, runtime: RuntimeDep, topic: TopicPath) -> Response:
+async def delete_topic(http: Request, ctx: CtxDep, topic: TopicPath) -> Response:
     name = topic_name(topic)
     authz.check(http, Op.ADMIN, Resource.TOPIC, name)
-    await asyncio.to_thread(runtime.metadata.delete_topic, name, runtime.clock.now_ms())
-    runtime.agent.forget_topic(name)
+    await asyncio.to_thread(ctx.metadata.delete_topic, name, ctx.clock.now_ms())
+    ctx.agent.forget_topic(name)
     return Response(status_code=204)
 
 
 @router.post(
     "/v1/topics/{topic}/compact", status_code=202, response_model=models.CompactOut, responses=ERRORS
 )
-async def compact_topic(http: Request, runtime: RuntimeDep, topic: TopicPath) -> models.CompactOut:
+async def compact_topic(http: Request, ctx: CtxDep, topic: TopicPath) -> models.CompactOut:
     """Plan compaction of the topic's compacted partitions now, whatever their dirty ratio.
 
     The jobs run on this process's background loop (role all: woken at once) or on any worker process.
     """
     name = topic_name(topic)
     authz.check(http, Op.ADMIN, Resource.TOPIC, name)
-    await asyncio.to_thread(runtime.metadata.get_topic, name)
-    jobs = await asyncio.to_thread(runtime.planner().plan, name, True)
-    runtime.worker_wakeup.set()
+    await asyncio.to_thread(ctx.metadata.get_topic, name)
+    jobs = await ctx.compact_now(name)
     return models.CompactOut(
         topic=name,
         planned=[

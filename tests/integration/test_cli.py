@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from api.cli import build_parser, main
+from strata.cli import build_parser, main
 from tests.fixtures.server import RunningServer
 
 pytestmark = pytest.mark.integration

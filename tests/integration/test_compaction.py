@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from api.settings import Settings, load_settings
 from planner.offset_map import FakeOffsetMap
 from planner.round import CompactionRound, RoundConfig
 from planner.runner import RunnerConfig
 from storage.clock import SkewedClock
 from storage.errors import SettingsError
 from storage.objectstore.base import GET, PUT
+from strata.settings import Settings, load_settings
 from tests.fixtures.server import RunningServer, run_server
 
 pytestmark = pytest.mark.integration

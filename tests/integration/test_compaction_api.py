@@ -17,12 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
-from api.settings import Settings
 from planner.stats import JobOutcome
 from storage.clock import SkewedClock
 from storage.objectstore import open_object_store
 from storage.objectstore.base import GET
 from storage.objectstore.faults import FaultyObjectStore
+from strata.settings import Settings
 from tests.fixtures.principals import BOB_TOKEN, PASSWORDS, write_principals
 from tests.fixtures.server import RunningServer, local_settings, run_server
 

@@ -20,7 +20,6 @@ from typing import Any, cast
 import httpx
 import pytest
 
-from api.settings import Settings
 from planner.gc import ObsoleteCollector, OrphanCollector
 from planner.round import CompactionRound, RoundConfig
 from planner.runner import RunnerConfig
@@ -30,6 +29,7 @@ from storage.errors import CommitConflict, ObjectNotFound
 from storage.keys import DATA_PREFIX
 from storage.metadata.base import JOB_DONE, JOB_LEASED, MetadataStore
 from storage.objectstore.base import ObjectStore
+from strata.settings import Settings
 from tests.fixtures.server import RunningServer, run_server
 
 pytestmark = pytest.mark.integration

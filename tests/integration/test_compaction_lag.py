@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from api.settings import Settings
 from planner.jobs import JOB_CLEAN, JOB_MERGE, JobSpec
 from planner.planner import PlannerConfig
 from planner.round import CompactionRound, RoundConfig
 from storage.clock import SkewedClock
+from strata.settings import Settings
 from tests.fixtures.server import RunningServer, run_server
 
 pytestmark = pytest.mark.integration

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from api.settings import Settings
 from planner.offset_map import FakeOffsetMap
 from planner.round import CompactionRound, RoundConfig
 from planner.runner import RunnerConfig
 from storage.clock import SkewedClock
+from strata.settings import Settings
 from tests.fixtures.server import RunningServer, run_server
 
 pytestmark = pytest.mark.integration

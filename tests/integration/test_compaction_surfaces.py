@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from api.cli import main
-from api.settings import Settings
 from storage.metadata import open_metadata_store
 from storage.metadata.base import Job, MetadataStore
+from strata.cli import main
+from strata.settings import Settings
 from tests.fixtures.server import RunningServer, local_settings, run_server
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,6 @@ from typing import Any, cast
 
 import pytest
 
-from api.settings import Settings
 from planner.gc import ObsoleteCollector, OrphanCollector
 from planner.retention import Retention
 from planner.round import CompactionRound
@@ -30,6 +29,7 @@ from storage.metadata.base import (
     JobReport,
     MetadataStore,
 )
+from strata.settings import Settings
 from tests.fixtures.server import RunningServer, run_server
 
 pytestmark = pytest.mark.integration

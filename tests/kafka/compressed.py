@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from api.runtime import Runtime
 from storage import records
+from strata.runtime import Runtime
 
 
 def stored_batches(runtime: Runtime, topic: str, partition: int) -> list[tuple[records.BatchHeader, bytes]]:

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from api.runtime import spark_compaction_config
-from api.settings import Settings
 from pipeline.compaction import compact_on_spark
 from pipeline.options import InvalidReadOption
 from pipeline.reader import latest_per_key, read_topic
 from planner.round import CompactionRound
 from planner.stats import JobOutcome
 from storage.errors import UnknownPartition, UnknownTopic
+from strata.runtime import spark_compaction_config
+from strata.settings import Settings
 from tests.fixtures.server import RunningServer, local_settings, run_server
 
 pytestmark = pytest.mark.integration
@@ -260,7 +260,7 @@ def test_spark_compaction_equals_the_local_worker(spark: Any, tmp_path: Path) ->
 def test_cli_demo_and_compact_on_spark(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from api.cli import main
+    from strata.cli import main
 
     assert main(["demo", "--data-dir", str(tmp_path / "demo")]) == 0
     out = capsys.readouterr().out

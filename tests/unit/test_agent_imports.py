@@ -15,7 +15,7 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 def test_serving_does_not_load_numpy() -> None:
     code = (
         "import sys\n"
-        "import api.server, api.runtime, broker.server, storage.compression\n"
+        "import strata.server, strata.runtime, broker.server, storage.compression\n"
         "from storage import compression\n"
         "data = b'x' * 100_000\n"
         "for codec in (compression.LZ4, compression.ZSTD):\n"
@@ -45,14 +45,14 @@ def test_an_http_only_agent_loads_no_kafka_library_nor_the_cli_clients_libraries
     client, ~11 MiB) loads only with a listener, and the CLI's client libraries (httpx, rich) never do."""
     code = (
         "import sys, tempfile\n"
-        "import api.cli, api.server\n"
-        "from api.runtime import build_runtime\n"
-        "from api.settings import load_settings\n"
-        "from api.app import create_app\n"
+        "import strata.cli, strata.server\n"
+        "from strata.runtime import build_runtime\n"
+        "from strata.settings import load_settings\n"
+        "from strata.http import http_app\n"
         "d = tempfile.mkdtemp()\n"
         "for port in (-1, 0):\n"
         "    runtime = build_runtime(load_settings({'data_dir': d, 'kafka_port': port}))\n"
-        "    create_app(runtime)\n"
+        "    http_app(runtime)\n"
         "    loaded = [m for m in ('kafka', 'broker.server', 'httpx', 'rich') if m in sys.modules]\n"
         "    print(port, loaded)\n"
         "    runtime.metadata.close()\n"

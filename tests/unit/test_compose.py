@@ -1,7 +1,7 @@
 """docker-compose.yml, the Dockerfile and README.md, checked against the code they configure.
 
 There is no Docker engine in CI, so the compose file is never run there. Instead these tests hold it to the
-code: every STRATA_* variable is a setting of ``api/settings.py`` with a value that setting accepts, every
+code: every STRATA_* variable is a setting of ``strata/settings.py`` with a value that setting accepts, every
 ``strata`` command parses with the real CLI parser, the services wait for what they need, and the bucket
 and database they are pointed at are the ones the other services create. README.md is checked the same way:
 a STRATA_* variable or a default in its tables that the code does not have fails here.
@@ -23,11 +23,11 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from api.cli import build_parser, cmd_serve
-from api.settings import ROLES, SETTINGS, SETTINGS_BY_ENV, Setting, Settings, load_settings
 from storage.errors import SettingsError, StrataError
 from storage.objectstore import parse_store_url
 from storage.topic_config import effective_configs
+from strata.cli import build_parser, cmd_serve
+from strata.settings import ROLES, SETTINGS, SETTINGS_BY_ENV, Setting, Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -41,11 +41,11 @@ EXPECTED_ROLE = {"agent-1": "agent", "agent-2": "agent", "worker": "worker"}
 
 # STRATA_* variables that are not server settings, and the file that reads each (so this list cannot rot).
 NOT_SETTINGS = {
-    "STRATA_URL": "api/cli_client.py",  # the CLI client's server
-    "STRATA_TOKEN": "api/cli_client.py",  # the CLI client's bearer token
+    "STRATA_URL": "strata/client_commands.py",  # the CLI client's server
+    "STRATA_TOKEN": "strata/client_commands.py",  # the CLI client's bearer token
     "STRATA_TEST_POSTGRES_URL": "tests/fixtures/metadata.py",  # the test suite's PostgreSQL
     "STRATA_SPARK_JARS_DIR": "pipeline/jars.py",  # where Spark finds the hadoop-aws jars
-    "STRATA_SPARK_MASTER": "api/cli.py",  # the Spark master of `strata compact --spark`
+    "STRATA_SPARK_MASTER": "strata/cli.py",  # the Spark master of `strata compact --spark`
 }
 _STRATA_VAR = re.compile(r"\bSTRATA_[A-Z][A-Z0-9_]*\b")
 
@@ -167,7 +167,7 @@ def _strata_problems(where: str, env: Mapping[str, str]) -> list[str]:
             continue
         setting = SETTINGS_BY_ENV.get(key)
         if setting is None:
-            problems.append(f"{where}: {key} is not a setting of api/settings.py")
+            problems.append(f"{where}: {key} is not a setting of strata/settings.py")
             continue
         problem = _value_problem(setting, raw)
         if problem is not None:

@@ -205,22 +205,6 @@ def test_the_state_survives_its_json_form() -> None:
     assert again == group
 
 
-def test_consumer_subscription_topics_reads_every_version_and_never_raises() -> None:
-    def subscription(version: int, topics: list[str], tail: bytes = b"") -> bytes:
-        out = version.to_bytes(2, "big") + len(topics).to_bytes(4, "big")
-        for t in topics:
-            out += len(t.encode()).to_bytes(2, "big") + t.encode()
-        return out + tail
-
-    meta = subscription(1, ["orders", "pay\u00e9"], tail=b"\x00\x00\x00\x00\x00\x00\x00\x00")
-    assert gs.consumer_subscription_topics(meta) == ["orders", "pay\u00e9"]
-    assert gs.consumer_subscription_topics(subscription(3, [])) == []
-    for cut in range(len(meta)):  # every truncation: a prefix of the topics, no exception
-        assert gs.consumer_subscription_topics(meta[:cut]) in ([], ["orders"], ["orders", "pay\u00e9"])
-    assert gs.consumer_subscription_topics(b"\x00\x00\xff\xff\xff\xff") == []  # negative count
-    assert gs.consumer_subscription_topics(b"\x00\x00\x00\x00\x00\x01\x00\x02\xff\xfe") == []  # not UTF-8
-
-
 def test_a_completed_join_answer_is_not_taken_back_by_the_next_rebalance() -> None:
     """A waiter on another agent reads the group up to 100 ms late: the group may already be rebalancing
     again, and the answer for the generation it joined must still be there."""

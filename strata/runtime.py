@@ -18,7 +18,7 @@ from agents.group_state import GroupLimits
 from agents.metrics import Metrics
 from agents.metrics_history import MetricsHistory, RequestPrices
 from agents.principals import Principals, load_principals
-from api.settings import Settings
+from api.context import HttpContext, HttpLimits, KafkaListenerView, ThisProcess
 from broker.budget import ByteBudget
 from broker.config import BrokerConfig
 from pipeline.compaction import SparkCompactionConfig
@@ -28,9 +28,10 @@ from planner.planner import Planner, PlannerConfig
 from planner.round import CompactionRound, RoundConfig
 from storage.clock import Clock, SystemClock
 from storage.metadata import open_metadata_store
-from storage.metadata.base import MetadataStore
+from storage.metadata.base import Job, MetadataStore
 from storage.objectstore import open_async_object_store, open_object_store
 from storage.objectstore.base import AsyncObjectStore, ObjectStore, RequestCounters
+from strata.settings import Settings, redact_password
 
 if TYPE_CHECKING:
     from broker.server import KafkaServer
@@ -49,6 +50,8 @@ class Runtime:
     metrics: Metrics
     compaction_metrics: CompactionMetrics
     agent: Agent
+    # The agent's recent metrics, sampled while the process runs (the console's overview charts).
+    history: MetricsHistory
     rng: random.Random = field(default_factory=random.Random)
     # Set to run a background round now (the admin endpoint), instead of at the next interval.
     worker_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
@@ -58,8 +61,6 @@ class Runtime:
     kafka: KafkaServer | None = None
     # Who may use the HTTP door (--principals-file and STRATA_API_TOKENS); None: no authentication.
     principals: Principals | None = None
-    # The agent's recent metrics, sampled while the app runs (the console's overview charts).
-    history: MetricsHistory | None = None
     _sampler: asyncio.Task[None] | None = None
 
     def planner(self) -> Planner:
@@ -83,13 +84,48 @@ class Runtime:
             )
         return self._round
 
+    def http_context(self) -> HttpContext:
+        """What the HTTP door's routes may use of this process (api/context.py)."""
+        settings = self.settings
+
+        def kafka_listener() -> KafkaListenerView | None:
+            if self.kafka is None:
+                return None
+            view = self.kafka.ctx.cluster
+            return KafkaListenerView(
+                self.kafka.ctx.config.node_id, self.kafka.port, view.brokers() if view is not None else None
+            )
+
+        async def compact_now(topic: str) -> list[Job]:
+            jobs = await asyncio.to_thread(self.planner().plan, topic, True)
+            self.worker_wakeup.set()
+            return jobs
+
+        return HttpContext(
+            agent=self.agent,
+            metadata=self.metadata,
+            clock=self.clock,
+            metrics=self.metrics,
+            history=self.history,
+            limits=HttpLimits(settings.max_request_bytes, settings.max_records_per_request),
+            process=ThisProcess(
+                node_id=settings.kafka_node_id,
+                host=settings.host,
+                http_port=settings.port,
+                role=settings.role,
+                bucket_url=redact_password(settings.bucket_url),
+            ),
+            principals=self.principals,
+            kafka_listener=kafka_listener,
+            compact_now=compact_now,
+        )
+
     async def start(self) -> None:
         await self.astore.open()
         await self.agent.start()
         if self.kafka is not None:
             await self.kafka.start()
-        if self.history is not None:
-            self._sampler = asyncio.create_task(self._sample_forever(self.history))
+        self._sampler = asyncio.create_task(self._sample_forever(self.history))
 
     async def _sample_forever(self, history: MetricsHistory) -> None:
         while True:
@@ -247,13 +283,13 @@ def build_runtime(
         metrics,
         compaction_metrics,
         agent,
-        rng,
-        kafka=kafka,
-        principals=http_principals if (sasl is not None or settings.tokens) else None,
-        history=MetricsHistory(
+        MetricsHistory(
             metrics,
             counters,
             RequestPrices(settings.s3_put_price_per_1000, settings.s3_get_price_per_1000),
             interval_ms=settings.metrics_sample_ms,
         ),
+        rng,
+        kafka=kafka,
+        principals=http_principals if (sasl is not None or settings.tokens) else None,
     )

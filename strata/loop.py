@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from api.runtime import Runtime
 from storage.errors import StrataError
+from strata.runtime import Runtime
 
 log = logging.getLogger("strata.loop")
 

@@ -9,10 +9,10 @@ import logging
 
 import uvicorn
 
-from api.app import create_app
-from api.loop import run_background_loop
-from api.runtime import build_runtime
-from api.settings import Settings, redact_password
+from strata.http import http_app
+from strata.loop import run_background_loop
+from strata.runtime import build_runtime
+from strata.settings import Settings, redact_password
 
 log = logging.getLogger("strata.server")
 
@@ -70,7 +70,7 @@ def serve(settings: Settings) -> int:
         except KeyboardInterrupt:
             pass
         return 0
-    app = create_app(runtime, with_worker=settings.role == "all")
+    app = http_app(runtime, with_worker=settings.role == "all")
     kafka = f", Kafka on {settings.host}:{settings.kafka_port}" if runtime.kafka is not None else ""
     log.info(
         "strata %s on %s://%s:%d%s: bucket %s, metadata %s",

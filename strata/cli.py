@@ -1,7 +1,7 @@
 """The ``strata`` command line: run the server, manage topics, produce and consume.
 
 ``strata serve``, ``compact`` and ``demo`` run in this process (this module). Every other command is an
-HTTP client of a running server (api/cli_client.py; --url, or STRATA_URL; default http://127.0.0.1:8080).
+HTTP client of a running server (strata/client_commands.py; --url, or STRATA_URL; default http://127.0.0.1:8080).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from api.cli_client import ClientError, add_client_commands, stderr_console
-from api.settings import SETTINGS, Settings, load_settings, parse_bool
 from storage.errors import SettingsError
+from strata.client_commands import ClientError, add_client_commands, stderr_console
+from strata.settings import SETTINGS, Settings, load_settings, parse_bool
 
 if TYPE_CHECKING:  # the client commands should not pay for importing the planner, nor the server for rich
     from rich.console import Console
@@ -55,7 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
-    from api.server import serve
+    from strata.server import serve
 
     return serve(settings)
 
@@ -78,7 +78,7 @@ class _ProgressBar:
 def cmd_compact(args: argparse.Namespace) -> int:
     settings = load_settings({s.name: getattr(args, s.name, None) for s in SETTINGS})
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from api.runtime import build_runtime
+    from strata.runtime import build_runtime
 
     if args.spark:
         return _compact_on_spark(args, settings)
@@ -116,9 +116,9 @@ def _progress(args: argparse.Namespace) -> Progress:
 def _compact_on_spark(args: argparse.Namespace, settings: Settings) -> int:
     from rich.console import Console
 
-    from api.runtime import spark_compaction_config
     from pipeline.compaction import compact_on_spark
     from pipeline.session import spark_session
+    from strata.runtime import spark_compaction_config
 
     spark = spark_session(
         master=args.spark_master, app_name="strata-compact", s3_endpoint=settings.s3_endpoint
@@ -164,14 +164,14 @@ def _print_round(console: Console, result: RoundResult) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from api.demo import run_demo
+    from strata.demo import run_demo
 
     logging.basicConfig(level=logging.WARNING)
     return run_demo(Path(args.data_dir) if args.data_dir else None, args.keys, args.updates)
 
 
 def _add_serve(sub: Any) -> None:
-    """`strata serve`: one flag per setting in api/settings.py."""
+    """`strata serve`: one flag per setting in strata/settings.py."""
     serve = sub.add_parser(
         "serve",
         help="run a Strata server",

@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from agents.encode import ProduceRecord
-from api.runtime import build_runtime
-from api.settings import Settings
+from strata.runtime import build_runtime
+from strata.settings import Settings
 
 TOPIC = "demo-users"
 CITIES = ("Lisbon", "Oslo", "Kyoto", "Lima", "Accra", "Perth", "Quito", "Riga")

@@ -1,0 +1,75 @@
+"""What the HTTP door's routes may use: the narrow context the process hands to ``create_app``.
+
+The Kafka door's handlers take a ``BrokerContext``; this is its HTTP peer. Routes see the agent core, the
+metadata roles they call, the clock, the metrics, the principals and a few facts about this process, never
+the composition root (``strata/runtime.py``) itself, so what a route can reach is written here. The process
+fills the callables (the Kafka listener's view, compaction planning) because those belong to other layers:
+the HTTP door imports neither the Kafka door nor the planner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from agents.agent import Agent
+from agents.metrics import Metrics
+from agents.metrics_history import MetricsHistory
+from agents.principals import Principals
+from storage.clock import Clock
+from storage.metadata.base import AdminStore, CompactionCatalog, GroupStore, Job, StatsReader
+
+
+class HttpMetadata(AdminStore, GroupStore, StatsReader, CompactionCatalog, Protocol):
+    """The metadata roles the routes call: topics and their admin, groups, the console's statistics, and
+    the compaction catalog (bytes by level, and the log start DeleteRecords moves)."""
+
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaListenerView:
+    """The Kafka door as ``/v1/cluster`` shows it: this agent's node id and port, and the live agents as
+    brokers when the listener runs in cluster mode (None otherwise)."""
+
+    node_id: int
+    port: int
+    brokers: list[tuple[int, str, int]] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ThisProcess:
+    """Facts about this process that the cluster view shows. ``bucket_url`` has its password redacted."""
+
+    node_id: int
+    host: str
+    http_port: int
+    role: str
+    bucket_url: str
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    """Request bounds: the body size the middleware admits, and the records one produce request may hold."""
+
+    max_request_bytes: int
+    max_records_per_request: int
+
+
+@dataclass(frozen=True, slots=True)
+class HttpContext:
+    agent: Agent
+    metadata: HttpMetadata
+    clock: Clock
+    metrics: Metrics
+    history: MetricsHistory
+    limits: HttpLimits
+    process: ThisProcess
+    # Who may use the HTTP door; None: no authentication, every request allowed.
+    principals: Principals | None
+    # The Kafka listener as it is now (its port is known only once it listens); None when there is none.
+    kafka_listener: Callable[[], KafkaListenerView | None]
+    # Plan compaction of one topic now (``force``: whatever its dirty ratio), then wake the process's
+    # background loop if it runs one; returns the planned jobs.
+    compact_now: Callable[[str], Awaitable[list[Job]]]
