@@ -4,8 +4,8 @@ into one RecordBatch v2 records section per partition, in C.
 Why native code: HTTP produce spent most of its CPU on per-record Python: a ProduceRecord and a Record per
 record, the codec builder's call per record, the partitioner's call per key (py-spy, docs/benchmarks.md).
 The rules are agents/encode.py's (RequestEncoder.encode), and no library applies them; the bytes are
-storage/record_encode.py's (a record: length, attributes 0, timestampDelta, offsetDelta, key, value,
-headers, each length a zigzag varint and -1 for null; layout at the top of storage/record_codec.py).
+storage/records/encode.py's (a record: length, attributes 0, timestampDelta, offsetDelta, key, value,
+headers, each length a zigzag varint and -1 for null; layout at the top of storage/records/codec.py).
 
 A fast path, never the authority: any record that is not plainly valid (a rule of RequestEncoder.encode
 broken, a string that has no UTF-8 form, an unexpected type) makes the call return None, and the caller
@@ -19,7 +19,7 @@ first timestamp, lowest timestamp, highest timestamp); and per record, in reques
 and index within that batch (int32 pairs, native-endian).
 
 assemble_batches then writes the uncompressed batches of those parts whole, side by side in one bytearray:
-a batch's 61-byte header (the layout at the top of storage/record_codec.py: baseOffset 0, batchLength,
+a batch's 61-byte header (the layout at the top of storage/records/codec.py: baseOffset 0, batchLength,
 partitionLeaderEpoch -1, magic 2, the CRC-32C of attributes to the end, attributes 0, lastOffsetDelta,
 baseTimestamp, maxTimestamp, producerId -1, producerEpoch -1, baseSequence -1, recordsCount) and then its
 records. Assembled in Python (a header, two CRC calls and a join per batch, then a join of the request's
@@ -327,13 +327,13 @@ static void put_be(uint8_t *p, uint64_t v, int n) {
     }
 }
 
-#define BATCH_HEADER 61  /* storage/record_codec.py: RECORD_BATCH_OVERHEAD */
+#define BATCH_HEADER 61  /* storage/records/codec.py: RECORD_BATCH_OVERHEAD */
 #define CRC_COVERED_AT 21 /* attributes: the first byte the CRC covers */
 
 PyDoc_STRVAR(assemble_batches_doc,
 "assemble_batches(parts)\n--\n\n"
 "The uncompressed batches of encode_records' parts, whole and side by side in one bytearray: each is\n"
-"what storage/record_encode.py's batch_of_records(records, count, first timestamp, highest timestamp)\n"
+"what storage/records/encode.py's batch_of_records(records, count, first timestamp, highest timestamp)\n"
 "returns, in the parts' order.");
 
 static PyObject *assemble_batches(PyObject *self, PyObject *parts) {

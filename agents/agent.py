@@ -38,7 +38,8 @@ from agents.sequencer import CommitSequencer
 from agents.watch import PartitionWatch
 from storage.clock import Clock
 from storage.errors import SettingsError, StrataError, Unavailable, UnknownTopic
-from storage.metadata.base import PRODUCER_ID_EXPIRATION_MS, AgentMetadata, TopicInfo
+from storage.metadata.base import AgentMetadata
+from storage.metadata.rows import PRODUCER_ID_EXPIRATION_MS, TopicInfo
 from storage.objectstore.base import AsyncObjectStore
 from storage.topic_config import TopicConfig
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from storage.errors import OffsetOutOfRange, PolicyViolation
-from storage.metadata.base import PartitionState, TopicInfo
+from storage.metadata.rows import PartitionState, TopicInfo
 from storage.topic_config import TopicConfig
 
 

@@ -24,7 +24,7 @@ from agents.buffer import PartitionBatch, ProduceRequest
 from agents.offsets import order_of
 from storage import records
 from storage.errors import InvalidPayload, InvalidTimestamp, RecordTooLarge, UnknownPartition
-from storage.metadata.base import TopicInfo
+from storage.metadata.rows import TopicInfo
 from storage.partitioner import partition_for_key
 from storage.topic_config import TopicConfig
 

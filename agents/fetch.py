@@ -32,7 +32,8 @@ from agents.watch import PartitionWatch
 from storage import fileformat, records
 from storage.clock import Clock
 from storage.errors import CodecError, CorruptObject, ObjectNotFound, OffsetOutOfRange, StrataError
-from storage.metadata.base import ChunkRow, LogStore, PartitionState
+from storage.metadata.base import LogStore
+from storage.metadata.rows import ChunkRow, PartitionState
 from storage.objectstore.base import AsyncObjectStore
 
 log = logging.getLogger("strata.fetch")

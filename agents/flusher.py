@@ -45,12 +45,12 @@ from storage.errors import (
     UnknownTopic,
 )
 from storage.keys import new_object_key
-from storage.metadata.base import (
+from storage.metadata.base import LogStore
+from storage.metadata.rows import (
     LEVEL_INGEST,
     PRODUCER_ID_EXPIRATION_MS,
     FlushResult,
     IdempotencyEntry,
-    LogStore,
     NewChunk,
     NewFile,
     ProducerBatch,

@@ -33,7 +33,8 @@ from storage.errors import (
     RebalanceInProgress,
     StrataError,
 )
-from storage.metadata.base import GroupOffset, GroupRow, GroupStore, OffsetToCommit
+from storage.metadata.base import GroupStore
+from storage.metadata.rows import GroupOffset, GroupRow, OffsetToCommit
 
 R = TypeVar("R")
 

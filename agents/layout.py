@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from crc32c import crc32c
 
 from storage import fileformat
-from storage.metadata.base import NewChunk, ProducerBatch
+from storage.metadata.rows import NewChunk, ProducerBatch
 from storage.objectstore.base import Piece
 
 TopicPartition = tuple[str, int]
 
-# A RecordBatch's first field (storage/record_codec.py): baseOffset, int64, outside the batch's CRC.
+# A RecordBatch's first field (storage/records/codec.py): baseOffset, int64, outside the batch's CRC.
 _BASE_OFFSET = struct.Struct(">q")
 
 

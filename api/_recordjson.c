@@ -9,7 +9,7 @@ those objects was the cost; no library renders RecordBatch v2 records as JSON. T
 records and writes their JSON objects with no Python object per record.
 
 It is a fast path, never the authority. Input is one batch's records in their expanded form (after
-decompression, as storage/record_codec.py's _expand_batch gives them; the byte layout is documented at the
+decompression, as storage/records/codec.py's _expand_batch gives them; the byte layout is documented at the
 top of that module). Whenever the bytes are anything but plainly valid (a check of the reference decoder
 fails, a header name or, for utf8, a key or value is not valid UTF-8, a timestamp leaves 64 bits) the call
 returns None and the caller answers through the reference path (decode, then api/models.py record_out),
@@ -352,7 +352,7 @@ static inline uint64_t be(const uint8_t *p, int n) {
 PyDoc_STRVAR(render_run_doc,
 "render_run(out, data, pos, offset_base, start_offset, base64, size, max_bytes, nonempty)\n--\n\n"
 "render_batch over the batches of ``data`` (a chunk's bytes, whose first offset is ``offset_base``) from\n"
-"``pos`` on, each header read and checked here as storage/record_codec.py's read_header checks it (CRC-32C\n"
+"``pos`` on, each header read and checked here as storage/records/codec.py's read_header checks it (CRC-32C\n"
 "included), up to the end of ``data`` or the first compressed batch, which is left to the caller.\n"
 "Returns (records, next offset after the last one rendered or -1, new size, nonempty, stopped, the\n"
 "position where it stopped), or None as render_batch does, also for any header read_header refuses.");

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from planner.stats import JobStats
-from storage.metadata.base import (
+from storage.metadata.rows import (
     JOB_DONE,
     JOB_FAILED,
     JOB_LEASED,

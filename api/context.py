@@ -18,7 +18,8 @@ from agents.metrics import Metrics
 from agents.metrics_history import MetricsHistory
 from agents.principals import Principals
 from storage.clock import Clock
-from storage.metadata.base import AdminStore, CompactionCatalog, GroupStore, Job, StatsReader
+from storage.metadata.base import AdminStore, CompactionCatalog, GroupStore, StatsReader
+from storage.metadata.rows import Job
 
 
 class HttpMetadata(AdminStore, GroupStore, StatsReader, CompactionCatalog, Protocol):

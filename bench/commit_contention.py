@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from storage.metadata import open_metadata_store
-from storage.metadata.base import NewChunk, NewFile
+from storage.metadata.rows import NewChunk, NewFile
 
 
 def run(partitions: int, commits: int, busy: bool) -> list[float]:

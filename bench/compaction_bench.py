@@ -94,7 +94,7 @@ from storage.clock import SystemClock  # noqa: E402
 from storage.keys import new_object_key  # noqa: E402
 from storage.metadata import LEVEL_INGEST, NewChunk, NewFile, open_metadata_store  # noqa: E402
 from storage.objectstore import GET, RequestCounters, open_object_store  # noqa: E402
-from storage.record_scan import scan_batch_reference  # noqa: E402
+from storage.records.scan import scan_batch_reference  # noqa: E402
 
 MiB = 1024 * 1024
 RESULTS_DIR = BENCH_DIR / "results"

@@ -1,6 +1,6 @@
 """Checking the record batches a Kafka producer sends, before they are stored exactly as sent.
 
-The batch layout is the RecordBatch v2 documented in storage/record_codec.py. A producer's batch is
+The batch layout is the RecordBatch v2 documented in storage/records/codec.py. A producer's batch is
 accepted only if every check Kafka's broker makes on it (LogValidator) holds here too:
 - magic 2, a whole number of batches, and a CRC-32C that matches (CORRUPT_MESSAGE otherwise);
 - a codec Kafka defines: none, gzip, snappy, lz4 or zstd (codec ids 5-7: UNSUPPORTED_COMPRESSION_TYPE);
@@ -39,8 +39,9 @@ from collections.abc import Iterator
 from agents.buffer import PartitionBatch
 from agents.encode import check_timestamp
 from broker import errors
-from storage import compression, records
+from storage import records
 from storage.errors import CodecError, InvalidPayload, InvalidTimestamp, RecordTooLarge
+from storage.records import compression
 from storage.topic_config import TopicConfig
 
 # attributes: int16 at byte 21 of a batch (after baseOffset 8, batchLength 4, leaderEpoch 4, magic 1, crc 4).

@@ -18,7 +18,8 @@ from broker.cluster import ClusterView
 from broker.config import BrokerConfig
 from broker.waiting import ProducerWaits
 from storage.clock import Clock
-from storage.metadata.base import MetadataStore, TopicInfo
+from storage.metadata.base import MetadataStore
+from storage.metadata.rows import TopicInfo
 
 # Topic ids are derived from the topic's name and creation time, so every agent gives the same id to the
 # same topic, and a topic deleted and created again gets a new one (as Kafka's Metadata v10+ expects).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from storage.record_encode import uvarint
+from storage.records.encode import uvarint
 
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")

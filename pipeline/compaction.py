@@ -25,7 +25,7 @@ from planner.round import CompactionRound, JobDone, RoundConfig, RoundProgress, 
 from planner.stats import JobOutcome, JobStats
 from storage.clock import SystemClock
 from storage.metadata import open_metadata_store
-from storage.metadata.base import JOB_PENDING, Job, TopicVolume
+from storage.metadata.rows import JOB_PENDING, Job, TopicVolume
 from storage.objectstore import open_object_store
 
 if TYPE_CHECKING:

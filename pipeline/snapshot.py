@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from pipeline.options import EARLIEST, LATEST, InvalidReadOption, ReadOptions
 from storage.errors import UnknownPartition
-from storage.metadata.base import LogStore, PartitionState
+from storage.metadata.base import LogStore
+from storage.metadata.rows import PartitionState
 
 _PAGE = 1000
 

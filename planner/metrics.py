@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from planner.stats import JobStats
-from storage.metadata.base import Job
+from storage.metadata.rows import Job
 
 
 class CompactionMetrics:

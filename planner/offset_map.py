@@ -67,7 +67,7 @@ import numpy.typing as npt
 
 from planner import _probe
 from storage.errors import OffsetMapFull
-from storage.record_columns import SIPHASH_KEY_SIZE, siphash24
+from storage.records.columns import SIPHASH_KEY_SIZE, siphash24
 
 HASH_SIZE = 16
 """Bytes in a key hash: two SipHash-2-4 values, h1 and h2, little-endian."""

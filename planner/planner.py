@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from planner.jobs import JOB_CLEAN, JOB_MERGE, MAX_LEVEL, InputFile, JobSpec
 from storage.clock import Clock
 from storage.errors import ClaimRefused, UnknownTopic
-from storage.metadata.base import CompactionCatalog, FileRow, Job, PartitionStats
+from storage.metadata.base import CompactionCatalog
+from storage.metadata.rows import FileRow, Job, PartitionStats
 from storage.topic_config import TopicConfig
 
 log = logging.getLogger("strata.planner")

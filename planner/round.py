@@ -30,7 +30,8 @@ from planner.samples import SAMPLE_INTERVAL_MS, SAMPLE_KEEP_MS, DirtySampler
 from planner.stats import JobOutcome, JobStats
 from storage.clock import Clock
 from storage.errors import JobGivenUp
-from storage.metadata.base import JOB_FAILED, Job, JobReport, MetadataStore
+from storage.metadata.base import MetadataStore
+from storage.metadata.rows import JOB_FAILED, Job, JobReport
 from storage.objectstore.base import ObjectStore
 
 if TYPE_CHECKING:

@@ -53,11 +53,11 @@ from storage import fileformat, records
 from storage.clock import Clock
 from storage.errors import Conflict, CorruptObject, StrataError, UnknownTopic
 from storage.keys import new_object_key
-from storage.metadata.base import (
+from storage.metadata.base import CompactionCatalog
+from storage.metadata.rows import (
     JOB_FAILED,
     ChunkRow,
     CleanedUpTo,
-    CompactionCatalog,
     CompactionOutput,
     FileChunk,
     Job,
@@ -65,7 +65,7 @@ from storage.metadata.base import (
     NewFile,
 )
 from storage.objectstore.base import ObjectStore
-from storage.record_columns import scan_columns
+from storage.records.columns import scan_columns
 from storage.topic_config import TopicConfig
 
 log = logging.getLogger("strata.job")

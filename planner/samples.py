@@ -15,7 +15,8 @@ on SQLite; two PostgreSQL workers sampling at the same instant may both write on
 from __future__ import annotations
 
 from storage.clock import Clock
-from storage.metadata.base import CompactionCatalog, DirtySample
+from storage.metadata.base import CompactionCatalog
+from storage.metadata.rows import DirtySample
 from storage.topic_config import TopicConfig
 
 SAMPLE_INTERVAL_MS = 60_000

@@ -15,7 +15,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from storage.metadata.base import JobReport, TopicVolume
+from storage.metadata.rows import JobReport, TopicVolume
 
 MiB = 1024 * 1024
 

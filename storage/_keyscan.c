@@ -7,15 +7,15 @@ hashing each key through hashlib costs another call per record; together they we
 module does it in one C loop and returns the columns as byte strings that numpy views without copying.
 
 Input: the records of ONE batch in its expanded form (the batch itself, or its header followed by its
-decompressed records, as storage/record_codec.py's _expand_batch gives it), the position of the first
+decompressed records, as storage/records/codec.py's _expand_batch gives it), the position of the first
 record and the end of the buffer. The record layout is the one documented at the top of
-storage/record_codec.py:
+storage/records/codec.py:
 
     length: varint | attributes: int8 | timestampDelta: varlong | offsetDelta: varint |
     keyLength: varint | key | valueLength: varint | value | headers...
 
 Only what compaction needs is read; values and headers are skipped by the record's length. Every check
-and every error message is the one of scan_batch_reference (storage/record_scan.py), in the same order,
+and every error message is the one of scan_batch_reference (storage/records/scan.py), in the same order,
 so the compiled scan and the reference refuse the same bytes with the same words (tests compare them).
 
 Key hashes: two SipHash-2-4 values of the key under two 128-bit keys (the offset map's h1 and h2, a
@@ -96,7 +96,7 @@ typedef struct {
 
 #define PAST_END "record runs past the end of its batch"
 
-/* A varint of at most max_bits (32 or 64) bits at *pos, as storage/record_codec.py's _varint_tail reads
+/* A varint of at most max_bits (32 or 64) bits at *pos, as storage/records/codec.py's _varint_tail reads
    it: an over-long varint and one whose value needs more bits are errors. Returns the unsigned value. */
 static int read_varint(const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos, int max_bits, uint64_t *out,
                        ScanError *err) {

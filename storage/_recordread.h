@@ -2,7 +2,7 @@
 
 Shared by the C loops that read stored records without building Python objects (api/_recordjson.c for
 HTTP fetch answers, storage/_recordcols.c for Spark's columns). The record layout is the one documented
-at the top of storage/record_codec.py; every check here is one of _decode_batch's there (lengths, varint
+at the top of storage/records/codec.py; every check here is one of _decode_batch's there (lengths, varint
 widths, offset deltas in order and within lastOffsetDelta, null lengths -1, header names UTF-8, the record
 ending exactly at its length). These loops never report why a batch fails: their callers then answer
 through the reference decoder, which raises the precise error.
@@ -20,7 +20,7 @@ typedef struct {
     Py_ssize_t pos, end;
 } Reader;
 
-/* A varint of at most max_bits bits (storage/record_codec.py's _varint_tail), unsigned; 0 on success. */
+/* A varint of at most max_bits bits (storage/records/codec.py's _varint_tail), unsigned; 0 on success. */
 static int varint(Reader *r, Py_ssize_t limit, int max_bits, uint64_t *out) {
     uint64_t value = 0;
     for (int shift = 0;; shift += 7) {

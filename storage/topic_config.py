@@ -10,8 +10,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from storage import compression
 from storage.errors import InvalidConfig, InvalidTopicName
+from storage.records import compression
 
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _INTEGER_RE = re.compile(r"-?[0-9]{1,19}")  # a longer number is outside a long's range anyway
@@ -177,7 +177,8 @@ class TopicConfig:
 
     @property
     def compression_codec(self) -> int | None:
-        """The codec batches are stored with (``storage.compression`` ids), None to keep the producer's."""
+        """The codec batches are stored with (``storage.records.compression`` ids), None to keep the
+        producer's."""
         return COMPRESSION_TYPES.get(self.compression_type)
 
     @property

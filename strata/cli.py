@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the client commands should not pay for importing the planne
 
     from planner.round import RoundResult
     from planner.stats import JobStats
-    from storage.metadata.base import Job
+    from storage.metadata.rows import Job
 
 # The server settings that `strata compact` takes too: where the data is, and how compaction runs.
 _COMPACT_SETTINGS = frozenset(

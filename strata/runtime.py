@@ -28,7 +28,8 @@ from planner.planner import Planner, PlannerConfig
 from planner.round import CompactionRound, RoundConfig
 from storage.clock import Clock, SystemClock
 from storage.metadata import open_metadata_store
-from storage.metadata.base import Job, MetadataStore
+from storage.metadata.base import MetadataStore
+from storage.metadata.rows import Job
 from storage.objectstore import open_async_object_store, open_object_store
 from storage.objectstore.base import AsyncObjectStore, ObjectStore, RequestCounters
 from strata.settings import Settings, redact_password

@@ -26,7 +26,7 @@ from api import console_models as out
 from api.routes.common import ERRORS, CtxDep, TopicPath, topic_name
 from storage import records
 from storage.errors import BadRequest, UnknownPartition
-from storage.metadata.base import PartitionState
+from storage.metadata.rows import PartitionState
 
 router = APIRouter()
 

@@ -19,7 +19,8 @@ from api import authz
 from api import compaction_models as out
 from api.routes.common import ERRORS, CtxDep, TopicPath, topic_name
 from storage.errors import UnknownTopic
-from storage.metadata.base import Job, StatsReader
+from storage.metadata.base import StatsReader
+from storage.metadata.rows import Job
 from storage.topic_config import MAX_PARTITIONS, TopicConfig
 
 router = APIRouter()

@@ -26,7 +26,7 @@ from api import group_models as gm
 from api.context import HttpContext
 from api.routes.common import ERRORS, CtxDep, group_id, topic_name
 from storage.errors import BadRequest, GroupIdNotFound, UnknownPartition, UnknownTopic
-from storage.metadata.base import GroupRow, PartitionState
+from storage.metadata.rows import GroupRow, PartitionState
 
 router = APIRouter()
 

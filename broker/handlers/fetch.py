@@ -24,8 +24,8 @@ from broker.batches import codecs_in
 from broker.budget import Held
 from broker.context import BrokerContext
 from broker.fetch_codec import FetchedPartition, encode_response
-from storage import compression
 from storage.errors import StrataError
+from storage.records import compression
 
 
 @dataclass(slots=True)

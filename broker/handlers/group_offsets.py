@@ -27,7 +27,7 @@ from agents.principals import Op, Resource
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import StrataError
-from storage.metadata.base import OffsetToCommit
+from storage.metadata.rows import OffsetToCommit
 
 # Kafka's offset.metadata.max.bytes default.
 MAX_METADATA = 4096

@@ -22,7 +22,7 @@ from agents.principals import Op, Resource
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import StrataError, TopicExists, UnknownTopic
-from storage.metadata.base import TopicInfo
+from storage.metadata.rows import TopicInfo
 from storage.topic_config import validate_topic_name
 
 _Topic = MetadataResponse.MetadataResponseTopic

@@ -20,7 +20,7 @@ from agents.principals import Op, Resource
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import ProducerFenced, StrataError
-from storage.metadata.base import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdAndEpoch
+from storage.metadata.rows import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdAndEpoch
 
 # The first version whose clients understand PRODUCER_FENCED (KIP-588).
 _FENCED_FROM_VERSION = 4

@@ -12,7 +12,8 @@ import pytest
 from planner.round import CompactionRound, RoundConfig
 from storage.errors import Unavailable
 from storage.metadata import open_metadata_store
-from storage.metadata.base import ChunkRow, FlushResult, IdempotencyEntry, MetadataStore, NewChunk, NewFile
+from storage.metadata.base import MetadataStore
+from storage.metadata.rows import ChunkRow, FlushResult, IdempotencyEntry, NewChunk, NewFile
 from storage.objectstore.base import GET
 from tests.fixtures.server import local_settings, run_server
 

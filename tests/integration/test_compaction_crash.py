@@ -27,7 +27,8 @@ from planner.stats import JobOutcome
 from storage.clock import SkewedClock
 from storage.errors import CommitConflict, ObjectNotFound
 from storage.keys import DATA_PREFIX
-from storage.metadata.base import JOB_DONE, JOB_LEASED, MetadataStore
+from storage.metadata.base import MetadataStore
+from storage.metadata.rows import JOB_DONE, JOB_LEASED
 from storage.objectstore.base import ObjectStore
 from strata.settings import Settings
 from tests.fixtures.server import RunningServer, run_server

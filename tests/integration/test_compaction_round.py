@@ -18,7 +18,7 @@ from planner.round import CompactionRound, RoundConfig
 from planner.stats import JobOutcome, JobStats
 from storage.clock import SkewedClock
 from storage.keys import DATA_PREFIX, new_object_key
-from storage.metadata.base import JOB_DONE, JOB_LEASED, Job
+from storage.metadata.rows import JOB_DONE, JOB_LEASED, Job
 from storage.objectstore.base import GET, ObjectStore, ObjectStream
 from storage.objectstore.faults import FaultyObjectStore
 from tests.fixtures.server import RunningServer, local_settings, run_server

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from storage.metadata import open_metadata_store
-from storage.metadata.base import Job, MetadataStore
+from storage.metadata.base import MetadataStore
+from storage.metadata.rows import Job
 from strata.cli import main
 from strata.settings import Settings
 from tests.fixtures.server import RunningServer, local_settings, run_server

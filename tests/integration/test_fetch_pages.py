@@ -20,7 +20,8 @@ from agents.offsets import FIRST_RECORD
 from storage import records
 from storage.clock import SkewedClock, SystemClock
 from storage.metadata import open_metadata_store
-from storage.metadata.base import ChunkRow, MetadataStore
+from storage.metadata.base import MetadataStore
+from storage.metadata.rows import ChunkRow
 from storage.objectstore.local import LocalAsyncObjectStore
 
 pytestmark = pytest.mark.integration

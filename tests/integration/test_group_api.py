@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from agents import group_state as gs
-from storage.metadata.base import GroupRow
+from storage.metadata.rows import GroupRow
 from tests.fixtures.server import RunningServer
 
 pytestmark = pytest.mark.integration

@@ -30,8 +30,9 @@ from storage.errors import (
     UnknownTopic,
 )
 from storage.metadata import open_metadata_store, schema, sqlite_path
-from storage.metadata.base import GroupRow, GroupStore, MetadataStore, OffsetToCommit
+from storage.metadata.base import GroupStore, MetadataStore
 from storage.metadata.postgres import PostgresBackend
+from storage.metadata.rows import GroupRow, OffsetToCommit
 from storage.metadata.sql import SqlMetadataStore, Tx
 from storage.metadata.sqlite import SqliteBackend
 

@@ -23,8 +23,8 @@ from storage.metadata import (
     schema,
     sqlite_path,
 )
-from storage.metadata.base import FlushResult, ProducerBatch, ProducerIdAndEpoch
 from storage.metadata.postgres import PostgresBackend
+from storage.metadata.rows import FlushResult, ProducerBatch, ProducerIdAndEpoch
 from storage.metadata.sql import SqlMetadataStore, Tx
 from storage.metadata.sql.producers import EPOCH_EXHAUSTED, MAX_SEQUENCE, in_sequence, last_sequence
 from storage.metadata.sqlite import SqliteBackend

@@ -19,7 +19,8 @@ from planner.stats import JobOutcome
 from storage.clock import SkewedClock
 from storage.errors import ObjectNotFound
 from storage.keys import DATA_PREFIX, new_object_key
-from storage.metadata.base import (
+from storage.metadata.base import MetadataStore
+from storage.metadata.rows import (
     FILE_OBSOLETE,
     CleanedUpTo,
     CompactionOutput,
@@ -27,7 +28,6 @@ from storage.metadata.base import (
     FileState,
     Job,
     JobReport,
-    MetadataStore,
 )
 from strata.settings import Settings
 from tests.fixtures.server import RunningServer, run_server

@@ -9,8 +9,9 @@ from crc32c import crc32c
 from kafka.protocol.producer.produce import ProduceResponse
 
 from broker import errors
-from storage import compression, records
-from storage.compression import GZIP, LZ4, SNAPPY, ZSTD
+from storage import records
+from storage.records import compression
+from storage.records.compression import GZIP, LZ4, SNAPPY, ZSTD
 from tests.fixtures.kafka import RunningBroker
 from tests.kafka.compressed import stored_batches
 from tests.kafka.test_protocol import create, partition_results, produce

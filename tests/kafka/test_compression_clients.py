@@ -20,7 +20,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
 from planner.round import CompactionRound
-from storage import compression
+from storage.records import compression
 from tests.fixtures.kafka import RunningBroker, run_broker
 from tests.fixtures.server import RunningServer, local_settings, run_server
 from tests.kafka.compressed import stored_batches, stored_codecs

@@ -428,7 +428,7 @@ def test_files_too_big_for_the_cache_are_read_by_range(kafka_factory: Callable[.
 def test_zstd_needs_produce_v7_and_fetch_v10(broker: RunningBroker) -> None:
     """KIP-110: a zstd batch in Produce below v7 is refused, and Fetch below v10 gets an error for a partition
     holding zstd batches instead of bytes it cannot decode; plain batches are served at every version."""
-    from storage import compression
+    from storage.records import compression
 
     create(broker, "z", 2)
     now = int(time.time() * 1000)

@@ -14,11 +14,12 @@ import cramjam
 import zstandard
 from crc32c import crc32c
 
-from storage import compression, fileformat, records
+from storage import fileformat, records
 from storage.clock import SystemClock
 from storage.keys import new_object_key
 from storage.metadata import LEVEL_INGEST, NewChunk, NewFile, open_metadata_store
 from storage.objectstore import open_object_store
+from storage.records import compression
 
 # How a batch's records are stored: Strata's codecs, and the two framings only other clients write.
 KINDS = ("none", "gzip", "snappy", "lz4", "zstd", "raw-snappy", "zstd-no-size")

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.reader import latest_per_key, read_topic
 from planner.round import CompactionRound
-from storage import compression
+from storage.records import compression
 from tests.fixtures.server import local_settings, run_server
 from tests.kafka.compressed import stored_codecs
 

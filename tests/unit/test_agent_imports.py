@@ -1,5 +1,5 @@
 """What an agent process loads: the compaction runner's numpy and offset map stay out of a process that only
-serves (planner/config.py, planner/round.py, storage/compression.py), ~15 MiB of its resident set."""
+serves (planner/config.py, planner/round.py, storage/records/compression.py), ~15 MiB of its resident set."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 def test_serving_does_not_load_numpy() -> None:
     code = (
         "import sys\n"
-        "import strata.server, strata.runtime, broker.server, storage.compression\n"
-        "from storage import compression\n"
+        "import strata.server, strata.runtime, broker.server, storage.records.compression\n"
+        "from storage.records import compression\n"
         "data = b'x' * 100_000\n"
         "for codec in (compression.LZ4, compression.ZSTD):\n"
         "    assert compression.decompress(codec, compression.compress(codec, data), len(data)) == data\n"

@@ -1,5 +1,5 @@
-"""storage/compression.py: the four Kafka codecs against other libraries' writers and readers, the bound on
-decompressed output, and garbage giving only CodecError."""
+"""storage/records/compression.py: the four Kafka codecs against other libraries' writers and readers, the
+bound on decompressed output, and garbage giving only CodecError."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka import codec as kafka_python_codec
 
-from storage import compression
-from storage.compression import GZIP, LZ4, SNAPPY, ZSTD, compress, decompress, output_limit
 from storage.errors import CodecError
+from storage.records import compression
+from storage.records.compression import GZIP, LZ4, SNAPPY, ZSTD, compress, decompress, output_limit
 
 CODECS = [GZIP, SNAPPY, LZ4, ZSTD]
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -135,7 +135,7 @@ _BOMB_SIZE = 512 << 20  # 8x the limit below
 _BOMB_SCRIPT = """
 import sys, zlib
 import cramjam, zstandard
-from storage.compression import GZIP, SNAPPY, LZ4, ZSTD, decompress
+from storage.records.compression import GZIP, SNAPPY, LZ4, ZSTD, decompress
 from storage.errors import CodecError
 
 size, zero = {size}, bytes(1 << 20)

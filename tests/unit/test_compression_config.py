@@ -7,9 +7,10 @@ import random
 import pytest
 
 from agents.encode import ProduceRecord, RequestEncoder
-from storage import compression, records
+from storage import records
 from storage.errors import InvalidConfig
-from storage.metadata.base import TopicInfo
+from storage.metadata.rows import TopicInfo
+from storage.records import compression
 from storage.topic_config import TopicConfig, effective_configs, validate_configs
 
 

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from pipeline.decode import _decode_columns, decode_file, decode_file_reference
 from pipeline.snapshot import ChunkTask
-from storage import compression, records
+from storage import records
 from storage.errors import CodecError
+from storage.records import compression
 
 CODECS = [0, compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
 

@@ -16,7 +16,7 @@ from agents.encode import MAX_TIMESTAMP_MS, ProduceRecord, RequestEncoder
 from agents.offsets import order_pairs
 from storage import records
 from storage.errors import InvalidPayload, InvalidTimestamp, RecordTooLarge, StrataError, UnknownPartition
-from storage.metadata.base import TopicInfo
+from storage.metadata.rows import TopicInfo
 from storage.partitioner import partition_for_key
 from storage.topic_config import HOUR_MS, TopicConfig
 

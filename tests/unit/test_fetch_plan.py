@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agents.fetch import COALESCE_GAP, plan_reads
-from storage.metadata.base import ChunkRow
+from storage.metadata.rows import ChunkRow
 
 
 def chunk(cid: int, key: str, position: int, length: int) -> ChunkRow:

@@ -9,7 +9,8 @@ from typing import cast
 import pytest
 
 from api.routes.compaction import MAX_JOB_SCANS, _page_of_jobs
-from storage.metadata.base import JOB_DONE, Job, StatsReader
+from storage.metadata.base import StatsReader
+from storage.metadata.rows import JOB_DONE, Job
 
 
 class FakeJobs:

@@ -21,7 +21,8 @@ from planner.retain import retain_mask, should_retain
 from planner.retention import Retention
 from storage.clock import ManualClock
 from storage.metadata import open_metadata_store
-from storage.metadata.base import ChunkRow, FileChunk, MetadataStore, NewChunk, NewFile, PartitionStats
+from storage.metadata.base import MetadataStore
+from storage.metadata.rows import ChunkRow, FileChunk, NewChunk, NewFile, PartitionStats
 from storage.topic_config import TopicConfig
 
 COMPACT = {"cleanup.policy": "compact"}

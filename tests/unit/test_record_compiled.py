@@ -1,7 +1,7 @@
-"""The compiled codec (storage/record_compiled.py) against the pure-Python reference.
+"""The compiled codec (storage/records/compiled.py) against the pure-Python reference.
 
 Encode gives the same bytes; decode gives the same records, and compaction's C column scan
-(storage/record_columns.py) the same spans as the reference scan; every malformed
+(storage/records/columns.py) the same spans as the reference scan; every malformed
 input gives the same error with the same message. Batches are built valid, then broken at the field level
 in the ways where aiokafka's reader is more lenient than the reference (negative lengths other than -1,
 longer varints, record attributes that are not a one-byte varint, varlongs past 64 bits), and at random.
@@ -17,21 +17,22 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage import compression, record_compiled
 from storage.errors import CodecError
-from storage.record_codec import BatchHeader, decode_records_reference, read_header
-from storage.record_columns import scan_columns, siphash24
-from storage.record_encode import encode_batch_reference
-from storage.record_scan import RecordSpan, scan_batch_reference
 from storage.records import (
     RECORD_BATCH_OVERHEAD,
     Header,
     Record,
+    compression,
     decode_records,
     encode_batch,
     iter_batches,
     recompress_batch,
 )
+from storage.records import compiled as record_compiled
+from storage.records.codec import BatchHeader, decode_records_reference, read_header
+from storage.records.columns import scan_columns, siphash24
+from storage.records.encode import encode_batch_reference
+from storage.records.scan import RecordSpan, scan_batch_reference
 
 CODECS = [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

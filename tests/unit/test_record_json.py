@@ -22,10 +22,9 @@ from hypothesis import strategies as st
 from agents.fetch import ChunksResult, decode_fetch
 from api import models
 from api.record_json import render_records
-from storage import compression
 from storage.errors import StrataError
-from storage.metadata.base import ChunkRow
-from storage.records import Header, Record, encode_batch
+from storage.metadata.rows import ChunkRow
+from storage.records import Header, Record, compression, encode_batch
 
 CODECS = [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
 MANY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

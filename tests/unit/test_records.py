@@ -9,7 +9,6 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage import record_codec, record_compiled, record_encode, record_scan
 from storage import records as records_facade
 from storage.errors import CodecError
 from storage.records import (
@@ -22,6 +21,10 @@ from storage.records import (
     iter_batches,
     set_base_offset,
 )
+from storage.records import codec as record_codec
+from storage.records import compiled as record_compiled
+from storage.records import encode as record_encode
+from storage.records import scan as record_scan
 
 # Real bytes from a Kafka 0.11 broker, as kept in kafka-python's test/record/test_records.py. The third
 # element is two batches back to back (the fourth carries a header).

@@ -5,7 +5,6 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.record_scan import scan_batch_reference
 from storage.records import (
     Header,
     Record,
@@ -14,6 +13,7 @@ from storage.records import (
     filter_batch,
     iter_batches,
 )
+from storage.records.scan import scan_batch_reference
 
 _records = st.lists(
     st.tuples(

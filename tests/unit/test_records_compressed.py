@@ -11,15 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from storage import compression
 from storage.errors import CodecError
-from storage.record_scan import scan_batch_reference
 from storage.records import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     Header,
     Record,
     check_framing,
+    compression,
     count_records,
     decode_records,
     encode_batch,
@@ -27,6 +26,7 @@ from storage.records import (
     iter_batches,
     recompress_batch,
 )
+from storage.records.scan import scan_batch_reference
 
 CODECS = [compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

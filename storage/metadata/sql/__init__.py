@@ -6,7 +6,7 @@ module per role holds its queries; ``store`` combines them into ``SqlMetadataSto
 
 from __future__ import annotations
 
-from storage.metadata.base import FileState
+from storage.metadata.rows import FileState
 from storage.metadata.sql.core import BATCH_ROWS, Backend, Dialect, Param, Row, Tx, batches
 from storage.metadata.sql.store import SqlMetadataStore
 

@@ -7,7 +7,7 @@ makes two agents racing for one id fail one insert (a retried transaction then p
 
 from __future__ import annotations
 
-from storage.metadata.base import LiveAgent
+from storage.metadata.rows import LiveAgent
 from storage.metadata.sql.core import SqlBase, Tx
 
 

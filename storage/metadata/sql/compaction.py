@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 from storage.errors import CommitConflict, StrataError
-from storage.metadata.base import (
+from storage.metadata.rows import (
     FILE_LIVE,
     FILE_OBSOLETE,
     JOB_DONE,

@@ -49,7 +49,7 @@ from typing import Any, Protocol, TypeVar
 from storage.clock import Clock, SystemClock
 from storage.errors import UnknownPartition, UnknownTopic
 from storage.metadata import schema
-from storage.metadata.base import FILE_LIVE, FILE_OBSOLETE, ChunkRow, FileChunk, FileRow, Job
+from storage.metadata.rows import FILE_LIVE, FILE_OBSOLETE, ChunkRow, FileChunk, FileRow, Job
 
 Param = str | int | float | bool | None
 Row = tuple[Any, ...]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from storage.metadata.base import FILE_OBSOLETE, FileRow, FileState
+from storage.metadata.rows import FILE_OBSOLETE, FileRow, FileState
 from storage.metadata.sql.core import FILE_COLUMNS, SqlBase, Tx, batches, file_row, in_list
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from storage.errors import CommitConflict, IdempotencyConflict
-from storage.metadata.base import (
+from storage.metadata.rows import (
     FILE_LIVE,
     FILE_OBSOLETE,
     PRODUCER_ID_EXPIRATION_MS,

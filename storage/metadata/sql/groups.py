@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from storage.errors import StrataError, Unavailable
-from storage.metadata.base import GroupOffset, GroupRow, OffsetToCommit
+from storage.metadata.rows import GroupOffset, GroupRow, OffsetToCommit
 from storage.metadata.sql.core import SqlBase, Tx, lock_partitions, missing_partition
 
 T = TypeVar("T")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from storage.errors import ClaimRefused, CommitConflict, LeaseLost, StrataError, UnknownJob
-from storage.metadata.base import (
+from storage.metadata.rows import (
     FILE_LIVE,
     JOB_ACTIVE_STATES,
     JOB_FINAL_STATES,

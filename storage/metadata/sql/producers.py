@@ -36,7 +36,7 @@ from storage.errors import (
     StrataError,
     Unavailable,
 )
-from storage.metadata.base import (
+from storage.metadata.rows import (
     NO_PRODUCER_EPOCH,
     PRODUCER_BATCHES_RETAINED,
     NewChunk,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from storage.errors import UnknownTopic
-from storage.metadata.base import FILE_LIVE, ChunkRow, FileChunk, FileRow, PartitionStats
+from storage.metadata.rows import FILE_LIVE, ChunkRow, FileChunk, FileRow, PartitionStats
 from storage.metadata.sql.core import (
     CHUNK_COLUMNS,
     FILE_CHUNK_COLUMNS,

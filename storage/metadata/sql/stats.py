@@ -16,14 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from storage.errors import UnknownTopic
-from storage.metadata.base import (
-    JOB_DONE,
-    DirtySample,
-    Job,
-    JobRemoval,
-    PartitionDetail,
-    TopicSummary,
-)
+from storage.metadata.rows import JOB_DONE, DirtySample, Job, JobRemoval, PartitionDetail, TopicSummary
 from storage.metadata.sql.core import (
     SqlBase,
     Tx,

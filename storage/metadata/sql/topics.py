@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 
 from storage.errors import InvalidPartitionCount, TopicExists, UnknownTopic
-from storage.metadata.base import PartitionState, TopicInfo
+from storage.metadata.rows import PartitionState, TopicInfo
 from storage.metadata.sql.core import (
     SqlBase,
     Tx,

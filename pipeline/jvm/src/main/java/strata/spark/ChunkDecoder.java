@@ -12,7 +12,7 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * One chunk of a Strata file turned into rows with the Kafka source's columns. Sans-IO: bytes in, rows out.
- * The JVM twin of {@code pipeline/decode.py} over the reference decoder of {@code storage/record_codec.py}:
+ * The JVM twin of {@code pipeline/decode.py} over the reference decoder of {@code storage/records/codec.py}:
  * the same rows for the same bytes, and for bad bytes a {@link CodecException} with the same message.
  *
  * <p>A Strata file ({@code storage/fileformat.py}) is its chunks back to back, then a footer and a trailer,

@@ -13,7 +13,7 @@ import org.xerial.snappy.Snappy;
 import org.xerial.snappy.SnappyError;
 
 /**
- * Kafka's four record-batch codecs, sans-IO and bounded: the JVM twin of {@code storage/compression.py}.
+ * Kafka's four record-batch codecs, sans-IO and bounded: the JVM twin of {@code storage/records/compression.py}.
  *
  * <p>A batch's codec is {@code attributes & 0x07}: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd (5-7 are refused by
  * {@link ChunkDecoder}). Only a batch's records section is compressed. The streams, as Kafka's clients write

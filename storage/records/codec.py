@@ -55,7 +55,7 @@ Compressed batches (attributes bits 0-2: 1 gzip, 2 snappy, 3 lz4, 4 zstd; 5-7 ar
 
     offset  size  field
          0    61  the batch header above, unchanged: batchLength and the CRC cover the bytes as stored
-        61     .  records   the codec's stream (``storage/compression.py``) of the same Record layout,
+        61     .  records   the codec's stream (``storage/records/compression.py``) of the same Record layout,
                             recordsCount records, concatenated exactly as in an uncompressed batch
 
 Only the records section is compressed, and it holds exactly the bytes an uncompressed batch would carry
@@ -76,11 +76,11 @@ does not match the bytes, invalid utf-8 in a header key, trailing bytes too shor
 codec, a compressed stream that is corrupt or decompresses past its bound) raises
 :class:`~storage.errors.CodecError` and nothing else.
 
-Compaction reads and rewrites batches with the same layout in ``storage/record_scan.py`` (keys and record
+Compaction reads and rewrites batches with the same layout in ``storage/records/scan.py`` (keys and record
 spans without values, survivors copied byte for byte). ``storage.records`` is the one import for both.
 
 The record loop here (``decode_records_reference``) is the pure-Python reference. The hot paths decode
-with the compiled codec of ``storage/record_compiled.py`` (aiokafka's Cython reader, chosen and argued
+with the compiled codec of ``storage/records/compiled.py`` (aiokafka's Cython reader, chosen and argued
 there), which uses this module's header checks and returns exactly what the reference returns, errors
 included; it hands the reference any batch it cannot read exactly.
 """
@@ -94,8 +94,8 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from storage import compression
 from storage.errors import CodecError
+from storage.records import compression
 
 __all__ = [
     "DELETE_HORIZON_FLAG",

@@ -1,11 +1,11 @@
 """Encoding Kafka RecordBatch v2, and patching a stored batch's base offset. Sans-IO.
 
 The byte layout, what the CRC covers and what is relative are documented once, at the top of
-``storage/record_codec.py``; this module writes exactly that layout with the codec's own structs. Callers
+``storage/records/codec.py``; this module writes exactly that layout with the codec's own structs. Callers
 import it through the facade, ``storage/records.py``.
 
 ``encode_batch_reference`` is the pure-Python reference encoder. The facade's ``encode_batch`` is the
-compiled one of ``storage/record_compiled.py`` (aiokafka's Cython builder), which writes the same bytes
+compiled one of ``storage/records/compiled.py`` (aiokafka's Cython builder), which writes the same bytes
 and hands this one what it cannot write exactly (a delete horizon, a first timestamp of -1) and every
 input to refuse.
 """
@@ -16,11 +16,11 @@ from collections.abc import Sequence
 
 from crc32c import crc32c
 
-from storage import compression
 from storage.errors import CodecError
+from storage.records import compression
 
 # The codec's structs and limits, shared on purpose: one definition of the layout.
-from storage.record_codec import (
+from storage.records.codec import (
     _BASE_OFFSET,
     _COMPRESSION_MASK,
     _CRC_FIELD,

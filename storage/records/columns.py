@@ -10,7 +10,7 @@ does not fit in 64 bits (the reference returns a Python int that no chunk row co
 Why C and not a library: the C loop's docstring says; in short, nothing maintained scans RecordBatch v2
 records into columns, and per-record Python objects and per-key ``hashlib`` calls were half of a
 compaction's time. Survivors are then copied by their spans with ``filter_ranges``
-(``storage/record_scan.py``), as ``filter_batch`` copies them.
+(``storage/records/scan.py``), as ``filter_batch`` copies them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from storage._keyscan import scan_records, siphash24
 from storage.errors import CodecError
-from storage.record_codec import BatchHeader, expand_records
+from storage.records.codec import BatchHeader, expand_records
 
 __all__ = ["SIPHASH_KEY_SIZE", "RecordColumns", "scan_columns", "siphash24"]
 

@@ -1,8 +1,8 @@
 """The compiled RecordBatch v2 codec: aiokafka's Cython reader and writer under ``storage.records``. Sans-IO.
 
 The byte layout, what the CRC covers and what is relative are documented once, at the top of
-``storage/record_codec.py``. Callers import ``decode_records`` and ``encode_batch`` from the facade,
-``storage/records.py``. (Compaction's scan is the C loop of ``storage/record_columns.py``.)
+``storage/records/codec.py``. Callers import ``decode_records`` and ``encode_batch`` from the facade,
+``storage/records.py``. (Compaction's scan is the C loop of ``storage/records/columns.py``.)
 
 **Which library, and why.** aiokafka (aio-libs, Apache-2.0, released with a widely used Kafka client)
 compiles its RecordBatch v2 codec with Cython and ships it in its wheels: ``DefaultRecordBatch`` reads a
@@ -26,7 +26,7 @@ attributes 0, a null key, value or header value as length -1), so its records ar
 bytes. Only the validation is done here, on whole lists of offsets and timestamps in C builtins (``min``,
 ``max``, list comparison), not record by record. An uncompressed batch is the builder's, header and CRC
 included, with baseOffset patched (the builder writes 0; baseOffset is outside the CRC). A compressed
-batch takes the builder's records, compressed by ``storage/compression.py`` (Strata's framings and
+batch takes the builder's records, compressed by ``storage/records/compression.py`` (Strata's framings and
 levels, not aiokafka's codecs), with the header and CRC (crc32c) written as the reference writes them.
 Handed to the reference: a delete horizon (the builder always makes the first record's timestamp the
 base), a first timestamp of -1 (the builder's marker for "no record yet"), and any input the reference
@@ -36,7 +36,7 @@ refuses (the builder checks neither offset order nor ranges).
 reference, so a batch is taken from it only when the reference would read it the same way:
 
 - each batch's header is read and checked by the reference's ``read_header`` (once per batch, with the
-  CRC), and a compressed batch is expanded by ``storage/compression.py`` (decompression bounded);
+  CRC), and a compressed batch is expanded by ``storage/records/compression.py`` (decompression bounded);
 - the reader gets a copy of the records behind a header of its own with baseOffset, baseTimestamp and
   attributes 0, so it returns the raw offset and timestamp deltas, added here as Python ints (no int64
   wrap-around; LogAppendTime read as the reference reads it);
@@ -80,10 +80,10 @@ from typing import Any
 from aiokafka.errors import CorruptRecordException
 from aiokafka.record._crecords.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from storage import compression
+from storage.records import compression
 
 # The codec's private structs and helpers, shared on purpose: one definition of the layout.
-from storage.record_codec import (
+from storage.records.codec import (
     _BASE_OFFSET,
     _COMPRESSION_MASK,
     _CRC_HEADER,
@@ -103,7 +103,7 @@ from storage.record_codec import (
     _expand_batch,
     read_header,
 )
-from storage.record_encode import _assemble_batch, encode_batch_reference
+from storage.records.encode import _assemble_batch, encode_batch_reference
 
 __all__ = ["decode_records", "encode_batch"]
 

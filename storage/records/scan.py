@@ -2,7 +2,7 @@
 values, copy survivors byte for byte, set the delete horizon, KIP-534) and changing a batch's codec.
 
 The byte layout, what the CRC covers and what is relative are documented once, at the top of
-``storage/record_codec.py``; this module reads and writes exactly that layout, with the codec's own structs
+``storage/records/codec.py``; this module reads and writes exactly that layout, with the codec's own structs
 and varint reader. Sans-IO like the codec; every malformed input raises ``CodecError``.
 Import these names from ``storage.records``.
 
@@ -12,7 +12,7 @@ writes retained records with the original batch's compression type). A compresse
 its records and needs no new delete horizon is copied as stored, as Kafka copies a wholly retained batch.
 
 ``scan_batch_reference`` (``storage.records.scan_batch``) is the pure-Python reference of compaction's
-scan, which runs as a C loop into columns (``storage/record_columns.py``, with the same checks and error
+scan, which runs as a C loop into columns (``storage/records/columns.py``, with the same checks and error
 messages). ``filter_batch`` and ``recompress_batch`` stay here in Python: they parse no record (survivors
 and records are copied as bytes), except when a new delete horizon must be set, which decodes and
 re-encodes that one batch with the reference.
@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from storage import compression
 from storage.errors import CodecError
+from storage.records import compression
 
 # The codec's private structs and readers, shared on purpose: one definition of the layout.
-from storage.record_codec import (
+from storage.records.codec import (
     _BASE_OFFSET,
     _COMPRESSION_MASK,
     _CRC_HEADER,
@@ -40,7 +40,7 @@ from storage.record_codec import (
     _expand_batch,
     _varint_tail,
 )
-from storage.record_encode import _assemble_batch, encode_batch_reference
+from storage.records.encode import _assemble_batch, encode_batch_reference
 
 __all__ = ["RecordSpan", "filter_batch", "filter_ranges", "recompress_batch", "scan_batch_reference"]
 
@@ -66,7 +66,7 @@ class RecordSpan:
 
 def scan_batch_reference(batch: bytes, header: BatchHeader, offset_base: int = 0) -> list[RecordSpan]:
     """Offsets, timestamps, keys and tombstone flags of one batch's records; values are skipped. The
-    reference of compaction's column scan (``storage/record_columns.py``).
+    reference of compaction's column scan (``storage/records/columns.py``).
 
     ``batch`` is exactly one batch (as ``iter_batches`` yields it, as bytes). Its CRC is not re-checked.
     """

@@ -1,22 +1,22 @@
 """Kafka RecordBatch v2 records, sans-IO: the one import for the codec and its compaction helpers.
 
-- ``storage/record_codec.py``: the byte layout (documented at its top), batch headers, and the
+- ``storage/records/codec.py``: the byte layout (documented at its top), batch headers, and the
   pure-Python reference decoder.
-- ``storage/record_encode.py``: the pure-Python reference encoder, and base-offset patching.
-- ``storage/record_scan.py``: rewriting stored batches: compaction's ``filter_batch`` (survivors copied
+- ``storage/records/encode.py``: the pure-Python reference encoder, and base-offset patching.
+- ``storage/records/scan.py``: rewriting stored batches: compaction's ``filter_batch`` (survivors copied
   byte for byte, delete horizon set), ``scan_batch_reference`` (keys and record spans, values skipped:
-  the reference of compaction's C column scan, ``storage/record_columns.py``), and ``recompress_batch`` (a
+  the reference of compaction's C column scan, ``storage/records/columns.py``), and ``recompress_batch`` (a
   batch's records in another codec) for the ``compression.type`` topic config.
-- ``storage/record_compiled.py``: ``decode_records`` and ``encode_batch`` compiled (aiokafka's Cython
+- ``storage/records/compiled.py``: ``decode_records`` and ``encode_batch`` compiled (aiokafka's Cython
   codec), with exactly the reference's bytes, records and errors.
-- ``storage/compression.py``: the four codecs of compressed batches, bounded decompression.
+- ``storage/records/compression.py``: the four codecs of compressed batches, bounded decompression.
 
 Callers import from here (``from storage import records``); the split is by concept, not an API change.
 """
 
 from __future__ import annotations
 
-from storage.record_codec import (
+from storage.records.codec import (
     DELETE_HORIZON_FLAG,
     LOG_OVERHEAD,
     MAGIC,
@@ -33,9 +33,9 @@ from storage.record_codec import (
     iter_batches,
     read_header,
 )
-from storage.record_compiled import decode_records, encode_batch
-from storage.record_encode import batch_of_records, set_base_offset
-from storage.record_scan import RecordSpan, filter_batch, filter_ranges, recompress_batch
+from storage.records.compiled import decode_records, encode_batch
+from storage.records.encode import batch_of_records, set_base_offset
+from storage.records.scan import RecordSpan, filter_batch, filter_ranges, recompress_batch
 
 __all__ = [
     "DELETE_HORIZON_FLAG",
