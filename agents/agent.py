@@ -26,11 +26,12 @@ from typing import Any
 
 from agents.buffer import PendingFlush, PendingRequest, ProduceBuffer, ProduceRequest, Reservation
 from agents.cache import ObjectCache
+from agents.chunks import ChunksResult, FetchResult
 from agents.encode import ProduceRecord, RequestEncoder
-from agents.fetch import ChunksResult, Fetcher, FetchResult
+from agents.fetch import Fetcher
 from agents.flusher import Flusher
 from agents.group_coordinator import GroupCoordinator
-from agents.group_state import GroupLimits
+from agents.group_model import GroupLimits
 from agents.inflight import InflightAppends, append_key
 from agents.metrics import Metrics
 from agents.offsets import RecordOffsets
@@ -432,5 +433,5 @@ class Agent:
     async def fetch_chunks(
         self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int
     ) -> ChunksResult:
-        """``fetch`` without decoding (see ``agents.fetch.ChunksResult``)."""
+        """``fetch`` without decoding (see ``agents.chunks.ChunksResult``)."""
         return await self.fetcher.fetch_chunks(topic, partition, offset, max_bytes, max_wait_ms)

@@ -18,6 +18,8 @@ fail a group request or a describe.
 
 from __future__ import annotations
 
+from agents.group_model import Group
+
 
 def subscription_topics(metadata: bytes) -> list[str]:
     """The topics of a subscription; what parsed before the bytes stopped making sense."""
@@ -80,3 +82,15 @@ def assignment_partitions(data: bytes) -> dict[str, list[int]]:
             )
         pos = end
     return {topic: sorted(parts) for topic, parts in found.items()}
+
+
+def subscribed_topics(group: Group) -> set[str]:
+    """Topics the members of a "consumer" group subscribe to, from their protocol metadata; OffsetDelete
+    refuses to delete their offsets (GROUP_SUBSCRIBED_TO_TOPIC)."""
+    if group.protocol_type != "consumer":
+        return set()
+    topics: set[str] = set()
+    for member in group.members.values():
+        for _, metadata in member.protocols:
+            topics.update(subscription_topics(metadata))
+    return topics

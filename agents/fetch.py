@@ -11,35 +11,40 @@ consumers of all partitions move through the log together and each file is read 
 turns them into records. The HTTP door renders its answer from the chunks instead (``api/record_json.py``)
 and uses ``decode_fetch`` only where that declines.
 
-Offsets: a chunk row holds the chunk's absolute base offset; batches inside the file carry base offsets
-relative to their chunk. A record's offset is chunk.base_offset + batch.base_offset + offset_delta.
-
 Gaps: offsets removed by compaction or retention have no record. A fetch from X returns records from the
 first existing offset >= X (invariant 3); ``next_offset`` moves past holes, so a consumer never stalls.
 
-Integrity: every chunk's CRC-32C (from the metadata row) is checked before decoding, and every batch's
-own CRC while decoding; a mismatch is ``CorruptObject`` (50002) naming the object, never garbage records.
+Chunk selection, checking and decoding are sans-IO, in ``agents/chunks.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 
 from agents.cache import ObjectCache
+from agents.chunks import (
+    BatchesResult,
+    BatchRead,
+    ChunksResult,
+    FetchResult,
+    batches_from,
+    check_range,
+    decode_chunk,
+    decode_fetch,
+    plan_reads,
+    select_chunks,
+    within,
+)
 from agents.watch import PartitionWatch
-from storage import fileformat, records
 from storage.clock import Clock
-from storage.errors import CodecError, CorruptObject, ObjectNotFound, OffsetOutOfRange, StrataError
+from storage.errors import CorruptObject, ObjectNotFound, StrataError
 from storage.metadata.base import LogStore
 from storage.metadata.rows import ChunkRow, PartitionState
 from storage.objectstore.base import AsyncObjectStore
 
 log = logging.getLogger("strata.fetch")
 
-# Chunks of one object closer than this are read with one ranged GET.
-COALESCE_GAP = 1024 * 1024
 # How often a long-polling fetch re-reads the high watermark to see other agents' commits.
 POLL_INTERVAL_S = 0.1
 MAX_CHUNKS_PER_FETCH = 256
@@ -48,76 +53,6 @@ MAX_CHUNKS_PER_FETCH = 256
 FIRST_CHUNKS_PER_PARTITION = 16
 # Files up to cache size / this are read whole and shared by every fetch that needs them (_get_file).
 WHOLE_FILE_CACHE_SHARE = 4
-
-
-@dataclass(frozen=True, slots=True)
-class BatchRead:
-    """One partition of a Kafka Fetch: from ``offset``, about ``max_bytes`` at most."""
-
-    topic: str
-    partition: int
-    offset: int
-    max_bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class BatchesResult:
-    """Stored record batches from a fetch offset on, as Kafka's Fetch serves them.
-
-    ``batches`` are (the batch as stored, its absolute base offset), not copied: views into the cached or
-    read bytes, for the front door to write out with the base offset in front (the stored one is relative
-    to its chunk). They start with the batch holding the first existing offset >= the fetch offset (it may
-    start before it: Kafka clients skip records below the offset they asked for).
-    """
-
-    batches: list[tuple[memoryview, int]]
-    high_watermark: int
-    log_start_offset: int
-
-    @property
-    def size(self) -> int:
-        return sum(len(batch) for batch, _ in self.batches)
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResult:
-    records: list[records.Record]
-    next_offset: int
-    high_watermark: int
-    log_start_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class ChunksResult:
-    """What a fetch from ``offset`` reads, not yet decoded: the chunks (rows and bytes, CRCs unchecked) in
-    offset order. ``decode_fetch`` turns it into the ``FetchResult`` that ``Fetcher.fetch`` returns; a
-    front door may instead render the answer straight from the bytes, with the same rules."""
-
-    chunks: list[tuple[ChunkRow, memoryview]]
-    offset: int
-    max_bytes: int
-    high_watermark: int
-    log_start_offset: int
-
-
-def plan_reads(chunks: list[ChunkRow]) -> list[tuple[str, int, int, list[ChunkRow]]]:
-    """Group chunks into ranged GETs: (object_key, start, end, chunks), merging near ranges per object."""
-    reads: list[tuple[str, int, int, list[ChunkRow]]] = []
-    by_key: dict[str, list[ChunkRow]] = {}
-    for chunk in chunks:
-        by_key.setdefault(chunk.object_key, []).append(chunk)
-    for key, group in by_key.items():
-        group.sort(key=lambda c: c.position)
-        start, end, members = group[0].position, group[0].position + group[0].length, [group[0]]
-        for chunk in group[1:]:
-            if chunk.position - end <= COALESCE_GAP:
-                end = max(end, chunk.position + chunk.length)
-                members.append(chunk)
-            else:
-                reads.append((key, start, end, members))
-                start, end, members = chunk.position, chunk.position + chunk.length, [chunk]
-        reads.append((key, start, end, members))
-    return reads
 
 
 class Fetcher:
@@ -147,7 +82,7 @@ class Fetcher:
     ) -> ChunksResult:
         """``fetch`` up to its reads: long-polls as ``fetch`` does and returns the chunks undecoded."""
         state = await asyncio.to_thread(self.metadata.partition_state, topic, partition)
-        _check_range(state, offset)
+        check_range(state, offset)
         deadline = self.clock.monotonic() + max_wait_ms / 1000
         while offset >= state.high_watermark:
             remaining = deadline - self.clock.monotonic()
@@ -155,7 +90,7 @@ class Fetcher:
                 return ChunksResult([], offset, max_bytes, state.high_watermark, state.log_start_offset)
             await self.watch.wait(topic, partition, min(remaining, POLL_INTERVAL_S))
             state = await asyncio.to_thread(self.metadata.partition_state, topic, partition)
-            _check_range(state, offset)
+            check_range(state, offset)
         try:
             return await self._read_once(state, offset, max_bytes)
         except ObjectNotFound:
@@ -166,13 +101,6 @@ class Fetcher:
 
     async def state(self, topic: str, partition: int) -> PartitionState:
         return await asyncio.to_thread(self.metadata.partition_state, topic, partition)
-
-    async def read_batches(self, topic: str, partition: int, offset: int, max_bytes: int) -> BatchesResult:
-        """Stored batches of one partition from ``offset``; see ``read_batches_many``."""
-        (result,) = await self.read_batches_many([BatchRead(topic, partition, offset, max_bytes)], max_bytes)
-        if isinstance(result, StrataError):
-            raise result
-        return result
 
     async def read_batches_many(
         self, reads: list[BatchRead], max_total: int
@@ -211,7 +139,7 @@ class Fetcher:
             state, chunks = found
             results.append(BatchesResult([], state.high_watermark, state.log_start_offset))
             if chunks:
-                selected = _select(chunks, state.high_watermark, max(read.max_bytes, 1))
+                selected = select_chunks(chunks, state.high_watermark, max(read.max_bytes, 1))
                 wanted.append((i, read, selected))
                 full = len(chunks) == FIRST_CHUNKS_PER_PARTITION and len(selected) == len(chunks)
                 if full and selected[-1].last_offset + 1 < state.high_watermark:
@@ -234,7 +162,11 @@ class Fetcher:
             )
             for (at, read, state, selected), page in zip(more, pages, strict=True):
                 i = wanted[at][0]
-                wanted[at] = (i, read, _select(selected + page, state.high_watermark, max(read.max_bytes, 1)))
+                wanted[at] = (
+                    i,
+                    read,
+                    select_chunks(selected + page, state.high_watermark, max(read.max_bytes, 1)),
+                )
             admitted = self._admit_files([chunk for _, _, selected in wanted for chunk in selected], heads)
         plans: list[tuple[int, BatchRead, list[ChunkRow]]] = []
         total = 0
@@ -243,7 +175,7 @@ class Fetcher:
             if budget <= 0 and total > 0:
                 continue
             # A prefix within the admitted files (a partition's offsets stay contiguous), then max_bytes.
-            kept = _select(_within(selected, admitted), 2**63 - 1, max(budget, 1))
+            kept = select_chunks(within(selected, admitted), 2**63 - 1, max(budget, 1))
             if not kept:
                 continue  # its next chunk is in a file a later fetch reads
             if total > 0 and kept[0].length > budget:
@@ -255,7 +187,7 @@ class Fetcher:
         for i, read, selected in plans:
             previous = results[i]
             assert isinstance(previous, BatchesResult)
-            batches = _batches_from([(c, data_of[c.chunk_id]) for c in selected], read.offset, read.max_bytes)
+            batches = batches_from([(c, data_of[c.chunk_id]) for c in selected], read.offset, read.max_bytes)
             results[i] = BatchesResult(batches, previous.high_watermark, previous.log_start_offset)
         return results
 
@@ -321,7 +253,7 @@ class Fetcher:
     ) -> tuple[PartitionState, list[ChunkRow]] | StrataError:
         try:
             state = await self.state(read.topic, read.partition)
-            _check_range(state, read.offset)
+            check_range(state, read.offset)
             if read.offset >= state.high_watermark:
                 return state, []
             chunks = await asyncio.to_thread(
@@ -351,7 +283,7 @@ class Fetcher:
                 if chunk.max_timestamp < timestamp:
                     continue
                 ((_, data),) = await self._load([chunk])
-                for record in _decode_chunk(chunk, data):
+                for record in decode_chunk(chunk, data):
                     if record.offset >= state.log_start_offset and record.timestamp >= timestamp:
                         return record.offset, record.timestamp
             position = chunks[-1].last_offset + 1
@@ -376,7 +308,7 @@ class Fetcher:
             return None
         ((_, data),) = await self._load([best])
         found: tuple[int, int] | None = None
-        for record in _decode_chunk(best, data):
+        for record in decode_chunk(best, data):
             if record.offset >= state.log_start_offset and (found is None or record.timestamp > found[1]):
                 found = (record.offset, record.timestamp)
         return found
@@ -385,8 +317,8 @@ class Fetcher:
         chunks = await asyncio.to_thread(
             self.metadata.find_chunks, state.topic, state.partition, offset, MAX_CHUNKS_PER_FETCH
         )
-        selected = _select(chunks, state.high_watermark, max_bytes)
-        selected = _within(selected, self._admit_one_partition(selected)) or selected[:1]
+        selected = select_chunks(chunks, state.high_watermark, max_bytes)
+        selected = within(selected, self._admit_one_partition(selected)) or selected[:1]
         loaded = await self._load(selected)
         return ChunksResult(loaded, offset, max_bytes, state.high_watermark, state.log_start_offset)
 
@@ -459,121 +391,3 @@ class Fetcher:
             )
         self.cache.put_range(key, start, data)
         return data
-
-
-def decode_fetch(result: ChunksResult) -> FetchResult:
-    """The records a fetch answers: from the first existing offset >= ``result.offset``, whole records up
-    to ``max_bytes`` (``_record_size`` each; at least one), and the offset to fetch next, past any offsets
-    compaction removed at the end of the chunks read."""
-    out: list[records.Record] = []
-    size = 0
-    offset = result.offset
-    next_offset = offset
-    for chunk, data in result.chunks:
-        for record in _decode_chunk(chunk, data):
-            if record.offset < offset:
-                continue
-            size_of = _record_size(record)
-            if out and size + size_of > result.max_bytes:
-                return FetchResult(out, next_offset, result.high_watermark, result.log_start_offset)
-            out.append(record)
-            size += size_of
-            next_offset = record.offset + 1
-        # Offsets up to the chunk's last offset are consumed even if compaction removed them.
-        next_offset = max(next_offset, chunk.last_offset + 1)
-    if not result.chunks:
-        # No chunk at or after ``offset`` below the high watermark: everything up to it was removed.
-        next_offset = max(offset, result.high_watermark)
-    return FetchResult(out, next_offset, result.high_watermark, result.log_start_offset)
-
-
-def _batches_from(
-    loaded: list[tuple[ChunkRow, memoryview]], offset: int, max_bytes: int
-) -> list[tuple[memoryview, int]]:
-    """The chunks' batches from the one holding ``offset`` on, with their absolute base offsets, up to
-    max_bytes (at least one batch)."""
-    out: list[tuple[memoryview, int]] = []
-    total = 0
-    for chunk, data in loaded:
-        verify(chunk, data)
-        for header, batch in records.iter_batches(data, verify_crc=False):  # the chunk CRC covered it
-            base = chunk.base_offset + header.base_offset
-            if base + header.last_offset_delta < offset:
-                continue
-            if out and total + header.size > max_bytes:
-                return out
-            out.append((batch, base))
-            total += header.size
-    return out
-
-
-def _within(chunks: list[ChunkRow], files: set[str]) -> list[ChunkRow]:
-    """The leading chunks whose files are in ``files``."""
-    for i, chunk in enumerate(chunks):
-        if chunk.object_key not in files:
-            return chunks[:i]
-    return chunks
-
-
-def _select(chunks: list[ChunkRow], high_watermark: int, max_bytes: int) -> list[ChunkRow]:
-    """Chunks until their bytes reach max_bytes (always at least one): what is returned is then bounded by
-    max_bytes too, except that a single oversized first record or batch is still returned."""
-    selected: list[ChunkRow] = []
-    total = 0
-    for chunk in chunks:
-        if chunk.base_offset >= high_watermark:
-            break
-        if selected and total + chunk.length > max_bytes:
-            break
-        selected.append(chunk)
-        total += chunk.length
-    return selected
-
-
-def _check_range(state: PartitionState, offset: int) -> None:
-    if offset < state.log_start_offset or offset > state.high_watermark:
-        raise OffsetOutOfRange(
-            f"offset {offset} is out of range for {state.topic}/{state.partition}: "
-            f"valid offsets are {state.log_start_offset}..{state.high_watermark}"
-        )
-
-
-def _decode_chunk(chunk: ChunkRow, data: memoryview) -> list[records.Record]:
-    verify(chunk, data)
-    try:
-        return list(records.decode_records(data, offset_base=chunk.base_offset))
-    except CodecError as exc:
-        raise _corrupt(chunk, exc) from exc
-
-
-def verify(chunk: ChunkRow, data: bytes | memoryview) -> None:
-    """The chunk CRC from the metadata row covers every byte of every batch in it."""
-    try:
-        fileformat.verify_chunk(data, chunk.crc, object_key=chunk.object_key)
-    except CodecError as exc:
-        raise _corrupt(chunk, exc) from exc
-
-
-def _corrupt(chunk: ChunkRow, exc: CodecError) -> CorruptObject:
-    log.error(
-        "corrupt chunk in object %s (topic %s partition %d, bytes %d+%d): %s",
-        chunk.object_key,
-        chunk.topic,
-        chunk.partition,
-        chunk.position,
-        chunk.length,
-        exc.message,
-    )
-    return CorruptObject(
-        f"stored data for {chunk.topic}/{chunk.partition} at offsets "
-        f"{chunk.base_offset}..{chunk.last_offset} is corrupt (object {chunk.object_key})",
-        object_key=chunk.object_key,
-    )
-
-
-def _record_size(record: records.Record) -> int:
-    """A record's share of a fetch's ``max_bytes``: its key, value and headers, plus 16."""
-    size = 16 + len(record.key or b"") + len(record.value or b"")
-    for header in record.headers:
-        size += len(header.key) + len(header.value or b"")
-    return size

@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from agents import group_state as gs
+from agents.consumer_protocol import subscribed_topics
+from agents.group_doc import group_from_json, group_to_json
+from agents.group_model import Group, GroupLimits, GroupPhase
 from storage.clock import Clock
 from storage.errors import (
     GroupIdNotFound,
@@ -66,12 +69,12 @@ class GroupSummary:
     protocol_type: str | None
 
 
-def _row(group: gs.Group) -> GroupRow:
-    return GroupRow(group.phase.value, group.protocol_type, group.to_json())
+def _row(group: Group) -> GroupRow:
+    return GroupRow(group.phase.value, group.protocol_type, group_to_json(group))
 
 
-def _group(group_id: str, row: GroupRow | None) -> gs.Group:
-    return gs.Group.from_json(group_id, row.doc) if row is not None else gs.Group(group_id)
+def _group(group_id: str, row: GroupRow | None) -> Group:
+    return group_from_json(group_id, row.doc) if row is not None else Group(group_id)
 
 
 def check_group_id(group_id: str) -> None:
@@ -80,7 +83,7 @@ def check_group_id(group_id: str) -> None:
 
 
 class GroupCoordinator:
-    def __init__(self, store: GroupStore, clock: Clock, limits: gs.GroupLimits, poll_s: float = 0.1) -> None:
+    def __init__(self, store: GroupStore, clock: Clock, limits: GroupLimits, poll_s: float = 0.1) -> None:
         self.store = store
         self.clock = clock
         self.limits = limits
@@ -89,7 +92,7 @@ class GroupCoordinator:
         self._commit_order: dict[str, _Turn] = {}
 
     # --- plumbing -----------------------------------------------------------------------------------------
-    async def _update(self, group_id: str, apply: Callable[[gs.Group], R]) -> R:
+    async def _update(self, group_id: str, apply: Callable[[Group], R]) -> R:
         """One write transaction: load, expire what is due, ``apply``, store; wakes this agent's waiters."""
         now = self.clock.now_ms()
 
@@ -115,7 +118,7 @@ class GroupCoordinator:
             raise result.error
         return result
 
-    async def _load(self, group_id: str) -> gs.Group:
+    async def _load(self, group_id: str) -> Group:
         return _group(group_id, await asyncio.to_thread(self.store.load_group, group_id))
 
     def _wake(self, group_id: str) -> None:
@@ -130,7 +133,7 @@ class GroupCoordinator:
         except TimeoutError:
             pass
 
-    async def _wait(self, group_id: str, limit_s: float, ready: Callable[[gs.Group], R | None]) -> R:
+    async def _wait(self, group_id: str, limit_s: float, ready: Callable[[Group], R | None]) -> R:
         """Re-read the group until ``ready`` gives an answer; apply due expiries seen meanwhile."""
         deadline = self.clock.monotonic() + limit_s
         while True:
@@ -151,7 +154,7 @@ class GroupCoordinator:
     async def join(self, group_id: str, req: gs.JoinRequest) -> gs.JoinResult:
         check_group_id(group_id)
 
-        def apply(group: gs.Group) -> tuple[str, int]:
+        def apply(group: Group) -> tuple[str, int]:
             before = group.generation
             member_id = gs.join(group, req, self.limits, self.clock.now_ms())
             gs.try_complete_join(group, self.clock.now_ms())
@@ -173,7 +176,7 @@ class GroupCoordinator:
     ) -> gs.SyncResult:
         check_group_id(group_id)
 
-        def apply(group: gs.Group) -> int:
+        def apply(group: Group) -> int:
             now = self.clock.now_ms()
             gs.sync(group, member_id, instance_id, generation, assignments, now, protocol_type, protocol)
             return group.members[member_id].rebalance_timeout_ms
@@ -196,7 +199,7 @@ class GroupCoordinator:
         """Remove each (member id, instance id); the error of each that could not be, in order."""
         check_group_id(group_id)
 
-        def apply(group: gs.Group) -> list[StrataError | None]:
+        def apply(group: Group) -> list[StrataError | None]:
             out: list[StrataError | None] = []
             for member_id, instance_id in members:
                 try:
@@ -276,7 +279,7 @@ class GroupCoordinator:
         return await asyncio.to_thread(self.store.group_offsets, group_id)
 
     # --- administration -----------------------------------------------------------------------------------
-    async def describe(self, group_id: str) -> gs.Group:
+    async def describe(self, group_id: str) -> Group:
         check_group_id(group_id)
         return await self._load(group_id)
 
@@ -284,7 +287,7 @@ class GroupCoordinator:
         rows = await asyncio.to_thread(self.store.list_groups)
         return [
             GroupSummary(
-                gid, row.phase if row else gs.GroupPhase.EMPTY.value, row.protocol_type if row else None
+                gid, row.phase if row else GroupPhase.EMPTY.value, row.protocol_type if row else None
             )
             for gid, row in rows
         ]
@@ -317,11 +320,11 @@ class GroupCoordinator:
             raise GroupIdNotFound(f"no group {group_id!r}")
         now = self.clock.now_ms()
 
-        def blocked(g: gs.Group) -> set[str]:
+        def blocked(g: Group) -> set[str]:
             gs.expire(g, self.limits, now)
             if g.members and g.protocol_type != "consumer":
                 raise NonEmptyGroup(f"group {group_id!r} has active members")
-            return gs.subscribed_topics(g)
+            return subscribed_topics(g)
 
         subscribed = blocked(group)
         kept = {key: 0 for key in partitions if key[0] in subscribed}

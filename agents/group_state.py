@@ -34,13 +34,10 @@ id; ``leader`` is a member whenever the state is CompletingRebalance or Stable.
 
 from __future__ import annotations
 
-import base64
-import json
 import uuid
-from dataclasses import dataclass, field
-from enum import Enum
+from dataclasses import dataclass
 
-from agents.consumer_protocol import subscription_topics
+from agents.group_model import Group, GroupLimits, GroupPhase, Member, Round
 from storage.errors import (
     FencedInstanceId,
     IllegalGeneration,
@@ -50,172 +47,6 @@ from storage.errors import (
     RebalanceInProgress,
     UnknownMemberId,
 )
-
-
-class GroupPhase(Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-
-
-@dataclass(frozen=True, slots=True)
-class GroupLimits:
-    """The broker's group settings (Kafka's names)."""
-
-    initial_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
-    min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
-    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
-
-
-@dataclass(slots=True)
-class Member:
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]  # in the member's order of preference
-    assignment: bytes = b""
-    last_seen_ms: int = 0
-    # True from the member's JoinGroup in a rebalance until that rebalance completes.
-    joining: bool = False
-
-    def metadata_for(self, protocol: str) -> bytes:
-        for name, metadata in self.protocols:
-            if name == protocol:
-                return metadata
-        return b""
-
-
-@dataclass(frozen=True, slots=True)
-class Round:
-    """A completed rebalance, as its JoinGroup answers need it."""
-
-    generation: int
-    protocol_type: str | None
-    protocol: str
-    leader: str
-    members: list[tuple[str, str | None, bytes]]  # (member id, instance id, metadata for ``protocol``)
-
-    def to_doc(self) -> dict[str, object]:
-        return {
-            "generation": self.generation,
-            "protocol_type": self.protocol_type,
-            "protocol": self.protocol,
-            "leader": self.leader,
-            "members": [[m, i, _b64(meta)] for m, i, meta in self.members],
-        }
-
-    @classmethod
-    def from_doc(cls, doc: dict[str, object]) -> Round:
-        members = doc["members"]
-        assert isinstance(members, list)
-        return cls(
-            int(str(doc["generation"])),
-            None if doc["protocol_type"] is None else str(doc["protocol_type"]),
-            str(doc["protocol"]),
-            str(doc["leader"]),
-            [(str(m), None if i is None else str(i), base64.b64decode(meta)) for m, i, meta in members],
-        )
-
-
-@dataclass(slots=True)
-class Group:
-    group_id: str
-    phase: GroupPhase = GroupPhase.EMPTY
-    generation: int = 0
-    protocol_type: str | None = None
-    protocol: str | None = None
-    leader: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)
-    # Member ids handed out with MEMBER_ID_REQUIRED, not joined yet: id -> expiry time.
-    pending: dict[str, int] = field(default_factory=dict)
-    # PreparingRebalance ends at this time even if members are missing; and not before delay_until (the
-    # initial rebalance delay), even if every member has joined.
-    rebalance_deadline_ms: int = 0
-    delay_until_ms: int = 0
-    # The last completed rebalance's JoinGroup answers (see the module doc).
-    last_round: Round | None = None
-
-    # --- (de)serialisation: the metadata store keeps the group as one JSON document -------------------
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "phase": self.phase.value,
-                "generation": self.generation,
-                "protocol_type": self.protocol_type,
-                "protocol": self.protocol,
-                "leader": self.leader,
-                "members": [_member_doc(m) for m in self.members.values()],
-                "pending": self.pending,
-                "rebalance_deadline_ms": self.rebalance_deadline_ms,
-                "delay_until_ms": self.delay_until_ms,
-                "last_round": None if self.last_round is None else self.last_round.to_doc(),
-            },
-            separators=(",", ":"),
-        )
-
-    @classmethod
-    def from_json(cls, group_id: str, text: str) -> Group:
-        doc = json.loads(text)
-        members = [_member_from_doc(d) for d in doc["members"]]
-        return cls(
-            group_id,
-            GroupPhase(doc["phase"]),
-            int(doc["generation"]),
-            doc["protocol_type"],
-            doc["protocol"],
-            doc["leader"],
-            {m.member_id: m for m in members},
-            {str(k): int(v) for k, v in doc["pending"].items()},
-            int(doc["rebalance_deadline_ms"]),
-            int(doc["delay_until_ms"]),
-            None if doc.get("last_round") is None else Round.from_doc(doc["last_round"]),
-        )
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _member_doc(m: Member) -> dict[str, object]:
-    return {
-        "id": m.member_id,
-        "instance": m.instance_id,
-        "client": m.client_id,
-        "host": m.client_host,
-        "session": m.session_timeout_ms,
-        "rebalance": m.rebalance_timeout_ms,
-        "type": m.protocol_type,
-        "protocols": [[name, _b64(meta)] for name, meta in m.protocols],
-        "assignment": _b64(m.assignment),
-        "seen": m.last_seen_ms,
-        "joining": m.joining,
-    }
-
-
-def _member_from_doc(d: dict[str, object]) -> Member:
-    protocols = d["protocols"]
-    assert isinstance(protocols, list)
-    return Member(
-        str(d["id"]),
-        None if d["instance"] is None else str(d["instance"]),
-        str(d["client"]),
-        str(d["host"]),
-        int(str(d["session"])),
-        int(str(d["rebalance"])),
-        str(d["type"]),
-        [(str(name), base64.b64decode(meta)) for name, meta in protocols],
-        base64.b64decode(str(d["assignment"])),
-        int(str(d["seen"])),
-        bool(d["joining"]),
-    )
-
-
-# --- requests -------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -602,15 +433,3 @@ def check_commit(group: Group | None, member_id: str, instance_id: str | None, g
     _check_member(group, member_id, instance_id, generation)
     if group.phase is GroupPhase.COMPLETING_REBALANCE:
         raise RebalanceInProgress(f"group {group.group_id!r} is rebalancing; rejoin")
-
-
-def subscribed_topics(group: Group) -> set[str]:
-    """Topics the members of a "consumer" group subscribe to, from their protocol metadata; OffsetDelete
-    refuses to delete their offsets (GROUP_SUBSCRIBED_TO_TOPIC)."""
-    if group.protocol_type != "consumer":
-        return set()
-    topics: set[str] = set()
-    for member in group.members.values():
-        for _, metadata in member.protocols:
-            topics.update(subscription_topics(metadata))
-    return topics

@@ -1,7 +1,7 @@
 """HTTP fetch answers rendered as JSON straight from the stored batches (the C loop of ``api/_recordjson.c``).
 
 ``render_records`` writes the ``records`` array of a fetch answer and gives its ``next_offset`` by the rules
-of ``agents.fetch.decode_fetch`` (first existing offset >= the fetch offset, whole records up to
+of ``agents.chunks.decode_fetch`` (first existing offset >= the fetch offset, whole records up to
 ``max_bytes``, at least one; past removed offsets at the end of a chunk), rendered as
 ``api.models.record_out`` renders them. It is a fast path: whenever it meets anything but plainly valid
 bytes (a chunk or batch CRC, a malformed record, a key or value that is not UTF-8 text for ``utf8``, a
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agents.fetch import ChunksResult, verify
+from agents.chunks import ChunksResult, verify
 from api._recordjson import render_batch, render_run
 from storage import records
 from storage.errors import CodecError, CorruptObject

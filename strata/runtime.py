@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry
 
 from agents.agent import Agent, AgentConfig
-from agents.group_state import GroupLimits
+from agents.group_model import GroupLimits
 from agents.metrics import Metrics
 from agents.metrics_history import MetricsHistory, RequestPrices
 from agents.principals import Principals, load_principals

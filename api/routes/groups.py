@@ -20,6 +20,8 @@ from fastapi import APIRouter, Query, Request
 
 from agents import group_state as gs
 from agents.consumer_protocol import assignment_partitions
+from agents.group_doc import group_from_json
+from agents.group_model import Group
 from agents.principals import Op, Resource
 from api import authz, models
 from api import group_models as gm
@@ -131,17 +133,17 @@ def _no_nul(name: str, value: str | None) -> None:
         raise BadRequest(f"{name} must not contain NUL characters")
 
 
-def _current(ctx: HttpContext, gid: str, row: GroupRow | None) -> gs.Group:
+def _current(ctx: HttpContext, gid: str, row: GroupRow | None) -> Group:
     """The group as its coordinator sees it now (module doc); an offsets-only group is a new Empty one."""
     if row is None:
-        return gs.Group(gid)
-    group = gs.Group.from_json(gid, row.doc)
+        return Group(gid)
+    group = group_from_json(gid, row.doc)
     coordinator = ctx.agent.groups
     gs.expire(group, coordinator.limits, coordinator.clock.now_ms())
     return group
 
 
-def _state(group: gs.Group) -> gm.GroupState:
+def _state(group: Group) -> gm.GroupState:
     # GroupPhase's values are Kafka's state names, which GroupState lists.
     state: gm.GroupState = group.phase.value
     return state

@@ -16,8 +16,8 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response
 
 from agents.buffer import Reservation
+from agents.chunks import decode_fetch
 from agents.delete_records import delete_records as delete_records_below
-from agents.fetch import decode_fetch
 from agents.principals import Op, Resource
 from api import authz, models
 from api._recordjson import render_offsets

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 from kafka.protocol.consumer.fetch import FetchRequest
 
-from agents.fetch import POLL_INTERVAL_S, BatchRead
+from agents.chunks import BatchRead
+from agents.fetch import POLL_INTERVAL_S
 from agents.principals import Op, Resource
 from broker import errors
 from broker.batches import codecs_in

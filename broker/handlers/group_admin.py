@@ -19,7 +19,7 @@ from kafka.protocol.admin.groups import (
     ListGroupsResponse,
 )
 
-from agents import group_state as gs
+from agents.group_model import GroupPhase
 from agents.principals import Op, Resource
 from broker import errors
 from broker.context import BrokerContext
@@ -66,7 +66,7 @@ async def handle_describe_groups(ctx: BrokerContext, req: DescribeGroupsRequest)
         except StrataError as exc:
             described.append(_dead(group_id, errors.kafka_group_error(exc)))
             continue
-        if group.phase is gs.GroupPhase.EMPTY and not group.members and group.generation == 0:
+        if group.phase is GroupPhase.EMPTY and not group.members and group.generation == 0:
             try:
                 offsets_only = bool(await ctx.agent.groups.offsets(group_id))
             except StrataError as exc:
@@ -76,7 +76,7 @@ async def handle_describe_groups(ctx: BrokerContext, req: DescribeGroupsRequest)
                 described.append(_dead(group_id, errors.NONE))
                 continue
         # As Kafka: the protocol, the members' metadata and assignments only once the group is Stable.
-        stable = group.phase is gs.GroupPhase.STABLE
+        stable = group.phase is GroupPhase.STABLE
         members = [
             _DescribedMember(
                 member_id=m.member_id,

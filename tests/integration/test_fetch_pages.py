@@ -14,7 +14,8 @@ import pytest
 
 from agents.agent import Agent, AgentConfig
 from agents.buffer import PartitionBatch, ProduceRequest
-from agents.fetch import FIRST_CHUNKS_PER_PARTITION, MAX_CHUNKS_PER_FETCH, BatchesResult, BatchRead
+from agents.chunks import BatchesResult, BatchRead
+from agents.fetch import FIRST_CHUNKS_PER_PARTITION, MAX_CHUNKS_PER_FETCH
 from agents.metrics import Metrics
 from agents.offsets import FIRST_RECORD
 from storage import records

@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from agents import group_state as gs
+from agents.group_doc import group_to_json
+from agents.group_model import Group, GroupPhase, Member
 from storage.metadata.rows import GroupRow
 from tests.fixtures.server import RunningServer
 
@@ -43,11 +44,11 @@ def _stable_group(
 ) -> None:
     """Store a Stable group with one live member, as the coordinator writes one after a SyncGroup."""
     now = srv.runtime.clock.now_ms()
-    member = gs.Member("m-1", None, "cid", "/127.0.0.1", 60_000, 60_000, protocol_type, [("range", b"")])
+    member = Member("m-1", None, "cid", "/127.0.0.1", 60_000, 60_000, protocol_type, [("range", b"")])
     member.assignment = assignment
     member.last_seen_ms = now
-    group = gs.Group(gid, gs.GroupPhase.STABLE, 1, protocol_type, "range", "m-1", {"m-1": member})
-    row = GroupRow(group.phase.value, group.protocol_type, group.to_json())
+    group = Group(gid, GroupPhase.STABLE, 1, protocol_type, "range", "m-1", {"m-1": member})
+    row = GroupRow(group.phase.value, group.protocol_type, group_to_json(group))
     srv.runtime.metadata.update_group(gid, lambda _: (row, None))
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from agents import group_state as gs
 from agents.group_coordinator import GroupCoordinator
+from agents.group_model import GroupLimits, GroupPhase
 from storage.clock import SystemClock
 from storage.errors import (
     GroupIdNotFound,
@@ -38,7 +39,7 @@ from storage.metadata.sqlite import SqliteBackend
 
 pytestmark = pytest.mark.integration
 
-LIMITS = gs.GroupLimits(initial_delay_ms=0, min_session_timeout_ms=1000, max_session_timeout_ms=60_000)
+LIMITS = GroupLimits(initial_delay_ms=0, min_session_timeout_ms=1000, max_session_timeout_ms=60_000)
 
 
 def join_req(member_id: str = "", session: int = 10_000) -> gs.JoinRequest:
@@ -121,7 +122,7 @@ async def test_sweep_removes_members_whose_sessions_expired(metadata_store: Meta
     await asyncio.sleep(1.1)
     assert await coordinator.sweep() == 1
     group = await coordinator.describe("g")
-    assert group.phase is gs.GroupPhase.EMPTY
+    assert group.phase is GroupPhase.EMPTY
     assert not group.members
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agents.fetch import COALESCE_GAP, plan_reads
+from agents.chunks import COALESCE_GAP, plan_reads
 from storage.metadata.rows import ChunkRow
 
 

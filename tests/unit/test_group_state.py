@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agents import group_state as gs
+from agents.group_doc import group_from_json, group_to_json
+from agents.group_model import Group, GroupLimits, GroupPhase
 from storage.errors import (
     FencedInstanceId,
     IllegalGeneration,
@@ -15,7 +17,7 @@ from storage.errors import (
     UnknownMemberId,
 )
 
-LIMITS = gs.GroupLimits(initial_delay_ms=100, min_session_timeout_ms=1000, max_session_timeout_ms=60_000)
+LIMITS = GroupLimits(initial_delay_ms=100, min_session_timeout_ms=1000, max_session_timeout_ms=60_000)
 
 
 def req(
@@ -40,7 +42,7 @@ def req(
     )
 
 
-def new_member(group: gs.Group, now: int, **kw: object) -> str:
+def new_member(group: Group, now: int, **kw: object) -> str:
     """A v4+ first join: MEMBER_ID_REQUIRED, then the rejoin with the id."""
     with pytest.raises(MemberIdRequired) as exc:
         gs.join(group, req(**kw), LIMITS, now)  # type: ignore[arg-type]
@@ -49,26 +51,26 @@ def new_member(group: gs.Group, now: int, **kw: object) -> str:
     return member_id
 
 
-def stable_group(*members: int) -> tuple[gs.Group, list[str]]:
-    group = gs.Group("g")
+def stable_group(*members: int) -> tuple[Group, list[str]]:
+    group = Group("g")
     ids = [new_member(group, 0) for _ in members]
     assert gs.try_complete_join(group, 100)  # after the initial delay, everyone joined
     assert group.leader is not None
     gs.sync(group, group.leader, None, group.generation, {m: m.encode() for m in ids}, 100)
-    assert group.phase is gs.GroupPhase.STABLE
+    assert group.phase is GroupPhase.STABLE
     return group, ids
 
 
 def test_first_join_needs_a_member_id_and_the_initial_delay_holds_the_rebalance() -> None:
-    group = gs.Group("g")
+    group = Group("g")
     a = new_member(group, 0)
-    assert group.phase is gs.GroupPhase.PREPARING_REBALANCE
+    assert group.phase is GroupPhase.PREPARING_REBALANCE
     assert not gs.try_complete_join(group, 50)  # everyone joined, but the initial delay runs until 100
     assert gs.join_result(group, a, 0) is None
     b = new_member(group, 60)  # a second member extends the delay
     assert not gs.try_complete_join(group, 120)
     assert gs.try_complete_join(group, 160)
-    assert group.phase is gs.GroupPhase.COMPLETING_REBALANCE
+    assert group.phase is GroupPhase.COMPLETING_REBALANCE
     assert group.generation == 1
     result_a, result_b = gs.join_result(group, a, 0), gs.join_result(group, b, 0)
     assert result_a is not None
@@ -79,13 +81,13 @@ def test_first_join_needs_a_member_id_and_the_initial_delay_holds_the_rebalance(
 
 
 def test_a_join_without_a_member_id_before_v4_joins_at_once() -> None:
-    group = gs.Group("g")
+    group = Group("g")
     member_id = gs.join(group, req(require_known=False), LIMITS, 0)
     assert member_id in group.members
 
 
 def test_pending_member_ids_expire_after_the_session_timeout() -> None:
-    group = gs.Group("g")
+    group = Group("g")
     with pytest.raises(MemberIdRequired) as exc:
         gs.join(group, req(), LIMITS, 0)
     gs.expire(group, LIMITS, 10_001)
@@ -94,7 +96,7 @@ def test_pending_member_ids_expire_after_the_session_timeout() -> None:
 
 
 def test_protocol_is_chosen_by_vote_among_those_every_member_supports() -> None:
-    group = gs.Group("g")
+    group = Group("g")
     new_member(group, 0, protocols=[("range", b""), ("roundrobin", b""), ("sticky", b"")])
     new_member(group, 0, protocols=[("roundrobin", b""), ("range", b"")])
     new_member(group, 0, protocols=[("roundrobin", b""), ("sticky", b""), ("range", b"")])
@@ -120,7 +122,7 @@ def test_generation_and_rebalance_errors() -> None:
     with pytest.raises(UnknownMemberId):
         gs.heartbeat(group, "nobody", None, group.generation, 200)
     c = new_member(group, 300)  # a new member: the group rebalances
-    assert group.phase is gs.GroupPhase.PREPARING_REBALANCE
+    assert group.phase is GroupPhase.PREPARING_REBALANCE
     with pytest.raises(RebalanceInProgress):
         gs.heartbeat(group, a, None, group.generation, 300)
     gs.check_commit(group, a, None, group.generation)  # members commit while preparing (on revoke)
@@ -146,14 +148,14 @@ def test_a_follower_rejoining_a_stable_group_unchanged_gets_the_current_generati
     group, (a, b) = stable_group(1, 2)
     follower = b if group.leader == a else a
     gs.join(group, req(follower), LIMITS, 200)
-    assert group.phase is gs.GroupPhase.STABLE
+    assert group.phase is GroupPhase.STABLE
     result = gs.join_result(group, follower, group.generation)
     assert result is not None
     assert result.generation == group.generation
 
 
 def test_sync_waits_for_the_leader_and_delivers_each_assignment() -> None:
-    group = gs.Group("g")
+    group = Group("g")
     a, b = new_member(group, 0), new_member(group, 0)
     assert gs.try_complete_join(group, 100)
     follower = b if group.leader == a else a
@@ -170,9 +172,9 @@ def test_expired_sessions_leave_and_the_last_one_empties_the_group() -> None:
     gs.heartbeat(group, a, None, 1, 5_000)
     assert gs.expire(group, LIMITS, 10_100)  # b last seen at 100, session 10 s
     assert set(group.members) == {a}
-    assert group.phase is gs.GroupPhase.PREPARING_REBALANCE
+    assert group.phase is GroupPhase.PREPARING_REBALANCE
     gs.leave(group, a, None, 10_200)
-    assert group.phase is gs.GroupPhase.EMPTY
+    assert group.phase is GroupPhase.EMPTY
     assert group.generation == 2  # every rebalance end, even to Empty, is a new generation
     gs.check_commit(group, "", None, -1)  # an empty group takes simple commits
 
@@ -187,13 +189,13 @@ def test_simple_commits_are_refused_while_the_group_has_members() -> None:
 
 
 def test_a_static_member_restart_takes_over_and_fences_the_old_id() -> None:
-    group = gs.Group("g")
+    group = Group("g")
     old = gs.join(group, req(instance="host-1"), LIMITS, 0)  # static members join without MEMBER_ID_REQUIRED
     assert gs.try_complete_join(group, 100)
     gs.sync(group, old, "host-1", 1, {old: b"p0"}, 100)
     new = gs.join(group, req(instance="host-1"), LIMITS, 200)
     assert new != old
-    assert group.phase is gs.GroupPhase.STABLE  # same subscription: no rebalance, the assignment stays
+    assert group.phase is GroupPhase.STABLE  # same subscription: no rebalance, the assignment stays
     assert gs.sync_result(group, new, 1) == gs.SyncResult(b"p0", "consumer", "range")
     with pytest.raises(FencedInstanceId):
         gs.heartbeat(group, old, "host-1", 1, 300)
@@ -201,18 +203,18 @@ def test_a_static_member_restart_takes_over_and_fences_the_old_id() -> None:
 
 def test_the_state_survives_its_json_form() -> None:
     group, _ = stable_group(1, 2)
-    again = gs.Group.from_json("g", group.to_json())
+    again = group_from_json("g", group_to_json(group))
     assert again == group
 
 
 def test_a_completed_join_answer_is_not_taken_back_by_the_next_rebalance() -> None:
     """A waiter on another agent reads the group up to 100 ms late: the group may already be rebalancing
     again, and the answer for the generation it joined must still be there."""
-    group = gs.Group("g")
+    group = Group("g")
     a, b = new_member(group, 0), new_member(group, 0)
     assert gs.try_complete_join(group, 100)
     new_member(group, 150)  # a third member starts the next rebalance before b's waiter looks
-    assert group.phase is gs.GroupPhase.PREPARING_REBALANCE
+    assert group.phase is GroupPhase.PREPARING_REBALANCE
     result = gs.join_result(group, b, 0)
     assert result is not None
     assert (result.generation, result.leader) == (1, a)
@@ -229,7 +231,7 @@ def test_a_heartbeat_while_preparing_still_counts() -> None:
 
 
 def test_static_members_stay_when_a_rebalance_ends_without_them() -> None:
-    group = gs.Group("g")
+    group = Group("g")
     s1 = gs.join(group, req(instance="s1"), LIMITS, 0)
     s2 = gs.join(group, req(instance="s2"), LIMITS, 0)
     assert gs.try_complete_join(group, 100)
@@ -240,7 +242,7 @@ def test_static_members_stay_when_a_rebalance_ends_without_them() -> None:
 
 
 def test_a_zombie_static_member_is_fenced_whatever_the_time() -> None:
-    group = gs.Group("g")
+    group = Group("g")
     old = gs.join(group, req(instance="host-1"), LIMITS, 0)
     assert gs.try_complete_join(group, 100)
     gs.sync(group, old, "host-1", 1, {old: b"p0"}, 100)
@@ -256,11 +258,11 @@ def test_a_zombie_static_member_is_fenced_whatever_the_time() -> None:
 
 
 def test_an_unchanged_rejoin_while_completing_is_answered_without_a_new_rebalance() -> None:
-    group = gs.Group("g")
+    group = Group("g")
     a, b = new_member(group, 0), new_member(group, 0)
     assert gs.try_complete_join(group, 100)
     gs.join(group, req(b), LIMITS, 110)  # b lost its JoinGroup answer and asks again
-    assert group.phase is gs.GroupPhase.COMPLETING_REBALANCE
+    assert group.phase is GroupPhase.COMPLETING_REBALANCE
     assert group.generation == 1
     result = gs.join_result(group, b, 1)
     assert result is not None
@@ -269,13 +271,13 @@ def test_an_unchanged_rejoin_while_completing_is_answered_without_a_new_rebalanc
 
 
 def test_a_pending_member_id_can_leave_and_holds_the_rebalance_until_then() -> None:
-    group = gs.Group("g")
+    group = Group("g")
     a = new_member(group, 0)
     with pytest.raises(MemberIdRequired) as exc:
         gs.join(group, req(), LIMITS, 10)
     assert not gs.try_complete_join(group, 200)  # an id was handed out: wait for it (Kafka does)
     gs.leave(group, exc.value.member_id, None, 210)
-    assert group.phase is gs.GroupPhase.COMPLETING_REBALANCE
+    assert group.phase is GroupPhase.COMPLETING_REBALANCE
     assert set(group.members) == {a}
 
 

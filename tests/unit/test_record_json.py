@@ -1,6 +1,6 @@
 """HTTP fetch's compiled JSON rendering (api/record_json.py) against the reference path.
 
-The reference is ``agents.fetch.decode_fetch`` then ``api.models.record_out`` then orjson. For any chunks the
+The reference is ``agents.chunks.decode_fetch`` then ``api.models.record_out`` then orjson. For any chunks the
 compiled renderer either declines (None) or gives the same records array (equal once parsed) and the same
 next_offset; where the reference raises an error, the renderer declines, so the route answers with that
 error. Batches are valid or broken at random, compressed or not, with text, non-UTF-8 and escaped
@@ -19,7 +19,7 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.fetch import ChunksResult, decode_fetch
+from agents.chunks import ChunksResult, decode_fetch
 from api import models
 from api.record_json import render_records
 from storage.errors import StrataError
