@@ -14,7 +14,7 @@ class RunnerConfig:
     map_bytes: int = 128 * MiB
     # Each upload briefly holds about three copies of an output file (chunks, the joined object, the SDK's
     # send buffer), so this bounds the runner's memory beyond the offset map. A cap: a file exceeds it only
-    # when one chunk alone does (``JobRun._emit`` in planner/runner.py). The default is a quarter of the
+    # when one chunk alone does (``OutputFiles.emit`` in planner/outputs.py). The default is a quarter of the
     # agents' default cache, the largest file they read whole, once for all partitions (agents/fetch.py).
     max_output_file_bytes: int = 16 * MiB
     lease_ms: int = 60_000

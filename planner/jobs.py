@@ -2,10 +2,10 @@
 
 - ``JobSpec``: the description of a piece of work: which files to read, which level to write. Pure data,
   stored as JSON in the ``jobs`` row.
-- ``Job`` (storage.metadata.base): the durable decision: the jobs row, its state and its lease. Creating it
+- ``Job`` (storage.metadata.rows): the durable decision: the jobs row, its state and its lease. Creating it
   claims the input files, so no two active jobs ever share one.
-- ``JobRun`` (planner.runner): one running attempt of a job by a ``JobRunner``, with its statistics. A crashed
-  attempt leaves only orphan uploads; after the lease expires another attempt runs the same spec.
+- ``JobRun`` (planner.job_run): one running attempt of a job by a ``JobRunner``, with its statistics. A
+  crashed attempt leaves only orphan uploads; after the lease expires another attempt runs the same spec.
 
 Kinds:
 - ``merge``: rewrite small files of one level as fewer, larger files one level up. Compacted partitions are
