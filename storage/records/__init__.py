@@ -1,7 +1,7 @@
 """Kafka RecordBatch v2 records, sans-IO: the one import for the codec and its compaction helpers.
 
-- ``storage/records/codec.py``: the byte layout (documented at its top), batch headers, and the
-  pure-Python reference decoder.
+- ``storage/records/codec.py``: the byte layout (documented at its top), batch headers and framing.
+- ``storage/records/decode.py``: the pure-Python reference decoder.
 - ``storage/records/encode.py``: the pure-Python reference encoder, and base-offset patching.
 - ``storage/records/scan.py``: rewriting stored batches: compaction's ``filter_batch`` (survivors copied
   byte for byte, delete horizon set), ``scan_batch_reference`` (keys and record spans, values skipped:

@@ -15,7 +15,7 @@ slow. ``_crecords`` is private to aiokafka, so ``pyproject.toml`` bounds aiokafk
 module was checked against (the module is unchanged since 0.11), and ``tests/unit/test_record_compiled.py``
 compares it with the reference on every run.
 
-**The reference.** The pure-Python codec stays: ``decode_records_reference`` (``record_codec.py``) and
+**The reference.** The pure-Python codec stays: ``decode_records_reference`` (``decode.py``) and
 ``encode_batch_reference`` (``record_encode.py``). This module returns exactly what the reference returns
 (the same bytes and records). Whatever it cannot
 do exactly, it hands to the reference, which also raises every error: the same ``CodecError`` with the
@@ -99,10 +99,10 @@ from storage.records.codec import (
     BatchHeader,
     Header,
     Record,
-    _decode_batch,
     _expand_batch,
     read_header,
 )
+from storage.records.decode import decode_batch
 from storage.records.encode import _assemble_batch, encode_batch_reference
 
 __all__ = ["decode_records", "encode_batch"]
@@ -259,7 +259,7 @@ def decode_records(buf: _Buffer, *, offset_base: int = 0, verify_crc: bool = Tru
         header = read_header(view, pos, verify_crc)
         batch = _read_batch(view, pos, header, offset_base)
         if batch is None:
-            batch = _decode_batch(bytes(view[pos : pos + header.size]), 0, header, offset_base)
+            batch = decode_batch(bytes(view[pos : pos + header.size]), 0, header, offset_base)
         yield from batch
         pos += header.size
 

@@ -36,10 +36,10 @@ from storage.records.codec import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     Record,
-    _decode_batch,
     _expand_batch,
     _varint_tail,
 )
+from storage.records.decode import decode_batch
 from storage.records.encode import _assemble_batch, encode_batch_reference
 
 __all__ = ["RecordSpan", "filter_batch", "filter_ranges", "recompress_batch", "scan_batch_reference"]
@@ -190,7 +190,7 @@ def filter_ranges(
         shift = base_offset - (offset_base + header.base_offset)
         records = [
             Record(r.offset + shift, r.timestamp, r.key, r.value, r.headers)
-            for r in _decode_batch(bytes(batch), 0, header, offset_base)
+            for r in decode_batch(bytes(batch), 0, header, offset_base)
             if r.offset in wanted
         ]
         return encode_batch_reference(

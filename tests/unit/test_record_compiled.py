@@ -29,8 +29,9 @@ from storage.records import (
     recompress_batch,
 )
 from storage.records import compiled as record_compiled
-from storage.records.codec import BatchHeader, decode_records_reference, read_header
+from storage.records.codec import BatchHeader, read_header
 from storage.records.columns import scan_columns, siphash24
+from storage.records.decode import decode_records_reference
 from storage.records.encode import encode_batch_reference
 from storage.records.scan import RecordSpan, scan_batch_reference
 
