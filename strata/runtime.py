@@ -223,26 +223,7 @@ def build_runtime(
     """Open everything the settings name, except components passed in (tests inject fault wrappers)."""
     clock = clock or SystemClock()
     rng = rng or random.Random()
-    injected = astore or store
-    counters = injected.counters if injected is not None else RequestCounters()
-    if store is None:
-        store = open_object_store(
-            settings.bucket_url,
-            endpoint_url=settings.s3_endpoint,
-            region=settings.s3_region,
-            counters=counters,
-            clock=clock,
-            rng=rng,
-        )
-    if astore is None:
-        astore = open_async_object_store(
-            settings.bucket_url,
-            endpoint_url=settings.s3_endpoint,
-            region=settings.s3_region,
-            counters=counters,
-            clock=clock,
-            rng=rng,
-        )
+    counters, store, astore = _object_stores(settings, clock, rng, store, astore)
     if metadata is None:
         metadata = open_metadata_store(settings.metadata_url)
     registry = CollectorRegistry()  # the process's one registry, shared by the agent and compaction
@@ -261,19 +242,7 @@ def build_runtime(
             "STRATA_API_TOKENS protects HTTP only: the Kafka listener serves anyone; "
             "set --principals-file to authenticate Kafka clients too"
         )
-    kafka = None
-    if settings.kafka_port >= 0 and settings.role != "worker":
-        # Imported only for a listener: the Kafka door's protocol library (kafka-python, whose package
-        # imports its whole client) is 11 MiB of an agent's memory, which an HTTP-only agent does without.
-        from broker.context import BrokerContext
-        from broker.server import KafkaServer
-
-        config = broker_config(settings)
-        kafka = KafkaServer(
-            BrokerContext(
-                agent, metadata, config, clock, ByteBudget(config.fetch_buffer_bytes), principals=sasl
-            )
-        )
+    kafka = _kafka_listener(settings, agent, metadata, clock, sasl)
     return Runtime(
         settings,
         clock,
@@ -293,4 +262,44 @@ def build_runtime(
         rng,
         kafka=kafka,
         principals=http_principals if (sasl is not None or settings.tokens) else None,
+    )
+
+
+def _object_stores(
+    settings: Settings,
+    clock: Clock,
+    rng: random.Random,
+    store: ObjectStore | None,
+    astore: AsyncObjectStore | None,
+) -> tuple[RequestCounters, ObjectStore, AsyncObjectStore]:
+    """The sync and async stores on the bucket, sharing one set of request counters (an injected store's,
+    if any, so a test's fault wrapper counts every request)."""
+    injected = astore or store
+    counters = injected.counters if injected is not None else RequestCounters()
+    url, endpoint, region = settings.bucket_url, settings.s3_endpoint, settings.s3_region
+    if store is None:
+        store = open_object_store(
+            url, endpoint_url=endpoint, region=region, counters=counters, clock=clock, rng=rng
+        )
+    if astore is None:
+        astore = open_async_object_store(
+            url, endpoint_url=endpoint, region=region, counters=counters, clock=clock, rng=rng
+        )
+    return counters, store, astore
+
+
+def _kafka_listener(
+    settings: Settings, agent: Agent, metadata: MetadataStore, clock: Clock, sasl: Principals | None
+) -> KafkaServer | None:
+    """The Kafka door on the agent core, or None (--kafka-port -1, role worker)."""
+    if settings.kafka_port < 0 or settings.role == "worker":
+        return None
+    # Imported only for a listener: the Kafka door's protocol library (kafka-python, whose package imports
+    # its whole client) is a large share of an agent's memory, which an HTTP-only agent does without.
+    from broker.context import BrokerContext
+    from broker.server import KafkaServer
+
+    config = broker_config(settings)
+    return KafkaServer(
+        BrokerContext(agent, metadata, config, clock, ByteBudget(config.fetch_buffer_bytes), principals=sasl)
     )

@@ -69,6 +69,11 @@ _POSTGRES = _Types(
 
 
 def _v1(t: _Types) -> tuple[str, ...]:
+    return _v1_log(t) + _v1_work(t)
+
+
+def _v1_log(t: _Types) -> tuple[str, ...]:
+    """Topics, partitions, files and their chunks: which bytes are live and what offsets they hold."""
     return (
         f"""CREATE TABLE topics (
             name TEXT PRIMARY KEY,
@@ -119,6 +124,12 @@ def _v1(t: _Types) -> tuple[str, ...]:
         ){t.table_options}""",
         "CREATE INDEX chunks_by_offset ON chunks (topic, partition_id, last_offset)",
         "CREATE INDEX chunks_by_file ON chunks (file_id)",
+    )
+
+
+def _v1_work(t: _Types) -> tuple[str, ...]:
+    """Jobs, idempotency keys and consumer group offsets."""
+    return (
         # Compaction and retention work (the planner writes rows; workers lease them).
         f"""CREATE TABLE jobs (
             job_id {t.id_pk},
