@@ -13,7 +13,7 @@ export STRATA_SPARK_JARS_DIR := $(JARS_DIR)
 DECODER_JAR := $(JARS_DIR)/strata-spark.jar
 DECODER_SOURCES := $(shell find pipeline/jvm/src -type f 2>/dev/null)
 
-.PHONY: run test check install clean jars spark-decoder demo kcat kafkajs chromium postgres jdk kafka-conformance
+.PHONY: run test test-fast check install clean jars spark-decoder demo kcat kafkajs chromium postgres jdk kafka-conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,11 @@ demo: $(STAMP) $(JARS) $(DECODER_JAR)
 
 test: $(STAMP) $(JARS) $(DECODER_JAR) $(KAFKAJS) kcat chromium postgres
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check
+
+# The checks and the unit and sans-IO tests only (pytest -m "not integration"): no JDK, npm, Chromium or
+# PostgreSQL needed, under two minutes.
+test-fast: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check --fast
 
 # librdkafka 2.0.2's own test suite against an agent: builds once into .cache/librdkafka-suite (root for
 # apt-get), then runs the ids in scripts/librdkafka_tests.txt, or IDS="0001 0012". See docs/librdkafka-suite.md.

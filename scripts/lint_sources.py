@@ -34,8 +34,8 @@ LONG_FUNCTIONS = {
 }
 # Text a clone cannot resolve: documents that live outside the repository.
 UNRESOLVABLE = re.compile(
-    r"STYLE\.md|STYLE item|\bARCHITECTURE\b|\bthe brief\b|research brief|\.\./shared|\bshared/(research|bench)"
-    r"|\b[Ii]ssue \d+\b"
+    r"STYLE\.md|STYLE item|\bARCHITECTURE\b|\bthe brief\b|research brief"
+    r"|\.\./shared|\bshared/(research|bench)|\b[Ii]ssue \d+\b"
 )
 DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
 TEXT_SUFFIXES = {".py", ".c", ".h", ".pyi", ".md", ".sh", ".toml", ".yml", ".yaml", ".js", ".mjs", ".html"}
@@ -70,7 +70,9 @@ def text_findings(path: str, text: str, product: bool) -> list[str]:
         if found:
             findings.append(f"{path}:{number}: {found.group(0)!r} names something outside the repository")
         if product and DATE.search(line):
-            findings.append(f"{path}:{number}: a date in product code (a figure that will age): {line.strip()}")
+            findings.append(
+                f"{path}:{number}: a date in product code (a figure that will age): {line.strip()}"
+            )
     return findings
 
 
