@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,23 +14,12 @@ from planner.runner import RunnerConfig
 from storage.clock import SkewedClock
 from storage.errors import SettingsError
 from storage.objectstore.base import GET, PUT
-from strata.settings import Settings, load_settings
-from tests.fixtures.server import RunningServer, run_server
+from strata.settings import load_settings
+from tests.fixtures.server import RunningServer
 
 pytestmark = pytest.mark.integration
 
 COMPACT = {"cleanup.policy": "compact"}
-
-
-@pytest.fixture
-def clock() -> SkewedClock:
-    return SkewedClock()
-
-
-@pytest.fixture
-def srv(backend_settings: Settings, clock: SkewedClock) -> Iterator[RunningServer]:
-    with run_server(backend_settings, clock=clock) as server:
-        yield server
 
 
 def compactor(srv: RunningServer, **kwargs: Any) -> CompactionRound:

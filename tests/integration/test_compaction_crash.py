@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, cast
 
 import httpx
@@ -30,8 +30,7 @@ from storage.keys import DATA_PREFIX
 from storage.metadata.base import MetadataStore
 from storage.metadata.rows import JOB_DONE, JOB_LEASED
 from storage.objectstore.base import ObjectStore
-from strata.settings import Settings
-from tests.fixtures.server import RunningServer, run_server
+from tests.fixtures.server import RunningServer
 
 pytestmark = pytest.mark.integration
 
@@ -109,17 +108,6 @@ def crash(what: str) -> Callable[[], None]:
 
 
 # --- fixtures and helpers ------------------------------------------------------------------------------
-@pytest.fixture
-def clock() -> SkewedClock:
-    return SkewedClock()
-
-
-@pytest.fixture
-def srv(backend_settings: Settings, clock: SkewedClock) -> Iterator[RunningServer]:
-    with run_server(backend_settings, clock=clock) as server:
-        yield server
-
-
 def make_compactor(
     srv: RunningServer,
     owner: str,

@@ -15,7 +15,6 @@ forward by the test; rounds are driven here, the way the worker's loop drives th
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,25 +23,13 @@ from planner.jobs import JOB_CLEAN, JOB_MERGE, JobSpec
 from planner.planner import PlannerConfig
 from planner.round import CompactionRound, RoundConfig
 from storage.clock import SkewedClock
-from strata.settings import Settings
-from tests.fixtures.server import RunningServer, run_server
+from tests.fixtures.server import RunningServer
 
 pytestmark = pytest.mark.integration
 
 COMPACT = {"cleanup.policy": "compact"}
 LAG_S = 60
 STEP_S = 10  # the worker's interval, as this test sees it: one round per step
-
-
-@pytest.fixture
-def clock() -> SkewedClock:
-    return SkewedClock()
-
-
-@pytest.fixture
-def srv(backend_settings: Settings, clock: SkewedClock) -> Iterator[RunningServer]:
-    with run_server(backend_settings, clock=clock) as server:
-        yield server
 
 
 def compactor(srv: RunningServer, config: RoundConfig | None = None) -> CompactionRound:

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from storage.metadata import open_metadata_store
-from tests.fixtures.processes import agent_process, free_port
+from tests.fixtures.processes import agent_process, free_port, shared_agent_args
 
 pytestmark = pytest.mark.integration
 
@@ -31,18 +31,7 @@ def test_sigkill_of_the_coordinating_agent_loses_no_committed_offset(
     tmp_path: Path, moto_server: str, s3_bucket: str, postgres_schema_url: str
 ) -> None:
     common = [
-        "--role",
-        "agent",
-        "--bucket",
-        f"s3://{s3_bucket}",
-        "--s3-endpoint",
-        moto_server,
-        "--metadata",
-        postgres_schema_url,
-        "--flush-interval-ms",
-        "50",
-        "--data-dir",
-        str(tmp_path / "unused"),
+        *shared_agent_args(tmp_path, moto_server, s3_bucket, postgres_schema_url),
         "--kafka-cluster",
         "--group-initial-rebalance-delay-ms",
         "0",

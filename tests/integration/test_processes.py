@@ -15,7 +15,7 @@ from planner.gc import OrphanCollector
 from storage.clock import ManualClock
 from storage.metadata import open_metadata_store
 from storage.objectstore import open_object_store
-from tests.fixtures.processes import agent_process
+from tests.fixtures.processes import agent_process, shared_agent_args
 
 pytestmark = pytest.mark.integration
 
@@ -40,20 +40,7 @@ def _read_partition(url: str, topic: str, partition: int) -> dict[int, str]:
 def test_two_agents_one_bucket_one_postgres(
     tmp_path: Path, moto_server: str, s3_bucket: str, postgres_schema_url: str
 ) -> None:
-    args = [
-        "--role",
-        "agent",
-        "--bucket",
-        f"s3://{s3_bucket}",
-        "--s3-endpoint",
-        moto_server,
-        "--metadata",
-        postgres_schema_url,
-        "--flush-interval-ms",
-        "50",
-        "--data-dir",
-        str(tmp_path / "unused"),
-    ]
+    args = shared_agent_args(tmp_path, moto_server, s3_bucket, postgres_schema_url)
     with agent_process(args, tmp_path) as a, agent_process(args, tmp_path) as b:
         assert httpx.post(a.url + "/v1/topics", json={"name": "shared", "partitions": 4}).status_code == 201
         acked: dict[tuple[int, int], str] = {}

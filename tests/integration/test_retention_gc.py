@@ -7,7 +7,7 @@ Time is a ``SkewedClock``: the agent, retention and GC see a wall clock the test
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import pytest
@@ -29,25 +29,13 @@ from storage.metadata.rows import (
     Job,
     JobReport,
 )
-from strata.settings import Settings
-from tests.fixtures.server import RunningServer, run_server
+from tests.fixtures.server import RunningServer
 
 pytestmark = pytest.mark.integration
 
 GC_GRACE_MS = 600_000
 ORPHAN_GRACE_MS = 3_600_000
 COMPACT_DELETE: dict[str, Any] = {"cleanup.policy": "compact,delete", "retention.ms": 60_000}
-
-
-@pytest.fixture
-def clock() -> SkewedClock:
-    return SkewedClock()
-
-
-@pytest.fixture
-def srv(backend_settings: Settings, clock: SkewedClock) -> Iterator[RunningServer]:
-    with run_server(backend_settings, clock=clock) as server:
-        yield server
 
 
 def compactor(srv: RunningServer) -> CompactionRound:
