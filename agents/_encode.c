@@ -23,8 +23,8 @@ a batch's 61-byte header (the layout at the top of storage/records/codec.py: bas
 partitionLeaderEpoch -1, magic 2, the CRC-32C of attributes to the end, attributes 0, lastOffsetDelta,
 baseTimestamp, maxTimestamp, producerId -1, producerEpoch -1, baseSequence -1, recordsCount) and then its
 records. Assembled in Python (a header, two CRC calls and a join per batch, then a join of the request's
-batches) this cost 181 us for a request of 100 1 KiB records over 32 partitions, against 38 us for
-encode_records itself.
+batches) this cost several times what encode_records itself costs, for a request spread over many
+partitions.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

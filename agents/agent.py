@@ -62,8 +62,9 @@ class AgentConfig:
     # that over the ack latency. Under steady load from many producers requests keep arriving and the cut
     # never fires; below flush_idle_bytes it never fires either, so a trickle still waits for the
     # interval and PUTs stay at most one per flush_idle_bytes. 3 MiB, not 4: one such producer with
-    # librdkafka's defaults (5 requests in flight, batch.size 1 MB) holds ~4.0-4.8 MiB, and at a 4 MiB
-    # floor a round that fell short waited out the interval (docs/benchmarks.md).
+    # librdkafka's defaults (5 requests in flight, batch.size 1 MB) holds at most 5 MB and often barely
+    # more than 4 MiB, and at a 4 MiB floor a round that fell short waited out the interval
+    # (docs/benchmarks.md).
     flush_idle_ms: int = 5
     flush_idle_bytes: int = 3 * MiB
     buffer_bytes: int = 64 * MiB
@@ -91,8 +92,8 @@ class AgentConfig:
     def inflight_flushes(self) -> int:
         """Flushes that may upload at once: enough that the buffer's bound, not this count, is what stops
         cutting. With fewer, a backlog behind slow uploads grows into one file as large as the whole buffer,
-        and a remote store's upload joins it into a second copy of that size (measured: a 63 MiB flush,
-        RSS +60 MiB at once, on moto S3 under overload); with these, files stay near ``flush_bytes``."""
+        and a remote store's upload joins it into a second copy of that size (on S3 under overload, RSS
+        jumped by about the flush's size at once); with these, files stay near ``flush_bytes``."""
         return max(self.max_inflight_flushes, -(-self.buffer_bytes // max(self.flush_bytes, 1)))
 
 
@@ -301,7 +302,7 @@ class Agent:
         """Put ``request`` in the buffer now, consuming ``reservation``; the future gets its offsets.
 
         Synchronous, so a front door that admits a connection's requests one after another keeps their
-        order (invariant 8). BufferFull if it does not fit; the reservation is then kept.
+        order. BufferFull if it does not fit; the reservation is then kept.
 
         A resend of an idempotent producer's append that is still in flight here follows the original's
         outcome and takes no buffer space (agents/inflight.py).
@@ -333,8 +334,8 @@ class Agent:
         full = open_bytes >= self.config.flush_bytes
         if full and self._free_slots:
             # The size trigger cuts at once. Left to the flush loop's next turn, it let in whatever the
-            # event loop read before that turn came: at 200 MiB/s, files of ~14 MiB for an 8 MiB trigger,
-            # which then exceeded the fetch path's whole-file reads.
+            # event loop read before that turn came: under heavy load, files far past the trigger, too
+            # large for the fetch path's whole-file reads.
             self._cut()
         elif full or len(self.buffer) == 1:
             self._wakeup.set()

@@ -5,7 +5,7 @@ touches (batch base offsets relative, 0). The buffer queues requests in arrival 
 batches into one chunk per (topic, partition) and, once committed, answers each request with absolute
 offsets in request order.
 
-Memory (invariant 6) is owned here and nowhere else. ``bytes_held`` is the sum of:
+The memory bound is owned here and nowhere else. ``bytes_held`` is the sum of:
 - bytes in the open buffer (requests not yet drained);
 - bytes in flushes not yet finished (drained, uploading or committing);
 - live ``Reservation``s: memory a front door holds for a request it is still reading, parsing or encoding.

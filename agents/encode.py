@@ -194,7 +194,7 @@ def _contiguous(batches: list[PartitionBatch]) -> list[PartitionBatch]:
     goes back to the system when it is freed (glibc maps a block over its 128 KiB threshold on its own:
     strata/server.py). As one allocation per batch (a request of 1,000 records over 32 partitions makes 32 of
     about 33 KiB), it came from the heap, whose pages a flush's worth of freed batches left resident and
-    fragmented: the HTTP overload benchmark on S3 peaked 18 MiB higher (docs/benchmarks.md).
+    fragmented: the HTTP overload benchmark on S3 peaked higher (docs/benchmarks.md).
     """
     if len(batches) < 2:
         return batches

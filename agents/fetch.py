@@ -12,7 +12,7 @@ turns them into records. The HTTP door renders its answer from the chunks instea
 and uses ``decode_fetch`` only where that declines.
 
 Gaps: offsets removed by compaction or retention have no record. A fetch from X returns records from the
-first existing offset >= X (invariant 3); ``next_offset`` moves past holes, so a consumer never stalls.
+first existing offset >= X; ``next_offset`` moves past holes, so a consumer never stalls.
 
 Chunk selection, checking and decoding are sans-IO, in ``agents/chunks.py``.
 """
@@ -125,9 +125,9 @@ class Fetcher:
         self, reads: list[BatchRead], max_total: int
     ) -> list[BatchesResult | StrataError]:
         # Chunks are looked up a page at a time. A catch-up fetch asks each of 32 partitions for megabytes,
-        # yet the files it may read (_admit_files) hold a few chunks of each: building 256 chunk rows per
-        # partition per fetch was a third of the agent's samples (py-spy, Kafka catch-up, local). A
-        # partition gets a second, larger page only when it would take every chunk of its first.
+        # yet the files it may read (_admit_files) hold a few chunks of each: building hundreds of chunk
+        # rows per partition per fetch was a large share of the agent's CPU in a Kafka catch-up (py-spy).
+        # A partition gets a second, larger page only when it would take every chunk of its first.
         looked_up = await asyncio.gather(*(self._lookup(r, FIRST_CHUNKS_PER_PARTITION) for r in reads))
         results: list[BatchesResult | StrataError] = []
         wanted: list[tuple[int, BatchRead, list[ChunkRow]]] = []
@@ -197,7 +197,7 @@ class Fetcher:
 
         A consumer catching up asks for many partitions at once, each for megabytes. Unbounded, one fetch
         touched dozens of flush files, more than the cache holds, and partitions drifted apart in the log,
-        so every file was read again and again (measured: 1.2 GETs per MiB; 154 files read 1,078 times).
+        so every file was read again and again, each GET serving a fraction of its bytes.
         Reading the oldest files first keeps a consumer's partitions, and consumers of the same log,
         moving through it together, so each file is fetched once and served from the cache to the rest.
         A partition whose next chunk lies in a file left out gets nothing this time; a tailing
@@ -206,9 +206,9 @@ class Fetcher:
         Key order is only roughly offset order: two flushes cut in one millisecond sort at random, and
         the wall clock can step back. Files holding only later chunks could then fill the admission while
         every partition's next file stayed out, and no fetch would serve anything, ever. So unless a head
-        file is admitted already, the oldest one is added: every fetch serves some partition. (Two of ~30
-        catch-up runs of bench/kafka_bench.py stalled like that on 2026-11-27, every partition with no GET
-        for the rest of the run; that this was their cause is likely, not established.)
+        file is admitted already, the oldest one is added: every fetch serves some partition. (A few
+        catch-up runs of bench/kafka_bench.py stalled like that, every partition with no GET for the rest
+        of the run; that this was their cause is likely, not established.)
         """
         costs: dict[str, int] = {}
         for chunk in chunks:
@@ -238,8 +238,8 @@ class Fetcher:
         One partition's megabytes span dozens of flush files, each read whole and shared with the
         consumers of the other partitions, which must come for a file before the cache lets it go. Left
         to read as far as its max_bytes, each fetch pulled in dozens of files, the consumers of different
-        partitions drifted apart and the cache could not hold what they shared: measured, a catch-up of
-        32 partitions over HTTP read every file 6-12 times. Now the fetch that finds its next file
+        partitions drifted apart and the cache could not hold what they shared: a catch-up of many
+        partitions over HTTP read every file several times. Now the fetch that finds its next file
         missing reads a few, and the fetches of the other partitions are served from them until they too
         reach a missing file: the consumers move through the log together and each file is read once.
         """
@@ -380,9 +380,9 @@ class Fetcher:
         cached = self.cache.get(key, start, end)
         if cached is not None:
             return cached
-        # No read-ahead past the file: measured, aligned 8 MiB windows read 11-14x the bytes a catch-up
-        # returned (the cache could not hold the windows until other partitions used them) and made S3
-        # fetch slower. Files too big to be read whole (``_get_file``) get ranged GETs.
+        # No read-ahead past the file: aligned 8 MiB windows read an order of magnitude more bytes than a
+        # catch-up returned (the cache could not hold the windows until other partitions used them) and
+        # made S3 fetch slower. Files too big to be read whole (``_get_file``) get ranged GETs.
         data = await self.store.get_range(key, start, end)
         if len(data) != end - start:
             raise CorruptObject(

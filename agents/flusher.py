@@ -7,7 +7,7 @@ Sequence of one flush (the order is the durability argument):
 3. One metadata transaction assigns every chunk its absolute base offset and records idempotency keys.
 4. Only now is any waiting producer answered with offsets.
 Uploads of up to ``max_inflight_flushes`` flushes run in parallel, but step 3 waits for the flush's turn:
-commits happen in the order the flushes were cut (agents/sequencer.py, invariant 8).
+commits happen in the order the flushes were cut (agents/sequencer.py).
 If 2 or 3 fails, every waiter gets ``Unavailable`` (HTTP 503 / 50003) and nothing is acknowledged. A crash
 between 2 and 3 leaves an uploaded file that no chunk row references: an orphan, removed by GC later.
 

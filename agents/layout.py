@@ -1,13 +1,13 @@
 """The flush file's layout, built while its requests arrive: chunks, pieces, relative offsets and CRCs.
 
-A flush file (storage/fileformat.py) holds one chunk per topic-partition, each the concatenation of its
+A flush file (storage/fileformat/) holds one chunk per topic-partition, each the concatenation of its
 requests' batches in arrival order, with every batch's baseOffset set to its first record's offset
-relative to the chunk (ARCHITECTURE: the commit gives the chunk its absolute base). Everything about a
+relative to the chunk (the metadata commit gives the chunk its absolute base). Everything about a
 chunk but its position in the file is known as soon as its batches are: so ``FileLayout.add`` places each
 request's batches as the request enters the buffer (agents/buffer.py), and cutting a flush only sorts the
-chunks and writes the footer. Measured at 6,000 small Kafka requests a second: laying out a flush of
-~1,700 requests at the cut took ~8 ms of event loop, all of it added to the acknowledgement latency of
-every request in the flush; spread over the 250 ms the requests took to arrive, it is not.
+chunks and writes the footer. Laying out a flush of thousands of small Kafka requests at the cut held
+the event loop for milliseconds, all of it added to the acknowledgement latency of every request in the
+flush; spread over the flush interval in which the requests arrive, it is not.
 
 No batch is copied or written to. A batch's baseOffset (its first 8 bytes, outside its CRC) is given as a
 new 8-byte piece, followed by a view of the batch's bytes after it: the file is a list of pieces, which a

@@ -11,9 +11,9 @@ HTTP request's order costs no Python object per record.
 The answer, ``RecordOffsets``, keeps the order and one (partition, base offset) per batch: record r of
 batch b sits at offset ``bases[b] + r``. Expanding that into a (partition, offset) pair per record is left
 to whoever reads it: the HTTP door renders its JSON answer straight from this form in C
-(api/_recordjson.c, ``render_offsets``). Measured before this form existed: building a placement tuple, a
-pair and a dict per record in Python was about a fifth of the agent's CPU under HTTP produce load
-(py-spy, docs/benchmarks.md).
+(api/_recordjson.c, ``render_offsets``). Before this form existed, building a placement tuple, a pair and
+a dict per record in Python was a large share of the agent's CPU under HTTP produce load (py-spy,
+docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Who may do what: the principals of both front doors, their credentials and their permissions.
 
-One source for both doors (issue 9): a TOML file (``--principals-file``) names each principal once, with
+One source for both doors: a TOML file (``--principals-file``) names each principal once, with
 the password its Kafka clients authenticate with over SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and HTTP
 clients with Basic auth, the bearer tokens its HTTP clients may send instead, and its grants::
 

@@ -1,4 +1,4 @@
-"""Commit flushes in the order they were cut (invariant 8), while their uploads run in parallel.
+"""Commit flushes in the order they were cut, while their uploads run in parallel.
 
 Up to ``max_inflight_flushes`` flushes upload at once, and a small file's PUT can finish before a large
 one's. If commits followed upload completion, a request admitted after another on the same connection

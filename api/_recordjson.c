@@ -3,8 +3,8 @@ and the offsets of an HTTP produce answer (render_offsets, at the end), straight
 per-batch form.
 
 Why native code: building a Record and then a dict per record, encoding each key and value and handing
-the lot to orjson cost the agent ~16 ms of CPU per MiB served over HTTP (py-spy, docs/benchmarks.md), ten
-times what a Kafka fetch of the same bytes costs. orjson serialises Python objects fast, but creating
+the lot to orjson cost the agent an order of magnitude more CPU per MiB served over HTTP than a Kafka fetch
+of the same bytes costs (py-spy, docs/benchmarks.md). orjson serialises Python objects fast, but creating
 those objects was the cost; no library renders RecordBatch v2 records as JSON. This loop reads one batch's
 records and writes their JSON objects with no Python object per record.
 
@@ -49,8 +49,8 @@ static inline uint64_t special_bytes(uint64_t w) {
 /* A JSON string of the bytes as text: quotes, backslashes and control characters escaped, the rest copied.
    0, -1 out of memory, or -2 if s[0..n) is not UTF-8 as Python's strict decoder takes it (nothing is
    then written). Checking while copying reads each byte once, and plain bytes go eight at a time up to
-   the first special one: one byte at a time, checking and then copying, cost 3.0 ms per MiB of 1 KiB
-   printable values (0.9 now; docs/benchmarks.md). */
+   the first special one: one byte at a time, checking and then copying, cost several times as much on
+   printable values (docs/benchmarks.md). */
 static int json_text(Out *out, const uint8_t *s, Py_ssize_t n) {
     if (grow(out, 6 * n + 2) < 0)
         return -1;
@@ -357,8 +357,9 @@ PyDoc_STRVAR(render_run_doc,
 "Returns (records, next offset after the last one rendered or -1, new size, nonempty, stopped, the\n"
 "position where it stopped), or None as render_batch does, also for any header read_header refuses.");
 
-/* Per batch, the Python loop (iter_batches, read_header, expand_records, a call per batch) cost ~6 us:
-   1.9 ms per MiB of HTTP-produced batches of 3 records (a request of 100 records over 32 partitions). */
+/* Per batch, the Python loop (iter_batches, read_header, expand_records, a call per batch) costs
+   microseconds, which dominate when batches hold a few records each, as HTTP-produced ones do (a request's
+   records spread over its topic's partitions). */
 static PyObject *render_run(PyObject *self, PyObject *args) {
     PyObject *array;
     Py_buffer view;

@@ -49,8 +49,8 @@ class Admission:
     byte until it is encoded (api/routes/records.py), in which nothing awaits: one event loop runs one
     such window at a time, so this peak adds at most one body's worth. Reserving the peak for the whole
     request instead refused loads that fit: a request waiting for its body, or for its flush, never holds
-    the peak, and 128 clients sending 100-record bodies then reserved 4x their 12.5 MiB in flight against
-    the 64 MiB buffer (docs/benchmarks.md).
+    the peak, and many clients sending bodies at once then reserved ``expansion`` times their bytes in
+    flight, most of the buffer, while at most one of them was parsing (docs/benchmarks.md).
     """
 
     expansion = 4

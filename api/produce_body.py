@@ -1,14 +1,13 @@
 """The produce request body, parsed and checked in one pass of compiled code.
 
-``POST /v1/topics/{t}/records`` is the hot path of the HTTP door. FastAPI's default handling of a model
-body is ``json.loads`` (Python objects for every field), then pydantic building a ``RecordIn`` model per
-record, then a Python loop converting models to the agent's records: measured at 25-27 % of the agent's
-CPU under load (docs/benchmarks.md, hot spot 4). Here pydantic-core parses the JSON bytes and checks them
-against TypedDicts in Rust (``TypeAdapter.validate_json``: no ``json.loads``, no model per record): 0.8 ms
-against 3.9 ms per 1,000-record body (1 MiB), measured. The rules are ``api.models.ProduceIn``'s, which
-stays the schema OpenAPI documents: strict types, no unknown fields, at least one record, partition and
-timestamp ranges, and the same error answers (``40001`` for a body that is not JSON, ``42206`` naming the
-offending fields).
+``POST /v1/topics/{t}/records`` is the hot path of the HTTP door. FastAPI's default handling of a model body
+is ``json.loads`` (Python objects for every field), then pydantic building a ``RecordIn`` model per record,
+then a Python loop converting models to the agent's records: a large share of the agent's CPU under load
+(docs/benchmarks.md). Here pydantic-core parses the JSON bytes and checks them against TypedDicts in Rust
+(``TypeAdapter.validate_json``: no ``json.loads``, no model per record), several times faster per body. The
+rules are ``api.models.ProduceIn``'s, which stays the schema OpenAPI documents: strict types, no unknown
+fields, at least one record, partition and timestamp ranges, and the same error answers (``40001`` for a body
+that is not JSON, ``42206`` naming the offending fields).
 
 The body's bytes, the parsed dicts and the records are dropped by the handler once the agent has encoded
 them, before the request waits for its flush: while it waits, only the encoded batches (counted by the

@@ -1,7 +1,7 @@
 /* planner._probe: the offset map's batch put and get in C (the map itself is planner/offset_map.py).
 
 Why native code: the map is probed once per keyed record in each compaction pass. Probing in numpy, one
-probe step for all pending items at a time, still cost ~18 % of a compaction (py-spy,
+probe step for all pending items at a time, still cost a large share of a compaction (py-spy,
 docs/benchmarks.md): every step is a dozen array operations, and the last items of each batch were
 probed one by one in Python. No library offers an open-addressing table over a caller's buffer with
 Kafka's SkimpyOffsetMap semantics, so these two loops are written here, over the map's own numpy table.

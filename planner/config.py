@@ -1,6 +1,6 @@
 """The job runner's settings, apart from the runner: what a process that never compacts (an agent) needs to
-build a round's configuration without loading the runner's numpy and offset map (~15 MiB of its resident
-set)."""
+build a round's configuration without loading the runner's numpy and offset map (megabytes of its
+resident set)."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ its row is forgotten after the object is gone (a crash in between just repeats t
 Orphans: a flush uploads its file before the metadata commit. If the agent dies in between, or the commit
 fails, or an idempotency conflict makes it upload again, the object has no ``files`` row. Such an object
 is deleted once it is older than ``orphan_grace_ms``: the grace must exceed the longest upload-to-commit
-time, or a slow commit would find its file gone (invariant 5). Objects with a files row are never touched
-here; deleting obsolete files is the compaction GC's job.
+time, or a slow commit would commit chunk rows that point at a deleted object. Objects with a files row
+are never touched here; deleting obsolete files is the compaction GC's job.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The planner's vocabulary, used with these names everywhere (ARCHITECTURE, STYLE item 5):
+"""The planner's vocabulary, used with these names everywhere:
 
 - ``JobSpec``: the description of a piece of work: which files to read, which level to write. Pure data,
   stored as JSON in the ``jobs`` row.

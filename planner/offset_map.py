@@ -282,7 +282,7 @@ class SkimpyOffsetMap:
         return self._table.nbytes
 
     def clear(self) -> None:
-        """Zero the buffer (a memset: ~4 ms for 128 MiB), as Kafka does; nothing to do if nothing was put."""
+        """Zero the buffer (a memset), as Kafka does; nothing to do if nothing was put."""
         if self._size:
             self._table.fill(0)
         self._size = 0

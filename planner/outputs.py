@@ -10,7 +10,7 @@ until the job's commit names it (``commit_compaction``); orphan GC collects it o
 Offsets: a chunk spans [base, last]. A dense piece (a plain merge of gap-free input) ends where its input
 ends; any other ends at its last kept record, so removed records after it become a gap between chunks. A
 piece with holes carries the roaring bitmap of the relative offsets it holds, which the file's footer
-stores (storage/fileformat.py).
+stores (storage/fileformat/).
 """
 
 from __future__ import annotations

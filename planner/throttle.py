@@ -3,8 +3,8 @@
 Kafka's ``log.cleaner.io.max.bytes.per.second`` (unlimited by default) keeps the cleaner from taking the
 disk bandwidth that producers and consumers need. Strata's merges and cleans read whole files through
 their GET streams, and on a small machine they took the CPU and store requests a consumer's catch-up
-needed: in the `all` role on 2 cores, a librdkafka consumer caught up at 24-31 MiB/s while merges ran,
-against 122.5 MiB/s with no background jobs (docs/benchmarks.md, the peer benchmark).
+needed: in the `all` role on a small machine, a librdkafka consumer caught up several times slower while
+merges ran than with no background jobs (docs/benchmarks.md).
 
 ``ReadThrottle`` is a token bucket: ``take(n)`` is called after ``n`` bytes were read and sleeps (the
 injected clock's ``sleep``) for as long as it takes the bucket to cover them. The bucket holds at most one

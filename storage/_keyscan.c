@@ -1,10 +1,10 @@
 /* storage._keyscan: compaction's record scan in C, with the record keys hashed as they are read.
 
-Why native code: each compaction pass needs, for every record of a batch, its offset, timestamp, key
-hash, tombstone flag and byte span. aiokafka's compiled reader builds a Python object per record and
-hashing each key through hashlib costs another call per record; together they were 45 % of a compaction
-(py-spy, docs/benchmarks.md). No maintained library scans RecordBatch v2 records into columns, so this
-module does it in one C loop and returns the columns as byte strings that numpy views without copying.
+Why native code: each compaction pass needs, for every record of a batch, its offset, timestamp, key hash,
+tombstone flag and byte span. aiokafka's compiled reader builds a Python object per record and hashing each
+key through hashlib costs another call per record; together they were a large share of a compaction (py-spy,
+docs/benchmarks.md). No maintained library scans RecordBatch v2 records into columns, so this module does it
+in one C loop and returns the columns as byte strings that numpy views without copying.
 
 Input: the records of ONE batch in its expanded form (the batch itself, or its header followed by its
 decompressed records, as storage/records/codec.py's _expand_batch gives it), the position of the first

@@ -1,10 +1,9 @@
 /* storage._recordcols: a batch's records decoded into column buffers in C, for Arrow (Spark's reader).
 
-Why native code: Spark's executors decoded each record into a Python Record, then seven Python lists,
-then Arrow arrays: 75 % of the decode's time was the Record objects and 21 % the lists (measured,
-docs/benchmarks.md section 3). pyarrow builds arrays from buffers without any per-row object, and no
-library decodes RecordBatch v2 into such buffers; this loop does, appending to caller-owned bytearrays
-that become the Arrow buffers as they are.
+Why native code: Spark's executors decoded each record into a Python Record, then seven Python lists, then
+Arrow arrays: the Record objects and the lists were nearly all of the decode's time (docs/benchmarks.md).
+pyarrow builds arrays from buffers without any per-row object, and no library decodes RecordBatch v2 into such
+buffers; this loop does, appending to caller-owned bytearrays that become the Arrow buffers as they are.
 
 It is a fast path, never the authority: records are read by storage/_recordread.h (the reference
 decoder's checks), and on anything but plainly valid bytes the call returns None, so the caller decodes

@@ -42,7 +42,7 @@ static int varint(Reader *r, Py_ssize_t limit, int max_bits, uint64_t *out) {
 static inline int64_t zigzag(uint64_t n) { return (int64_t)((n >> 1) ^ (~(n & 1) + 1)); }
 
 /* Eight bytes at once (SWAR): the ASCII test below reads a word where one byte at a time was the cost of
-   rendering 1 KiB text values (3.0 ms per MiB, most of an HTTP fetch's CPU; docs/benchmarks.md). */
+   rendering text values (most of an HTTP fetch's CPU; docs/benchmarks.md). */
 #define BYTES_01 0x0101010101010101ULL
 #define BYTES_80 0x8080808080808080ULL
 

@@ -9,13 +9,13 @@ is reinterpreted as signed at the end, which gives the same bits.
 
 **Compiled on the produce path.** ``partition_for_key`` runs once per keyed record, so it calls
 confluent-kafka's ``murmur2(key, partition_count)``: librdkafka's murmur2 partitioner, documented as
-Java-compatible (``(murmur2(key) & 0x7fffffff) % partition_cnt``) and public since confluent-kafka 2.13.
-Why that library: none of the others Strata installs has a compiled murmur2 (aiokafka's and kafka-python's
-are pure Python), confluent-kafka is Confluent's maintained client, and its wheels bundle librdkafka.
-Measured here on 16-byte keys: 88 ns a key against 1.5 µs for the Python below. The Python ``murmur2``
-stays: it is the reference (``tests/unit/test_partitioner.py`` checks both against Kafka's vectors and
-each other over random keys), and it serves partition counts above 2^31 - 1, which librdkafka's int32
-count cannot take (Kafka's partition counts are int32, so none reaches it).
+Java-compatible (``(murmur2(key) & 0x7fffffff) % partition_cnt``) and public since confluent-kafka 2.13. Why
+that library: none of the others Strata installs has a compiled murmur2 (aiokafka's and kafka-python's are
+pure Python), confluent-kafka is Confluent's maintained client, and its wheels bundle librdkafka. Its murmur2
+is more than ten times faster than the Python below. The Python ``murmur2`` stays: it is the reference
+(``tests/unit/test_partitioner.py`` checks both against Kafka's vectors and each other over random keys), and
+it serves partition counts above 2^31 - 1, which librdkafka's int32 count cannot take (Kafka's partition
+counts are int32, so none reaches it).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ They speak only the public HTTP API (--url, or STRATA_URL; default http://127.0.
 bearer token (--token, or STRATA_TOKEN).
 
 httpx and rich are imported by the commands that use them, not with this module: ``strata serve`` builds the
-same parser, and a server process has no use for either (about 5 MiB of its memory).
+same parser, and a server process has no use for either (a few MiB of its memory).
 """
 
 from __future__ import annotations

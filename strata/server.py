@@ -21,9 +21,9 @@ def tune_gc() -> None:
     """Fewer, cheaper garbage collections for a server that holds many short-lived objects.
 
     Produce requests keep their parsed records alive while they wait ~250 ms for a flush, so the default
-    thresholds run full collections of a large heap often, and each one stalls the event loop (measured:
-    30-39% of the agent's CPU). Start-up objects (modules, the app) are frozen out of every collection;
-    the young-generation threshold is raised so collections run less often.
+    thresholds run full collections of a large heap often, and each one stalls the event loop (a large
+    share of the agent's CPU under load: docs/benchmarks.md). Start-up objects (modules, the app) are frozen
+    out of every collection; the young-generation threshold is raised so collections run less often.
     """
     gc.collect()
     gc.freeze()
@@ -41,9 +41,9 @@ def tune_malloc() -> None:
     glibc serves allocations over the threshold with their own mmap, returned to the kernel on free. But
     freeing such a block raises the threshold to its size (up to 32 MiB), so after the first large request
     frame or flush file is freed, later ones of that size come from the heap, where they fragment it and
-    stay resident. Measured on the Kafka overload benchmark against moto S3 (buffer 64 MiB): peak RSS
-    231.4 MiB with the dynamic threshold, 203.1 with it fixed (docs/benchmarks.md). Setting it with
-    ``mallopt`` turns the adjustment off for the process; elsewhere than glibc this does nothing.
+    stay resident: on the Kafka overload benchmark against moto S3, peak RSS was markedly lower with the
+    threshold fixed (docs/benchmarks.md). Setting it with ``mallopt`` turns the adjustment off for the
+    process; elsewhere than glibc this does nothing.
     """
     try:
         libc = ctypes.CDLL(None)

@@ -2,9 +2,9 @@
 
 - WAL journal: readers never block the writer and the writer never blocks readers.
 - ``synchronous=FULL``: every commit is fsynced before it returns. NORMAL would be crash-safe for the
-  process but may roll back the last commits on power loss; a lost flush commit would un-acknowledge
-  records and let their offsets be handed out again (invariants 1 and 2). Commits are few (about one per
-  flush interval per agent), so the fsync is cheap here.
+  process but may roll back the last commits on power loss; a lost flush commit would un-acknowledge records
+  and let their offsets be handed out again. Commits are few (about one per flush interval per agent), so the
+  fsync is cheap here.
 - Every write transaction starts with ``BEGIN IMMEDIATE``: it takes the database's single write lock up
   front, waiting up to the busy timeout. A deferred transaction that reads and later writes could instead
   fail with SQLITE_BUSY without waiting (the lock upgrade cannot be granted while another writer holds

@@ -1,13 +1,13 @@
 """An async store's requests on an event loop of their own, in a thread of their own.
 
 Why: an aiobotocore request is a chain of small steps, each one turn of the event loop that runs it (a PUT
-to moto took 11 turns: connect, send, each read of the answer; docs/benchmarks.md, eighth session). On the
-agent's own loop each turn waits behind whatever that loop is doing, and under HTTP produce load a loop
-iteration parses and encodes dozens of 100 KiB request bodies: the flush's upload then waited out 11 such
-iterations, and the producers waiting for the flush with it. On a loop of its own the chain runs as soon
-as the GIL lets it, and the agent's loop spends one turn per request: the answer. Measured with
-`bench/produce_fetch.py --backend s3 --phases produce`: flush upload+commit 160-165 ms -> 129-136 ms,
-produce 45.5-47.4 -> 53.5-56.1 MiB/s (docs/benchmarks.md, ninth session).
+takes about a dozen: connect, send, each read of the answer; docs/benchmarks.md). On the agent's own loop
+each turn waits behind whatever that loop is doing, and under HTTP produce load a loop iteration parses
+and encodes dozens of request bodies: the flush's upload then waited out as many such iterations as it
+had steps, and the producers waiting for the flush with it. On a loop of its own the chain runs as soon
+as the GIL lets it, and the agent's loop spends one turn per request: the answer. With
+`bench/produce_fetch.py --backend s3 --phases produce`, the flush's upload and commit got shorter and
+produce throughput higher (docs/benchmarks.md).
 
 The standard library's ``asyncio.run_coroutine_threadsafe`` carries each call across, and
 ``asyncio.wrap_future`` brings its outcome back, so:

@@ -1,10 +1,10 @@
 """How much of the local store's recent writes stays in the operating system's page cache.
 
 The local store writes each object once and never changes it. The kernel keeps every written page cached
-until memory runs short, so a producing agent grows the page cache by all it writes: on the 2-core VM the
-benchmarks run on, taking fresh pages for a new 8 MiB file cost 23-28 ms of CPU, against 3.5 ms when the
-pages came back from a file dropped before it (first touches of guest memory; `docs/benchmarks.md`,
-2026-11-27). That was half of the agent's CPU per MiB under Kafka produce load.
+until memory runs short, so a producing agent grows the page cache by all it writes, and each new file
+takes fresh pages. On a virtual machine those are first touches of guest memory, several times the CPU of
+pages that came back from a file dropped before it: on the VM the benchmarks run on, a large share of the
+agent's CPU per MiB under Kafka produce load (`docs/benchmarks.md`).
 
 ``RecentWrites`` keeps the last ``budget`` bytes of written objects cached, for readers at the tail of a
 log (the local store has no copy in the agent's object cache) and for compaction, which reads recent flush
@@ -12,10 +12,10 @@ files soon after they are written, and asks the kernel to drop older ones
 (``posix_fadvise(POSIX_FADV_DONTNEED)``; pages are clean once fsynced, so they are simply freed). New
 writes then reuse the freed pages.
 
-Reads are left alone. Dropping what ``get`` read as well was tried: Kafka catch-up 353.8 MiB/s against
-280.7 without, but compaction of 1 KiB records, which reads its inputs after the benchmark's baselines
-read them, 393 k records/s against 801 k (`docs/benchmarks.md`, 2026-11-27). A 64 MiB budget, with reads
-dropped too, left compaction at 346-473 k records/s, against 600-733 k before this module.
+Reads are left alone. Dropping what ``get`` read as well was tried: Kafka catch-up got faster, but
+compaction, which reads its inputs soon after other readers have read them, ran at about half its speed
+(`docs/benchmarks.md`). A 64 MiB budget, with reads dropped too, still left compaction well below its
+speed before this module.
 
 Dropping is advice: a file that is gone already (deleted by GC) or cannot be opened is skipped, a
 filesystem that refuses the advice keeps its pages, and the data on disk never changes.

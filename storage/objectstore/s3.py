@@ -21,7 +21,7 @@ Checksums: every PUT carries the body's CRC-32C (``crc32c_header``, the crc32c p
 which S3 checks; botocore computes none of its own (``request_checksum_calculation="when_required"``) and
 validates none on GETs (``response_checksum_validation="when_required"``): both were Python-driven loops
 over the body (a CRC32 per 1 MiB read), and every byte a reader uses is checked against the CRC-32C of its
-chunk or footer anyway (``storage/fileformat.py``).
+chunk or footer anyway (``storage/fileformat/``).
 """
 
 from __future__ import annotations
@@ -193,8 +193,8 @@ class S3ClientSettings:
                 **({"addressing_style": "path"} if self.endpoint_url is not None else {}),
                 # No SHA-256 of every body in the signature. botocore already leaves it out over HTTPS
                 # (S3's default), but signs it over plain HTTP (MinIO, moto): on the agent's event loop
-                # that hashed every flush, blocking the loop ~4 ms per MiB and so growing the next flush
-                # (measured on moto under load: 40-60 MiB files instead of 8). Bodies still carry
+                # that hashed every flush, blocking the loop milliseconds per MiB and so growing the next
+                # flush (on moto under load, files several times the 8 MiB trigger). Bodies still carry
                 # their CRC-32C (``crc32c_header``), which S3 verifies.
                 "payload_signing_enabled": False,
             },
@@ -291,8 +291,8 @@ class S3ObjectStore(S3StoreBase, ObjectStore):
     @property
     def _client(self) -> S3Client:
         """The boto3 client, made on first use: a process in the agent role holds this store but only its
-        async twin does I/O, and a client with its parsed S3 model costs ~15 MiB (measured). A bad endpoint
-        or region was refused when the store was made (``S3StoreBase``)."""
+        async twin does I/O, and a client with its parsed S3 model costs megabytes. A bad endpoint or region
+        was refused when the store was made (``S3StoreBase``)."""
         client = self._made
         if client is None:
             with self._making:

@@ -105,8 +105,9 @@ class AsyncS3ObjectStore(S3StoreBase, AsyncObjectStore):
             return self._client
 
     async def open(self) -> None:
-        """Create the client now: botocore loads and parses its service model for it, ~0.4 s of CPU on
-        an idle machine and seconds on a busy one, which the first flush's producers would wait out."""
+        """Create the client now: botocore loads and parses its service model for it, a fraction of a
+        second of CPU on an idle machine and seconds on a busy one, which the first flush's producers would
+        wait out."""
         await self._get_client()
 
     async def put(self, key: str, data: Body) -> None:
@@ -119,8 +120,8 @@ class AsyncS3ObjectStore(S3StoreBase, AsyncObjectStore):
                 Key=self.prefix + key,
                 Body=_SharedBytesIO(data),
                 # S3 checks the body against this; botocore computes no checksum of its own (s3.py's
-                # docstring). Its CRC32, in Python-driven 1 MiB reads on the event loop, was ~6 % of the
-                # agent's CPU under produce load on S3; the crc32c package's C code (hardware CRC-32C)
+                # docstring). Its CRC32, in Python-driven 1 MiB reads on the event loop, was a visible share
+                # of the agent's CPU under produce load on S3; the crc32c package's C code (hardware CRC-32C)
                 # takes a fraction of that (py-spy, docs/benchmarks.md).
                 ChecksumCRC32C=crc32c_header(data),
             )
@@ -187,10 +188,10 @@ class _OneWritePayload(aiohttp.payload.BytesIOPayload):
 
     aiohttp's own BytesIOPayload writes 256 KiB and then yields to the event loop (``asyncio.sleep(0)``)
     before the next piece, so an upload advances one piece per turn of the loop: on an agent busy with
-    requests, a turn takes milliseconds, and a flush's PUT of 6.6 MB took 420 ms instead of 56 ms
-    (measured with the loop kept 10 ms busy per turn; docs/benchmarks.md). Handed the whole body at once,
-    the transport sends what the socket takes and the rest whenever it is writable, with no task turns
-    in between; the body is already in memory, so nothing is gained by reading it in pieces.
+    requests, a turn takes milliseconds, and a flush's PUT took several times as long as on an idle loop
+    (docs/benchmarks.md). Handed the whole body at once, the transport sends what the socket takes and the
+    rest whenever it is writable, with no task turns in between; the body is already in memory, so nothing is
+    gained by reading it in pieces.
     """
 
     async def write_with_length(self, writer: AbstractStreamWriter, content_length: int | None) -> None:

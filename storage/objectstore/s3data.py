@@ -1,10 +1,10 @@
 """botocore's bundled data, with its endpoint table cut to the services Strata's S3 clients can call.
 
 Why: a botocore session parses ``endpoints.json`` whole when it makes its first client: every AWS service
-in every partition, 6.7 MiB of Python objects (about 92 k of them), which the session then keeps. An S3
-client looks up one service in it. Measured here, an aiobotocore S3 client after its first requests: 14.1
-MiB of resident memory with the whole table, 9.9 with the cut one; every agent and worker holds one
-(docs/benchmarks.md, the HTTP overload benchmark on S3).
+in every partition, megabytes of Python objects, which the session then keeps. An S3 client looks up one
+service in it. Cutting the table takes a sizeable part off the resident memory of an aiobotocore S3 client
+after its first requests, and every agent and worker holds one (docs/benchmarks.md, the HTTP overload
+benchmark on S3).
 
 How: botocore's documented extension point, a session's ``data_loader`` component, with a ``Loader`` whose
 file loader (botocore's own JSON loader) drops the other services from each partition as the file is

@@ -8,7 +8,7 @@ but returns numpy arrays and, in place of each key, its two keyed SipHash-2-4 ha
 does not fit in 64 bits (the reference returns a Python int that no chunk row could store).
 
 Why C and not a library: the C loop's docstring says; in short, nothing maintained scans RecordBatch v2
-records into columns, and per-record Python objects and per-key ``hashlib`` calls were half of a
+records into columns, and per-record Python objects and per-key ``hashlib`` calls were a large share of a
 compaction's time. Survivors are then copied by their spans with ``filter_ranges``
 (``storage/records/scan.py``), as ``filter_batch`` copies them.
 """

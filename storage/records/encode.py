@@ -2,7 +2,7 @@
 
 The byte layout, what the CRC covers and what is relative are documented once, at the top of
 ``storage/records/codec.py``; this module writes exactly that layout with the codec's own structs. Callers
-import it through the facade, ``storage/records.py``.
+import it through the facade, ``storage/records/__init__.py``.
 
 ``encode_batch_reference`` is the pure-Python reference encoder. The facade's ``encode_batch`` is the
 compiled one of ``storage/records/compiled.py`` (aiokafka's Cython builder), which writes the same bytes

@@ -1,7 +1,7 @@
-"""Invariant 6 on the produce path: a request's bytes live no longer than the buffer counts them.
+"""The memory bound on the produce path: a request's bytes live no longer than the buffer counts them.
 
 The buffer stops counting a request's bytes when its flush is done. If anything kept them alive after that
-(measured once: the flush loop's last local kept a whole flush's frames until the next cut), memory would
+(as once happened: the flush loop's last local kept a whole flush's frames until the next cut), memory would
 exceed the configured bound by up to a buffer's worth without the bound ever showing it.
 """
 

@@ -1,4 +1,4 @@
-"""Invariant 8: flushes commit in the order they were cut, and one connection's requests keep their order.
+"""Commit order: flushes commit in the order they were cut, and one connection's requests keep their order.
 
 The agent test makes the first flush's upload slow and the second's fast. Without commit turns the second
 flush would commit first and take the lower offsets; with them, offsets follow admission order.

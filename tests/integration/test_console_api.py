@@ -1,5 +1,5 @@
-"""The API endpoints the console reads beside the core API (issue 11): the record browser, the cluster view
-and the agent's metrics history. Real server, real HTTP."""
+"""The API endpoints the console reads beside the core API: the record browser, the cluster view and the
+agent's metrics history. Real server, real HTTP."""
 
 from __future__ import annotations
 

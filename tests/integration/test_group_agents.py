@@ -1,9 +1,8 @@
-"""Members of one consumer group on different agents (issue 9, section 4): two `strata serve` processes on
-one bucket (moto S3) and one PostgreSQL, each the only broker its client knows (single-broker mode), so
-each member's coordinator is a different agent. The group's state lives in the metadata store, so the two
-coordinators run one group: both members join one generation, the partitions are split between them, a
-member leaving hands its partitions to the other, and every record is consumed exactly once across the
-clean handover."""
+"""Members of one consumer group on different agents: two `strata serve` processes on one bucket (moto S3) and
+one PostgreSQL, each the only broker its client knows (single-broker mode), so each member's coordinator is a
+different agent. The group's state lives in the metadata store, so the two coordinators run one group: both
+members join one generation, the partitions are split between them, a member leaving hands its partitions to
+the other, and every record is consumed exactly once across the clean handover."""
 
 from __future__ import annotations
 

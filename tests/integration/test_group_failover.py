@@ -1,8 +1,8 @@
-"""A consumer group member survives a SIGKILL of the agent coordinating it (issue 9): two `strata serve`
-processes as one Kafka cluster on one bucket (moto S3) and one PostgreSQL; a librdkafka consumer in a
-group commits, its coordinator agent is killed with SIGKILL, and the member finds the other agent,
-rejoins, and resumes from its committed offsets. No committed offset is lost: the group state and the
-offsets live in the metadata store, not in the dead agent."""
+"""A consumer group member survives a SIGKILL of the agent coordinating it: two `strata serve` processes as
+one Kafka cluster on one bucket (moto S3) and one PostgreSQL; a librdkafka consumer in a group commits, its
+coordinator agent is killed with SIGKILL, and the member finds the other agent, rejoins, and resumes from its
+committed offsets. No committed offset is lost: the group state and the offsets live in the metadata store,
+not in the dead agent."""
 
 from __future__ import annotations
 

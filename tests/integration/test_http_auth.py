@@ -1,6 +1,6 @@
-"""Authentication and per-principal permissions on the HTTP door (issue 9, part 3), and one principal on
-both doors: the principals file (tests/fixtures/principals.py) serves HTTP Basic, bearer tokens and Kafka
-SASL from the same entries.
+"""Authentication and per-principal permissions on the HTTP door, and one principal on both doors: the
+principals file (tests/fixtures/principals.py) serves HTTP Basic, bearer tokens and Kafka SASL from the same
+entries.
 
 Every denied route answers 403 with a stable code (40301 topic, 40302 group) and changes nothing.
 """

@@ -120,7 +120,7 @@ class RetentionDuringCommit:
 
 
 def assert_live_chunks_readable(srv: RunningServer) -> None:
-    """Invariant 5 from the reader's side: every live chunk's object exists."""
+    """GC from the reader's side: every live chunk's object exists."""
     meta = srv.runtime.metadata
     for topic in meta.list_topics():
         for state in meta.partition_states(topic):

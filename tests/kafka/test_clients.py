@@ -1,7 +1,7 @@
 """Real Kafka clients against a real agent over TCP: librdkafka (confluent-kafka), kafka-python, aiokafka.
 
 Each produces keyed records, reads them back from the beginning, lists offsets, and administers topics.
-Consumer groups come with the next issue, so consumers here assign partitions themselves.
+Consumer groups have their own tests (test_groups.py); consumers here assign partitions themselves.
 """
 
 from __future__ import annotations

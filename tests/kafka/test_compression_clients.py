@@ -105,7 +105,7 @@ def kafka_python_produce(bootstrap: str, topic: str, codec: str, data: list[Row]
         acks="all",
         compression_type=codec,
         linger_ms=50,
-        enable_idempotence=False,  # InitProducerId is another part of this issue
+        enable_idempotence=False,  # idempotent producers have their own tests (test_idempotence.py)
     )
     try:
         futures = [

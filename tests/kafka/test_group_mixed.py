@@ -1,5 +1,5 @@
 """One consumer group of four different Kafka clients against a real agent, through joins, a clean leave,
-a SIGKILL and restarts (issue 9, section 4).
+a SIGKILL and restarts.
 
 Every member is an OS process of its own, so that a kill is a real crash: tests/kafka/group_member.py runs
 librdkafka (confluent-kafka), kafka-python or aiokafka, and tests/kafka/js/group_member.mjs runs kafkajs

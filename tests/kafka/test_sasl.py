@@ -1,5 +1,5 @@
-"""SASL on the Kafka listener and per-principal permissions (issue 9, part 3), with real clients and, where
-exact error codes matter, at the frame level.
+"""SASL on the Kafka listener and per-principal permissions, with real clients and, where exact error codes
+matter, at the frame level.
 
 The principals (tests/fixtures/principals.py): admin (superuser), alice (admin on orders.*, groups
 billing-*), bob (read orders.*, groups billing-*) and carol (nothing).

@@ -1,7 +1,7 @@
-"""TLS on both front doors (issue 9, part 3): one certificate and key (STRATA_TLS_CERT_FILE / _KEY_FILE)
-serve the Kafka listener to real clients with security.protocol=SSL, and HTTPS; a plaintext client on
-the TLS port fails without harming the agent. The certificate is made here with cryptography (which
-moto depends on), so no openssl binary is needed."""
+"""TLS on both front doors: one certificate and key (STRATA_TLS_CERT_FILE / _KEY_FILE) serve the Kafka
+listener to real clients with security.protocol=SSL, and HTTPS; a plaintext client on the TLS port fails
+without harming the agent. The certificate is made here with cryptography (which moto depends on), so no
+openssl binary is needed."""
 
 from __future__ import annotations
 

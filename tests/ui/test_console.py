@@ -1,4 +1,4 @@
-"""The web console in a real browser (issue 11): Debian's Chromium, headless, against a real agent.
+"""The web console in a real browser: Debian's Chromium, headless, against a real agent.
 
 The scenario is the one an operator walks through: create a topic; produce JSON, binary and a
 ``<script>`` payload from the form; browse by offset and by timestamp; compact and see the gaps; watch a

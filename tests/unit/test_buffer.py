@@ -1,4 +1,4 @@
-"""The produce buffer's memory budget and the Reservation that is its only way in (invariant 6)."""
+"""The produce buffer's memory budget and the Reservation that is its only way in."""
 
 from __future__ import annotations
 

@@ -110,7 +110,7 @@ def test_zstd_frames_without_a_content_size() -> None:
     streamed = sink.getvalue()
     for frame in (one_shot, streamed):
         assert zstandard.get_frame_parameters(frame).content_size == zstandard.CONTENTSIZE_UNKNOWN
-        with pytest.raises(zstandard.ZstdError):  # the trap the research brief measured
+        with pytest.raises(zstandard.ZstdError):  # the trap: it needs the frame's content size
             zstandard.ZstdDecompressor().decompress(frame)
         assert decompress(ZSTD, frame, len(data)) == data
     assert decompress(ZSTD, one_shot + streamed, 2 * len(data)) == data * 2  # concatenated frames

@@ -1,4 +1,4 @@
-"""Commit turns in cut order (invariant 8), whatever order the uploads finish in."""
+"""Commit turns in cut order, whatever order the uploads finish in."""
 
 from __future__ import annotations
 

@@ -307,8 +307,9 @@ def insert_chunks(tx: Tx, rows: Sequence[ChunkValues]) -> None:
     One statement per batch rather than ``executemany``'s one per row: Python's sqlite3 module gives up
     the GIL around every statement step and must win it back each time, and on an agent whose event loop
     keeps the GIL busy each win waits for the loop to yield (the switch interval, 5 ms). A flush commit of
-    32 chunks took ~100 steps: with the main thread busy, 379 ms instead of 0.7; in ~10 steps, 54 ms
-    (bench/commit_contention.py, docs/benchmarks.md). PostgreSQL gains fewer statements.
+    32 chunks took ~100 steps, and with the main thread busy hundreds of times longer than without; in ~10
+    steps, several times less (bench/commit_contention.py, docs/benchmarks.md). PostgreSQL gains fewer
+    statements.
     """
     for batch in batches(rows):
         tx.execute(
