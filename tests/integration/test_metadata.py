@@ -1,6 +1,6 @@
 """The metadata store against real databases: every test runs on SQLite and on PostgreSQL.
 
-The invariant these tests guard above all (ARCHITECTURE.md, invariant 2): per partition, offsets are
+The invariant these tests guard above all (docs/architecture.md, Invariants): per partition, offsets are
 assigned once, densely, never reused, however many stores, threads and processes commit at once.
 """
 
