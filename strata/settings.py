@@ -141,7 +141,7 @@ SETTINGS: tuple[Setting, ...] = (
         "STRATA_PRINCIPALS_FILE",
         str,
         None,
-        "TOML file of principals (README, Security): their passwords for Kafka SASL (PLAIN, "
+        "TOML file of principals (docs/operations.md): their passwords for Kafka SASL (PLAIN, "
         "SCRAM-SHA-256/512) and HTTP Basic, their bearer tokens, and their grants on topic and group "
         "prefixes; set, both front doors authenticate every request and check its permissions",
     ),

@@ -1,7 +1,7 @@
 """The metadata store against real databases: every test runs on SQLite and on PostgreSQL.
 
-The invariant these tests guard above all: per partition, offsets are assigned once, densely, never reused,
-however many stores, threads and processes commit at once.
+The invariant these tests guard above all (docs/architecture.md, Invariants): per partition, offsets are
+assigned once, densely, never reused, however many stores, threads and processes commit at once.
 """
 
 from __future__ import annotations

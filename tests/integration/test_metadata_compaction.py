@@ -3,7 +3,8 @@
 What these tests guard: a compaction swap is all or nothing and only happens while its job's lease and
 its inputs are intact (compare-and-set); it never changes an offset, so a partition's chunk rows keep
 covering each offset at most once, even while flushes commit at the same time; a file becomes obsolete
-exactly when its last live chunk goes; and a file is in at most one active job.
+exactly when its last live chunk goes; and a file is in at most one active job (docs/architecture.md,
+Invariants).
 """
 
 from __future__ import annotations

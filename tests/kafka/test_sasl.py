@@ -7,6 +7,7 @@ billing-*), bob (read orders.*, groups billing-*) and carol (nothing).
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import time
@@ -57,6 +58,7 @@ from kafka.protocol.sasl import (
 from scramp import ScramClient
 
 from broker import errors
+from tests.fixtures.docs import DOCS, blocks, section
 from tests.fixtures.kafka import RunningBroker
 from tests.fixtures.principals import PASSWORDS, write_principals
 from tests.kafka.test_tls import cert  # noqa: F401  (the certificate fixture)
@@ -238,16 +240,35 @@ def test_v0_handshake_then_bare_tokens(secured: RunningBroker) -> None:
         assert wire.closed_by_server()  # v0 has no error field: the connection closes
 
 
+def _documented_kcat_flags(bootstrap: str, ca: str, user: str) -> list[str]:
+    """The flags of docs/kafka-clients.md's kcat command over SASL_SSL, with this agent's address, this
+    certificate and this principal in place of the page's."""
+    section_text = section(DOCS / "kafka-clients.md", "## TLS and SASL")
+    (command,) = [b for b in blocks(section_text, "sh") if "SASL_SSL" in b]
+    argv = shlex.split(command.replace("\\\n", " "))
+    assert argv[0] == "kcat", argv
+    assert argv[-1] == "-L", argv
+    ours = {
+        "127.0.0.1:9092": bootstrap,
+        "ssl.ca.location=cert.pem": f"ssl.ca.location={ca}",
+        "sasl.username=orders-service": f"sasl.username={user}",
+        "sasl.password=also-change-me": f"sasl.password={PASSWORDS[user]}",
+    }
+    assert set(ours) <= set(argv), f"the page's command changed: {argv}"
+    return [ours.get(arg, arg) for arg in argv[1:-1]]
+
+
 def test_kcat_over_sasl_ssl(kafka_factory: Callable[..., Any], tmp_path: Path, cert: Any) -> None:  # noqa: F811
     """Debian's kcat on librdkafka 2.0.2, which reads "SASL handshake supported" from SaslHandshake v0
-    being advertised, with the README's flags."""
+    being advertised, with docs/kafka-clients.md's flags."""
     crt, key = cert
     with kafka_factory(principals_file=write_principals(tmp_path), tls_cert_file=crt, tls_key_file=key) as b:
         exe = shutil.which("kcat")
         assert exe is not None, "kcat is not installed (the Makefile's kcat step: apt-get install kcat)"
-        flags = ["-b", b.bootstrap, "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={crt}"]
-        flags += ["-X", "sasl.mechanism=SCRAM-SHA-512", "-X", "sasl.username=alice"]
-        flags += ["-X", f"sasl.password={PASSWORDS['alice']}"]
+        flags = _documented_kcat_flags(b.bootstrap, crt, "alice")
+        listed = subprocess.run([exe, *flags, "-L"], capture_output=True, text=True, timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        assert f" at {b.bootstrap}" in listed.stdout
         produced = subprocess.run(
             [exe, *flags, "-P", "-t", "orders.kcat", "-K:"],
             input="k1:one\nk2:two\n",

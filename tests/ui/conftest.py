@@ -2,7 +2,8 @@
 headless, driven by Playwright's sync API. Playwright never downloads a browser here: the executable path
 is Debian's. A machine without it fails these tests loudly; they never skip.
 
-Screenshots go to ``$STRATA_SCREENSHOTS`` (default ``.cache/screenshots``); the README's come from there.
+Screenshots go to ``$STRATA_SCREENSHOTS`` (default ``.cache/screenshots``); those in docs/screenshots, which
+docs/console.md shows, are copied from there.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
-"""docker-compose.yml, the Dockerfile and README.md, checked against the code they configure.
+"""docker-compose.yml, the Dockerfile and the documentation, checked against the code they configure.
 
 There is no Docker engine in CI, so the compose file is never run there. Instead these tests hold it to the
 code: every STRATA_* variable is a setting of ``strata/settings.py`` with a value that setting accepts, every
 ``strata`` command parses with the real CLI parser, the services wait for what they need, and the bucket
-and database they are pointed at are the ones the other services create. README.md is checked the same way:
-a STRATA_* variable or a default in its tables that the code does not have fails here.
+and database they are pointed at are the ones the other services create. The documentation is checked the
+same way: a STRATA_* variable in README.md or a page of docs/ (the benchmark log aside, whose commands set
+variables of the benchmark scripts), or a setting, default, topic config or error code in the tables of
+docs/configuration.md and docs/http-api.md, that the code does not have fails here.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 README = ROOT / "README.md"
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+HTTP_API = ROOT / "docs" / "http-api.md"
+# The pages whose STRATA_* variables must be real: all but the benchmark log.
+DOC_PAGES = (README, *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "benchmarks.md"))
 
 AGENTS = ("agent-1", "agent-2")
 STRATA_SERVICES = (*AGENTS, "worker")
@@ -411,25 +417,32 @@ def test_dockerfile_default_command_is_a_valid_strata_command() -> None:
     assert {str(settings.port), lanes} <= exposed, f"{where}: listens on {settings.port} and Kafka {lanes}"
 
 
-# --- README.md -----------------------------------------------------------------------------------------
-def _readme() -> str:
-    return README.read_text(encoding="utf-8")
+# --- README.md and docs/ ------------------------------------------------------------------------------
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
 
 
 def _table_rows(text: str, cell: str) -> list[str]:
     return [line for line in text.splitlines() if line.lstrip().startswith("|") and cell in line]
 
 
-def test_readme_mentions_only_real_strata_variables() -> None:
-    mentioned = set(_STRATA_VAR.findall(_readme()))
-    unknown = sorted(mentioned - set(SETTINGS_BY_ENV) - set(NOT_SETTINGS))
-    assert not unknown, f"README.md mentions STRATA_* variables that are not settings: {unknown}"
-    for var, path in NOT_SETTINGS.items():
-        if var in mentioned:
-            assert var in (ROOT / path).read_text(encoding="utf-8"), f"{var} is no longer read by {path}"
+def test_docs_mention_only_real_strata_variables() -> None:
+    assert {CONFIGURATION, HTTP_API} <= set(DOC_PAGES)
+    problems = []
+    for page in DOC_PAGES:
+        mentioned = set(_STRATA_VAR.findall(_text(page)))
+        unknown = sorted(mentioned - set(SETTINGS_BY_ENV) - set(NOT_SETTINGS))
+        if unknown:
+            problems.append(
+                f"{page.relative_to(ROOT)} mentions STRATA_* variables that are not settings: {unknown}"
+            )
+        for var, path in NOT_SETTINGS.items():
+            if var in mentioned and var not in (ROOT / path).read_text(encoding="utf-8"):
+                problems.append(f"{page.relative_to(ROOT)} mentions {var}, which {path} no longer reads")
+    assert not problems, "\n".join(problems)
 
 
-def _readme_default(setting: Setting) -> str:
+def _documented_default(setting: Setting) -> str:
     if setting.default is None:
         return "unset"
     if isinstance(setting.default, bool):
@@ -437,22 +450,22 @@ def _readme_default(setting: Setting) -> str:
     return str(setting.default)
 
 
-def test_readme_configuration_table_matches_settings() -> None:
-    text = _readme()
+def test_configuration_table_matches_settings() -> None:
+    text = _text(CONFIGURATION)
     problems = []
     for setting in SETTINGS:
         rows = _table_rows(text, f"`{setting.env}`")
         if len(rows) != 1:
             problems.append(f"{setting.env}: expected one configuration table row, found {len(rows)}")
             continue
-        for cell in (f"`{setting.flag}`", f"`{_readme_default(setting)}`"):
+        for cell in (f"`{setting.flag}`", f"`{_documented_default(setting)}`"):
             if cell not in rows[0]:
                 problems.append(f"{setting.env}: the row lacks {cell}: {rows[0].strip()}")
     assert not problems, "\n".join(problems)
 
 
-def test_readme_topic_config_table_matches_topic_config() -> None:
-    text = _readme()
+def test_topic_config_table_matches_topic_config() -> None:
+    text = _text(CONFIGURATION)
     problems = []
     for name, default in effective_configs({}).items():
         rows = _table_rows(text, f"`{name}`")
@@ -468,15 +481,15 @@ def _error_classes(cls: type[StrataError] = StrataError) -> list[type[StrataErro
     return out
 
 
-def test_readme_error_table_lists_every_error_code() -> None:
-    text = _readme()
+def test_error_table_lists_every_error_code() -> None:
+    text = _text(HTTP_API)
     codes = {c.code for c in _error_classes() if c.__module__ == "storage.errors"}
     missing = sorted(code for code in codes if not _table_rows(text, f"`{code}`"))
-    assert not missing, f"README.md's error table lacks the codes {missing}"
+    assert not missing, f"docs/http-api.md's error table lacks the codes {missing}"
 
 
 def test_readme_quick_start_is_make_run_and_make_test() -> None:
-    match = re.search(r"## Quick start\n.*?```[a-z]*\n(.*?)```", _readme(), re.DOTALL)
+    match = re.search(r"## Quick start\n.*?```[a-z]*\n(.*?)```", _text(README), re.DOTALL)
     assert match, "README.md has no '## Quick start' section with a code block"
     commands = [line.strip() for line in match.group(1).splitlines() if line.strip()]
     assert commands == ["make run", "make test"], commands

@@ -1,11 +1,10 @@
-"""The README's "Read from Spark" example as written, and local buckets under awkward directory names."""
+"""docs/spark.md's examples as written, and local buckets under awkward directory names."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,20 +15,18 @@ import pytest
 import pipeline
 from pipeline.reader import object_url, read_topic
 from storage.keys import key_of
+from tests.fixtures.docs import DOCS, ROOT, blocks, section
 from tests.fixtures.server import local_settings, run_server
 
 pytestmark = pytest.mark.integration
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = DOCS / "spark.md"
 
 
-def _readme_spark_example() -> str:
-    """The first Python code block of the README's "Read from Spark" section, verbatim."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("\n## Read from Spark\n", 1)[1].split("\n## ", 1)[0]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match is not None, "README's Read from Spark section has no python block"
-    return match.group(1)
+def _spark_example() -> str:
+    """The Python code block of docs/spark.md's "Read a topic" section, verbatim."""
+    (code,) = blocks(section(PAGE, "## Read a topic"), "python")
+    return code
 
 
 def test_pipeline_exports_the_documented_names() -> None:
@@ -68,7 +65,7 @@ def test_local_bucket_under_an_awkward_directory(spark: Any, tmp_path: Path, nam
         assert len(rows) == 12
 
 
-def test_readme_read_from_spark_example_runs_as_written(spark: Any, tmp_path: Path) -> None:
+def test_read_a_topic_example_runs_as_written(spark: Any, tmp_path: Path) -> None:
     checkout = tmp_path / "my checkout"  # the directory of the reported failure
     with run_server(local_settings(checkout)) as srv:
         srv.create_topic("orders", partitions=2)
@@ -80,14 +77,14 @@ def test_readme_read_from_spark_example_runs_as_written(spark: Any, tmp_path: Pa
                 "headers": [{"name": "source", "value": "web"}],
             }
             assert srv.produce("orders", [record]).status_code == 200
-    code = _readme_spark_example()
+    code = _spark_example()
     assert "from pipeline import" in code  # the documented name, not a submodule
     out = io.StringIO()
     cwd = Path.cwd()
     os.chdir(checkout)  # the example names ./data, as after `make run` in a checkout
     try:
         with contextlib.redirect_stdout(out):
-            exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+            exec(compile(code, str(PAGE), "exec"), {"__name__": "__doc_example__"})
     finally:
         os.chdir(cwd)
     shown = out.getvalue()
@@ -98,8 +95,11 @@ def test_readme_read_from_spark_example_runs_as_written(spark: Any, tmp_path: Pa
 
 
 def test_spark_submit_runs_the_documented_entry_point(tmp_path: Path) -> None:
-    """README: ``spark-submit scripts/spark_compact.py [the same options]``."""
+    """docs/spark.md: ``spark-submit scripts/spark_compact.py [the same options]``."""
     import pyspark
+
+    documented = section(PAGE, "## Compaction on Spark")
+    assert "`spark-submit scripts/spark_compact.py [the same options]`" in documented
 
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     with run_server(local_settings(tmp_path / "my checkout")) as srv:
@@ -108,7 +108,7 @@ def test_spark_submit_runs_the_documented_entry_point(tmp_path: Path) -> None:
             assert srv.produce("cc", [{"key": "k", "value": str(i)}]).status_code == 200
         data_dir = srv.runtime.settings.data_dir
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-        script = README.parent / "scripts" / "spark_compact.py"
+        script = ROOT / "scripts" / "spark_compact.py"
         argv = [str(spark_submit), "--master", "local[1]", str(script), "--topic", "cc", "--force"]
         done = subprocess.run(
             [*argv, "--data-dir", data_dir], env=env, capture_output=True, text=True, timeout=240, check=False
