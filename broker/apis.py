@@ -1,9 +1,10 @@
 """The one table from API key to the versions Strata serves and the handler that serves them.
 
-ApiVersions is derived from this table, so what is advertised is exactly what is handled (STYLE.md 11).
-The ranges are the overlap every client in the brief negotiates down to; the maxima stop before topic ids
-in Produce/Fetch. Produce's first phase (admission) runs before the connection reads the next request, to
-keep a connection's writes in order; SASL runs there too, since it decides what the next request may do.
+ApiVersions is derived from this table, so what is advertised is exactly what is handled. The ranges are
+the overlap every client Strata is tested with (tests/kafka) negotiates down to; the maxima stop before
+topic ids in Produce/Fetch. Produce's first phase (admission) runs before the connection reads the next
+request, to keep a connection's writes in order; SASL runs there too, since it decides what the next
+request may do. Rows are in API key order.
 """
 
 from __future__ import annotations
@@ -104,21 +105,21 @@ TABLE: dict[int, Api] = {
         Api(14, 0, 5, SyncGroupRequest, handle_sync_group),
         Api(15, 0, 5, DescribeGroupsRequest, handle_describe_groups),
         Api(16, 0, 5, ListGroupsRequest, handle_list_groups),
-        Api(42, 0, 2, DeleteGroupsRequest, handle_delete_groups),
-        Api(47, 0, 0, OffsetDeleteRequest, handle_offset_delete),
+        # v0 SaslHandshake is followed by raw tokens outside Kafka's framing (broker/sasl.py).
+        Api(17, 0, 1, SaslHandshakeRequest, None),
         Api(18, 0, 4, ApiVersionsRequest, handle_api_versions),
         Api(19, 2, 5, CreateTopicsRequest, handle_create_topics),
         Api(20, 1, 4, DeleteTopicsRequest, handle_delete_topics),
         Api(21, 0, 2, DeleteRecordsRequest, handle_delete_records),
+        Api(22, 0, 4, InitProducerIdRequest, handle_init_producer_id),
         Api(32, 1, 4, DescribeConfigsRequest, handle_describe_configs),
         Api(33, 0, 2, AlterConfigsRequest, handle_alter_configs),
-        Api(37, 0, 3, CreatePartitionsRequest, handle_create_partitions),
-        Api(44, 0, 1, IncrementalAlterConfigsRequest, handle_incremental_alter_configs),
-        Api(22, 0, 4, InitProducerIdRequest, handle_init_producer_id),
-        Api(60, 0, 1, DescribeClusterRequest, handle_describe_cluster),
-        # v0 SaslHandshake is followed by raw tokens outside Kafka's framing (broker/sasl.py).
-        Api(17, 0, 1, SaslHandshakeRequest, None),
         Api(36, 0, 2, SaslAuthenticateRequest, None),
+        Api(37, 0, 3, CreatePartitionsRequest, handle_create_partitions),
+        Api(42, 0, 2, DeleteGroupsRequest, handle_delete_groups),
+        Api(44, 0, 1, IncrementalAlterConfigsRequest, handle_incremental_alter_configs),
+        Api(47, 0, 0, OffsetDeleteRequest, handle_offset_delete),
+        Api(60, 0, 1, DescribeClusterRequest, handle_describe_cluster),
     )
 }
 PRODUCE = 0

@@ -1,5 +1,5 @@
 """Request frames to typed requests: sans-IO, so the decoding of anything a socket may carry is fuzzed
-directly (tests/kafka/test_fuzz.py).
+directly (tests/unit/test_decode_fuzz.py).
 
 Produce is decoded by broker/produce_codec.py (hand-written: it is the hot path). Every other API uses
 kafka-python's generated protocol classes (pure Python): garbage raises one of a few

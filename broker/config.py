@@ -29,9 +29,9 @@ class BrokerConfig:
     # change throughput, never correctness. Each lane has its own port, not just its own id: kafkajs
     # 2.2.4 keeps one broker object per host:port, and with several ids at one address it silently sends
     # only the partitions of the last id it saw (cluster/brokerPool.js, measured here).
-    # Default 1, the single broker the Kafka issue asks for: measured (docs/benchmarks.md), 4-16 lanes lift
-    # one idempotent librdkafka producer from 17 to 45-50 MiB/s, but on a 2-core machine the client's own
-    # CPU grows with its broker connections (1.1-1.5 cores against 0.12 with one) and eats the gain.
+    # Default 1, a single broker per agent: measured (docs/benchmarks.md), 4-16 lanes lift one idempotent
+    # librdkafka producer from 17 to 45-50 MiB/s, but on a 2-core machine the client's own CPU grows with
+    # its broker connections (1.1-1.5 cores against 0.12 with one) and eats the gain.
     lanes: int = 1
     # --kafka-cluster: show the live agents sharing the metadata store as the brokers (broker/cluster.py),
     # instead of this agent as the only one; agents heartbeat every cluster_heartbeat_s and leave the view

@@ -16,29 +16,22 @@ Reading:
   until memory frees up (Kafka's memory pool likewise mutes sockets); the client times out and retries.
 - A Produce request is admitted (checked and put in the agent's buffer) before the next frame is looked
   at, so a connection's produce requests enter the buffer in the order they were sent; when a topic is not
-  in the agent's topic cache, processing stops until it is loaded. Every other request runs as a task,
-  concurrently with later ones.
+  in the agent's topic cache, processing stops until it is loaded; a Produce answer waiting for its flush
+  gets the request's ``timeout_ms`` as its deadline (broker/answers.py). Every other request runs as a
+  task, concurrently with later ones.
 - At most ``max_inflight_per_connection`` requests are unanswered; reading pauses at that many.
 - ApiVersions at an unknown version gets the v0-format UNSUPPORTED_VERSION reply with the supported
   ranges (never a closed socket: librdkafka would reconnect in a loop). Any other unknown API or version,
   a frame that does not decode, or a frame over ``socket.request.max.bytes`` closes the connection, as
   Kafka's broker does.
 
-Writing: answers go out in request order, as kafka-python and aiokafka require (they close the connection
-on a correlation id out of order). Answers that became ready in one turn of the event loop are written
-together. While the transport's write buffer is over its high-water mark, no more answers are handed to it
-(they wait, counted as unanswered, so reading pauses too). A Fetch answer's budget grant
-(broker/budget.py) goes back once the transport has taken its bytes below the high-water mark.
+Writing: answers go out in request order (broker/answers.py says how, how the transport's write buffer
+holds them back, and how a Produce answer's deadline is kept).
 
-Authentication: with principals configured (``ctx.principals``), a connection serves nothing but
-ApiVersions, SaslHandshake and SaslAuthenticate until SASL succeeds (broker/sasl.py); any other request
-closes it, as Kafka's broker does, and frames over ``SASL_MAX_FRAME`` are refused before that (Kafka's
-``sasl.server.max.receive.size``). Frames read before authentication are reserved from a small budget of
-their own (``BrokerContext.unauthenticated``, 4 MiB over all connections; a connection that finds it full
-is closed), never from the produce buffer, and a connection not authenticated within
-``AUTHENTICATION_TIMEOUT_S`` is closed: clients that never log in cannot hold memory or connection slots
-that producers need. Once authenticated, this connection's context carries its principal for every
-handler. A failed exchange is answered with its error, then the connection closes.
+Authentication: with principals configured, a connection serves nothing but ApiVersions and SASL until SASL
+succeeds, its frames before that are limited in size and reserved from a small budget of their own
+(``BrokerContext.unauthenticated``), never from the produce buffer, and it has a deadline to authenticate
+(broker/sasl.py says what the gate does).
 
 At end of stream the connection answers what it was asked, then closes.
 """
@@ -48,47 +41,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections import deque
 from collections.abc import Coroutine
 from dataclasses import replace
 from typing import Any, Protocol, cast
 
 from kafka.protocol.api_message import ApiMessage
-from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from agents.buffer import Reservation
 from broker import apis, codec, errors, frames, waiting
-from broker.budget import Answer, Framed, Held, Prebuilt
+from broker.answers import Answers, Slot
+from broker.budget import Framed, Held, Prebuilt
 from broker.context import BrokerContext
 from broker.handlers.produce import PendingAnswer, admit_produce, cached_topics, load_topics
 from broker.produce_codec import ProduceRequest
-from broker.sasl import SaslExchange, State
-from storage.errors import (
-    BadRequest,
-    BufferFull,
-    IllegalSaslState,
-    SaslAuthenticationFailed,
-    StrataError,
-    UnsupportedSaslMechanism,
-)
+from broker.sasl import BEFORE_AUTHENTICATION, SaslGate, State
+from storage.errors import BadRequest, BufferFull, StrataError
 
 log = logging.getLogger("strata.kafka")
 
 # Frames up to this size (with their 4-byte size) go through the connection's small buffer; larger ones
 # get a buffer of their own. Fixed cost per connection: this many bytes.
 SMALL_FRAME = 32 * 1024
-# The transport's write buffer limits: above HIGH no more answers are handed over; grants of answers
-# written above it are returned once it drains below LOW.
-WRITE_HIGH = 256 * 1024
-WRITE_LOW = 64 * 1024
-
-# Answers written together at most; see _fill.
-WRITE_BATCH = 64
-
-# The largest frame read before SASL authentication (Kafka's sasl.server.max.receive.size default).
-SASL_MAX_FRAME = 512 * 1024
-# A connection that has not authenticated by then is closed (it would hold a connection slot for nothing).
-AUTHENTICATION_TIMEOUT_S = 10.0
 
 _SIZE = struct.Struct(">i")
 
@@ -99,10 +72,6 @@ _ADMITTING = "admitting"  # a Produce request waits for its topics to be loaded
 _CLOSING = "closing"  # end of stream or a fatal error: nothing more is read
 
 
-# What a connection may ask before it has authenticated.
-_BEFORE_AUTHENTICATION = frozenset({apis.API_VERSIONS, apis.SASL_HANDSHAKE, apis.SASL_AUTHENTICATE})
-
-
 class Registry(Protocol):
     """The listener's view of its connections (broker/server.py): the connection limit, and shutdown."""
 
@@ -111,25 +80,10 @@ class Registry(Protocol):
     def lost(self, connection: Connection) -> None: ...
 
 
-class _Slot:
-    """One request's place in the answer order; a waiting Produce answer's expiry and deadline."""
-
-    __slots__ = ("answer", "connection", "deadline", "pending", "produce", "ready")
-
-    def __init__(self, connection: Connection) -> None:
-        self.connection = connection
-        self.answer: Answer = None
-        self.ready = False
-        self.pending: PendingAnswer | None = None
-        self.deadline = 0.0
-        self.produce = False  # a Produce request waiting for its flush (counted in _produce_waiting)
-
-    def __call__(self, answer: Answer) -> None:
-        """The request's answer is ready (None: nothing is sent)."""
-        self.connection._fill(self, answer)
-
-
 class Connection(asyncio.BufferedProtocol):
+    """Framing, frame reservations and request admission; the answers (broker/answers.py) and the SASL gate
+    (broker/sasl.py) are its parts."""
+
     def __init__(self, ctx: BrokerContext, registry: Registry) -> None:
         self.ctx = ctx
         self._registry = registry
@@ -143,23 +97,18 @@ class Connection(asyncio.BufferedProtocol):
         self._big_filled = 0
         # The reservation of the frame whose size has been read and whose body is not yet handled.
         self._reservation: Reservation | None = None
-        self._slots: deque[_Slot] = deque()
+        self._answers = Answers(self, ctx.config.max_inflight_per_connection)
         self._stalls: set[str] = set()
         self._reading = True
         self._process_scheduled = False
-        self._write_scheduled = False
-        self._ready = 0  # answers made and not yet handed to the transport
-        self._write_paused = False
-        self._held: list[Framed] = []  # written above the high-water mark: grants not yet returned
         self._tasks: set[asyncio.Task[None]] = set()
-        self._deadline_timer: asyncio.TimerHandle | None = None
         self._eof = False
         self._lost = False
         self._finishing = False  # answer what is owed, then close (a failed SASL exchange)
         self._tls = False
-        self._auth_timer: asyncio.TimerHandle | None = None
-        # None when the listener needs no authentication.
-        self._sasl = SaslExchange(ctx.principals) if ctx.principals is not None else None
+        self._gate = SaslGate(ctx.principals, self._answers, self)
+        # The gate's exchange, read on every frame; None when the listener needs no authentication.
+        self._sasl = self._gate.exchange
         # Produce requests waiting for their flush, and how many unanswered requests stop this client from
         # sending (5 once it shows itself an idempotent producer): broker/waiting.py.
         self._produce_waiting = 0
@@ -174,9 +123,8 @@ class Connection(asyncio.BufferedProtocol):
         if isinstance(self.peer, tuple) and self.peer:
             self.ctx = replace(self.ctx, client_host=f"/{self.peer[0]}")
         self._tls = transport.get_extra_info("ssl_object") is not None
-        if self._sasl is not None:
-            self._auth_timer = self._loop.call_later(AUTHENTICATION_TIMEOUT_S, self._authentication_late)
-        transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
+        self._gate.start(self._loop)
+        self._answers.attach(transport)
         if not self._registry.opened(self):
             self._close()
 
@@ -208,28 +156,19 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
-        if self._deadline_timer is not None:
-            self._deadline_timer.cancel()
-        if self._auth_timer is not None:
-            self._auth_timer.cancel()
+        self._gate.stop()
         for task in list(self._tasks):
             task.cancel()
         self._release_reservation()
-        for slot in self._slots:
-            if isinstance(slot.answer, Framed):
-                slot.answer.release()
-        self._slots.clear()
-        self._release_held()
+        self._answers.drop()
         self._report_waiting()
         self._registry.lost(self)
 
     def pause_writing(self) -> None:
-        self._write_paused = True
+        self._answers.pause_writing()
 
     def resume_writing(self) -> None:
-        self._write_paused = False
-        self._release_held()
-        self._schedule_write()
+        self._answers.resume_writing()
 
     # --- reading -------------------------------------------------------------------------------------------
     def _process(self) -> None:
@@ -279,24 +218,14 @@ class Connection(asyncio.BufferedProtocol):
 
     def _read_size(self) -> int:
         size: int = _SIZE.unpack_from(self._small, self._start)[0]
-        if self._sasl is not None and self._sasl.expects_raw_token:
-            # A bare SASL token (after a v0 handshake) has no request header: only the upper limit holds.
-            return frames.check_size(size, SASL_MAX_FRAME, minimum=0)
-        limit = self.ctx.config.max_request_bytes if self._authenticated else SASL_MAX_FRAME
-        return frames.check_size(size, limit)
-
-    def _authentication_late(self) -> None:
-        self._auth_timer = None
-        if not self._authenticated and not self._lost:
-            log.info(
-                "closing Kafka connection from %s: not authenticated within %g s",
-                self.peer,
-                AUTHENTICATION_TIMEOUT_S,
-            )
-            self._close()
+        if self._authenticated:
+            return frames.check_size(size, self.ctx.config.max_request_bytes)
+        return self._gate.check_size(size)
 
     @property
     def _authenticated(self) -> bool:
+        """Whether requests other than SASL's may be served (read on every frame, hence the exchange's own
+        state rather than the gate's property)."""
         return self._sasl is None or self._sasl.state is State.AUTHENTICATED
 
     def _reserve(self, size: int) -> bool:
@@ -343,7 +272,7 @@ class Connection(asyncio.BufferedProtocol):
         reservation = self._take_reservation()
         if self._sasl is not None and self._sasl.expects_raw_token:
             reservation.release()
-            self._sasl_raw_token(self._sasl, bytes(frame))
+            self._gate.raw_token(bytes(frame))
             return
         try:
             decoded = codec.decode(frame)
@@ -351,7 +280,7 @@ class Connection(asyncio.BufferedProtocol):
             reservation.release()
             raise
         key = decoded.api.key if isinstance(decoded, codec.Decoded) else apis.API_VERSIONS
-        if not self._authenticated and key not in _BEFORE_AUTHENTICATION:
+        if not self._authenticated and key not in BEFORE_AUTHENTICATION:
             reservation.release()
             raise BadRequest(f"API {key} before SASL authentication")
         if key == apis.PRODUCE and isinstance(decoded, codec.Decoded):
@@ -359,86 +288,22 @@ class Connection(asyncio.BufferedProtocol):
             return
         reservation.release()  # only Produce keeps request bytes
         if key in (apis.SASL_HANDSHAKE, apis.SASL_AUTHENTICATE) and isinstance(decoded, codec.Decoded):
-            self._sasl_step(decoded)
+            self._gate.step(decoded)
             return
         handler = decoded.api.handler if isinstance(decoded, codec.Decoded) else None
         if isinstance(decoded, codec.UnsupportedApiVersions):
             # KIP-511: the v0 body, with the supported ranges, whatever version was asked for.
             body = apis.api_versions_response(0, errors.UNSUPPORTED_VERSION).encode()
-            self._fill(self._new_slot(), frames.frame(decoded.correlation_id, False, body))
+            answers = self._answers
+            answers.fill(answers.new_slot(), frames.frame(decoded.correlation_id, False, body))
             return
         assert handler is not None
-        self._spawn(self._respond(self._new_slot(), decoded.peek.correlation_id, handler, decoded.request))
-
-    def _sasl_step(self, decoded: codec.Decoded) -> None:
-        """SaslHandshake or SaslAuthenticate, answered in order; a failure answers, then closes."""
-        version = decoded.peek.api_version
-        exchange = self._sasl
-        response: ApiMessage
-        failed: StrataError | None = None
-        if decoded.api.key == apis.SASL_HANDSHAKE:
-            mechanisms = list(exchange.mechanisms) if exchange is not None else []
-            try:
-                if exchange is None:
-                    raise IllegalSaslState("this listener does not use SASL")
-                exchange.handshake(decoded.request.mechanism, version)
-            except (UnsupportedSaslMechanism, IllegalSaslState) as exc:
-                failed = exc
-            code = errors.NONE if failed is None else errors.kafka_error(failed)
-            response = SaslHandshakeResponse[version](error_code=code, mechanisms=mechanisms)
-        else:
-            out = b""
-            try:
-                if exchange is None:
-                    raise IllegalSaslState("this listener does not use SASL")
-                out = exchange.authenticate(bytes(decoded.request.auth_bytes or b""))
-            except (SaslAuthenticationFailed, IllegalSaslState) as exc:
-                failed = exc
-            if exchange is not None and exchange.state is State.AUTHENTICATED and failed is None:
-                self._authenticated_as(exchange)
-            response = SaslAuthenticateResponse[version](
-                error_code=errors.NONE if failed is None else errors.kafka_error(failed),
-                error_message=None if failed is None else failed.message,
-                auth_bytes=out,
-                session_lifetime_ms=0,
-            )
-        response.with_header(correlation_id=decoded.peek.correlation_id)
-        self._fill(self._new_slot(), response.encode(header=True, framed=True))
-        if failed is not None and self._sasl is not None:
-            # Without SASL on this listener, a stray SASL request is only answered (Kafka's behaviour).
-            log.info("closing Kafka connection from %s: %s", self.peer, failed.message)
-            self._finishing = True
-            self._stall(_CLOSING)
-
-    def _sasl_raw_token(self, exchange: SaslExchange, token: bytes) -> None:
-        """A bare SASL token after a v0 handshake: a bare token answers it; a failure closes at once, as
-        Kafka's broker does (v0 has no error field)."""
-        try:
-            out = exchange.authenticate(token)
-        except (SaslAuthenticationFailed, IllegalSaslState) as exc:
-            log.info("closing Kafka connection from %s: %s", self.peer, exc.message)
-            self._close()
-            return
-        if exchange.state is State.AUTHENTICATED:
-            self._authenticated_as(exchange)
-        self._fill(self._new_slot(), _SIZE.pack(len(out)) + out)
-
-    def _authenticated_as(self, exchange: SaslExchange) -> None:
-        assert exchange.principal is not None
-        log.info(
-            "Kafka connection from %s authenticated as %r (%s%s)",
-            self.peer,
-            exchange.principal.name,
-            exchange.mechanism,
-            ", v0" if exchange.raw else "",
+        self._spawn(
+            self._respond(self._answers.new_slot(), decoded.peek.correlation_id, handler, decoded.request)
         )
-        self.ctx = replace(self.ctx, principal=exchange.principal)
-        if self._auth_timer is not None:
-            self._auth_timer.cancel()
-            self._auth_timer = None
 
     def _admit_produce(self, request: ProduceRequest, reservation: Reservation) -> None:
-        slot = self._new_slot()
+        slot = self._answers.new_slot()
         topics = cached_topics(self.ctx, request)
         if topics is not None:
             try:
@@ -451,7 +316,7 @@ class Connection(asyncio.BufferedProtocol):
         self._spawn(self._admit_produce_later(request, reservation, slot))
 
     async def _admit_produce_later(
-        self, request: ProduceRequest, reservation: Reservation, slot: _Slot
+        self, request: ProduceRequest, reservation: Reservation, slot: Slot
     ) -> None:
         try:
             topics = await load_topics(self.ctx, request)
@@ -461,13 +326,13 @@ class Connection(asyncio.BufferedProtocol):
             reservation.release()
         self._unstall(_ADMITTING)
 
-    def _admitted(self, slot: _Slot, request: ProduceRequest, pending: PendingAnswer | None) -> None:
+    def _admitted(self, slot: Slot, request: ProduceRequest, pending: PendingAnswer | None) -> None:
         """A waiting Produce answer gets its deadline: the request's timeout from now."""
         if pending is None or slot.ready:
             return
         slot.pending = pending
         slot.deadline = self._loop.time() + max(request.timeout_ms, 1) / 1000
-        self._arm(slot.deadline)
+        self._answers.arm(slot.deadline)
         slot.produce = True
         self._produce_waiting += 1
         if pending.idempotent:
@@ -477,42 +342,14 @@ class Connection(asyncio.BufferedProtocol):
     def _report_waiting(self) -> None:
         """Tell the listener's ``ProducerWaits`` whether this connection produces, and can send no more."""
         producing = self._produce_waiting > 0 and not self._lost
-        blocked = producing and len(self._slots) - self._ready >= self._send_limit
+        answers = self._answers
+        blocked = producing and len(answers.slots) - answers.made >= self._send_limit
         state = (producing, blocked)
         if state != self._wait_state:
             before, self._wait_state = self._wait_state, state
             self.ctx.producer_waits.change(before, state, self.ctx.agent)
 
-    def _arm(self, deadline: float) -> None:
-        """Have ``_expire`` run by ``deadline``. A client's requests share a timeout, so the timer armed for
-        the oldest one is nearly always early enough and is left alone."""
-        timer = self._deadline_timer
-        if timer is not None:
-            if timer.when() <= deadline:
-                return
-            timer.cancel()
-        self._deadline_timer = self._loop.call_at(deadline, self._expire)
-
-    def _expire(self) -> None:
-        """Answer every request whose timeout has passed, then arm for the next deadline: one timer per
-        connection (answers still go out in request order)."""
-        self._deadline_timer = None
-        now = self._loop.time()
-        later = []
-        for slot in list(self._slots):
-            pending = slot.pending
-            if slot.ready or pending is None:
-                continue
-            if slot.deadline <= now:
-                pending.expire()
-            else:
-                later.append(slot.deadline)
-        if later:
-            self._arm(min(later))
-
-    async def _respond(
-        self, slot: _Slot, correlation_id: int, handler: apis.Handler, request: object
-    ) -> None:
+    async def _respond(self, slot: Slot, correlation_id: int, handler: apis.Handler, request: object) -> None:
         try:
             response = await handler(self.ctx, request)
         except StrataError as exc:
@@ -528,7 +365,7 @@ class Connection(asyncio.BufferedProtocol):
             self._close()
             return
         if response is None:
-            self._fill(slot, None)
+            self._answers.fill(slot, None)
             return
         held = response if isinstance(response, Held) else None
         message: ApiMessage | Prebuilt = response.response if isinstance(response, Held) else response
@@ -546,7 +383,7 @@ class Connection(asyncio.BufferedProtocol):
             if held is not None:
                 held.release()
             return
-        self._fill(slot, encoded if held is None else Framed(encoded, held.release))
+        self._answers.fill(slot, encoded if held is None else Framed(encoded, held.release))
 
     # --- stalls --------------------------------------------------------------------------------------------
     def _stall(self, reason: str) -> None:
@@ -567,80 +404,21 @@ class Connection(asyncio.BufferedProtocol):
             self._process_scheduled = True
             self._loop.call_soon(self._process)
 
-    # --- answers -------------------------------------------------------------------------------------------
-    def _new_slot(self) -> _Slot:
-        slot = _Slot(self)
-        self._slots.append(slot)
-        if len(self._slots) >= self.ctx.config.max_inflight_per_connection:
-            self._stall(_INFLIGHT)
-        return slot
+    # --- what the answer queue tells (broker/answers.py) ---------------------------------------------------
+    def inflight_limit(self) -> None:
+        self._stall(_INFLIGHT)
 
-    def _fill(self, slot: _Slot, answer: Answer) -> None:
-        if self._lost:
-            if isinstance(answer, Framed):
-                answer.release()
-            return
-        slot.answer, slot.ready, slot.pending = answer, True, None
-        self._ready += 1
-        if slot.produce:
-            slot.produce = False
-            self._produce_waiting -= 1
-            self._report_waiting()
-        if self._slots and self._slots[0].ready:
-            if self._ready >= WRITE_BATCH:
-                # A flush settles thousands of requests in one burst: answers go out every WRITE_BATCH
-                # as they are made, instead of all after the burst.
-                self._write_ready()
-            else:
-                self._schedule_write()
+    def produce_answered(self) -> None:
+        self._produce_waiting -= 1
+        self._report_waiting()
 
-    def _schedule_write(self) -> None:
-        if not self._write_scheduled:
-            self._write_scheduled = True
-            self._loop.call_soon(self._write_ready)
-
-    def _write_ready(self) -> None:
-        """Write every answer that is ready at the head of the order, in one call."""
-        self._write_scheduled = False
-        transport = self.transport
-        if self._lost or transport is None or transport.is_closing():
-            return
-        out: list[bytes] = []
-        written: list[Framed] = []
-        slots = self._slots
-        while slots and slots[0].ready and not self._write_paused:
-            answer = slots.popleft().answer
-            self._ready -= 1
-            if answer is None:
-                continue
-            if isinstance(answer, Framed):
-                out.append(answer.data)
-                written.append(answer)
-            else:
-                out.append(answer)
-            if len(out) >= 1024:
-                self._write(out, written)
-                out, written = [], []
-        if out:
-            self._write(out, written)
-        if _INFLIGHT in self._stalls and len(slots) < self.ctx.config.max_inflight_per_connection:
+    def answers_written(self) -> None:
+        if (
+            _INFLIGHT in self._stalls
+            and len(self._answers.slots) < self.ctx.config.max_inflight_per_connection
+        ):
             self._unstall(_INFLIGHT)
         self._close_if_done()
-
-    def _write(self, out: list[bytes], written: list[Framed]) -> None:
-        assert self.transport is not None
-        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
-        # write() may call pause_writing: then the bytes of these answers still sit in the transport.
-        if self._write_paused:
-            self._held.extend(written)
-        else:
-            for answer in written:
-                answer.release()
-
-    def _release_held(self) -> None:
-        held, self._held = self._held, []
-        for answer in held:
-            answer.release()
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -670,7 +448,7 @@ class Connection(asyncio.BufferedProtocol):
         self._close_if_done()
 
     def _close_if_done(self) -> None:
-        done = (self._eof or self._finishing) and not self._slots and not self._tasks
+        done = (self._eof or self._finishing) and not self._answers.slots and not self._tasks
         if done and self.transport is not None:
             self.transport.close()  # writes what the transport still holds first
 
@@ -680,5 +458,10 @@ class Connection(asyncio.BufferedProtocol):
             self.transport.close()
 
     def close(self) -> None:
-        """Close from the server's side (shutdown)."""
+        """Close at once: the server shuts down, or the SASL gate refuses the client."""
         self._close()
+
+    def finish(self) -> None:
+        """Answer what is owed, read nothing more, then close (a failed SASL exchange)."""
+        self._finishing = True
+        self._stall(_CLOSING)

@@ -3,11 +3,11 @@
 Why by hand: in a Kafka catch-up read (bench/kafka_bench.py, fetch phase, local) the agent copied every
 byte it served three times: the batches into a patched buffer, that into kafka-python's encode buffer, and
 that buffer into the response bytes; with the generic encoding around them, a third of the agent's
-samples (py-spy, 2026-11-27). Here the answer is joined once, straight from the stored batches (views
-into the agent's cache), with each batch's absolute base offset as a piece of its own in front of the
-rest of the batch: the CRC does not cover the base offset, so nothing else changes. The issue allows
-hand-writing exactly this hot path; tests/kafka/test_fetch_codec.py checks it byte for byte against
-kafka-python's FetchResponse at every version.
+profile samples. Here the answer is joined once, straight from the stored batches (views into the agent's
+cache), with each batch's absolute base offset as a piece of its own in front of the rest of the batch:
+the CRC does not cover the base offset, so nothing else changes. Only this hot path of Fetch is written
+by hand; tests/unit/test_fetch_codec.py checks it byte for byte against kafka-python's FetchResponse at
+every version.
 
 Response, after the frame size (integers big-endian; "count" is int32, or from v12 an unsigned varint of
 count + 1; strings as in broker/wire.py)::

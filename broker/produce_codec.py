@@ -2,9 +2,9 @@
 
 Why by hand: profiling the agent at 6,000 small Produce requests a second (bench/kafka_bench.py, latency
 phase) showed its one event-loop thread saturated, and kafka-python's generic decode and encode of Produce
-(header included) took about a fifth of it. The issue allows hand-writing exactly these hot paths;
-everything else stays with kafka-python's generated classes. tests/kafka/test_produce_codec.py checks
-both directions byte for byte against kafka-python at every version, and the fuzz tests run this decoder.
+(header included) took about a fifth of it. Only these hot paths are written by hand; everything else
+stays with kafka-python's generated classes. tests/unit/test_produce_codec.py checks both directions byte
+for byte against kafka-python at every version, and the fuzz tests run this decoder.
 
 Request, after the frame size (integers big-endian)::
 
@@ -132,9 +132,10 @@ def decode_request(frame: bytes | bytearray) -> ProduceRequest:
         raise BadRequest("Produce request has a string that is not UTF-8") from None
 
 
-def _decode(frame: bytes | bytearray) -> ProduceRequest:
+def _decode_head(frame: bytes | bytearray) -> tuple[int, int, str | None, int, int, int]:
+    """The request header and the fields before the topics: version, correlation id, transactional id,
+    acks, timeout, and where the topics start."""
     end = len(frame)
-    view = memoryview(frame)
     key, version, correlation_id = _HEAD.unpack_from(frame, 0)
     if key != 0 or not 3 <= version <= 9:
         raise BadRequest(f"not a Produce request of version 3-9: key {key} version {version}")
@@ -159,7 +160,14 @@ def _decode(frame: bytes | bytearray) -> ProduceRequest:
     elif length != -1:
         raise BadRequest(f"Produce request has a transactional id length of {length}")
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, pos)
-    pos += _ACKS_TIMEOUT.size
+    return version, correlation_id, transactional_id, acks, timeout_ms, pos + _ACKS_TIMEOUT.size
+
+
+def _decode(frame: bytes | bytearray) -> ProduceRequest:
+    end = len(frame)
+    view = memoryview(frame)
+    version, correlation_id, transactional_id, acks, timeout_ms, pos = _decode_head(frame)
+    flexible = version >= FLEXIBLE_FROM
     if flexible:
         topic_count, pos = _uv(frame, pos)
         topic_count -= 1

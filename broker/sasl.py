@@ -1,4 +1,5 @@
-"""One connection's SASL exchange (Kafka's SaslHandshake v1 then SaslAuthenticate): sans-IO.
+"""One connection's SASL authentication (Kafka's SaslHandshake v1 then SaslAuthenticate): the exchange,
+sans-IO (``SaslExchange``), and the gate that applies it to a connection (``SaslGate``).
 
 Mechanisms:
 - ``PLAIN`` (RFC 4616): one SaslAuthenticate carrying ``authzid NUL authcid NUL password``; an authzid other
@@ -18,16 +19,40 @@ SaslHandshake v0 (Kafka before 1.0) is followed by raw tokens: each frame after 
 answered with a bare size-prefixed token (``raw``), until the exchange completes. Current clients send v1,
 but librdkafka reads "SASL handshake supported" from ApiVersions advertising v0, so v0 is offered and
 served.
+
+The gate: with principals configured (``ctx.principals``), a connection serves nothing but ApiVersions,
+SaslHandshake and SaslAuthenticate until SASL succeeds; any other request closes it, as Kafka's broker
+does, and frames over ``SASL_MAX_FRAME`` are refused before that (Kafka's ``sasl.server.max.receive.size``).
+Frames read before authentication are reserved from a small budget of their own
+(``BrokerContext.unauthenticated``, over all connections; a connection that finds it full is closed), never
+from the produce buffer, and a connection not authenticated within ``AUTHENTICATION_TIMEOUT_S`` is closed:
+clients that never log in cannot hold memory or connection slots that producers need. Once authenticated,
+the connection's context carries its principal for every handler. A failed exchange is answered with its
+error, then the connection closes; a failed bare token (v0 has no error field) closes it at once. SASL
+answers take their place in the connection's answer order (broker/answers.py) like any other.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import struct
+from dataclasses import replace
 from enum import Enum, auto
+from typing import Protocol
 
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 from scramp import ScramException, ScramMechanism
 
 from agents.principals import Principal, Principals
-from storage.errors import IllegalSaslState, SaslAuthenticationFailed, UnsupportedSaslMechanism
+from broker import apis, errors, frames
+from broker.answers import Answers
+from broker.codec import Decoded
+from broker.context import BrokerContext
+from storage.errors import IllegalSaslState, SaslAuthenticationFailed, StrataError, UnsupportedSaslMechanism
+
+log = logging.getLogger("strata.kafka")
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -154,3 +179,140 @@ def _accept_librdkafka_nonce(server: object, client_nonce: str, client_final: st
     sent = _attribute(client_final, "r")
     if client_nonce and sent != expected and sent == client_nonce + expected:
         server.nonce = type(server.nonce)(sent)  # type: ignore[attr-defined]
+
+
+# The largest frame read before SASL authentication (Kafka's sasl.server.max.receive.size default).
+SASL_MAX_FRAME = 512 * 1024
+# A connection that has not authenticated by then is closed (it would hold a connection slot for nothing).
+AUTHENTICATION_TIMEOUT_S = 10.0
+
+# What a connection may ask before it has authenticated.
+BEFORE_AUTHENTICATION = frozenset({apis.API_VERSIONS, apis.SASL_HANDSHAKE, apis.SASL_AUTHENTICATE})
+
+_SIZE = struct.Struct(">i")
+
+
+class Gated(Protocol):
+    """The connection a gate guards (broker/connection.py)."""
+
+    peer: object
+    ctx: BrokerContext
+
+    def close(self) -> None:
+        """Close at once."""
+
+    def finish(self) -> None:
+        """Answer what is owed, read nothing more, then close."""
+
+
+class SaslGate:
+    """A connection's SASL requests, answered in order, and its deadline to authenticate."""
+
+    def __init__(self, principals: Principals | None, answers: Answers, connection: Gated) -> None:
+        # None when the listener needs no authentication.
+        self.exchange = SaslExchange(principals) if principals is not None else None
+        self._answers = answers
+        self._connection = connection
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def authenticated(self) -> bool:
+        return self.exchange is None or self.exchange.state is State.AUTHENTICATED
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The connection is open: with SASL, it has ``AUTHENTICATION_TIMEOUT_S`` to authenticate."""
+        if self.exchange is not None:
+            self._timer = loop.call_later(AUTHENTICATION_TIMEOUT_S, self._late)
+
+    def stop(self) -> None:
+        """The connection is lost."""
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def check_size(self, size: int) -> int:
+        """A frame's declared size, read before authentication: BadRequest if over ``SASL_MAX_FRAME``."""
+        if self.exchange is not None and self.exchange.expects_raw_token:
+            # A bare SASL token (after a v0 handshake) has no request header: only the upper limit holds.
+            return frames.check_size(size, SASL_MAX_FRAME, minimum=0)
+        return frames.check_size(size, SASL_MAX_FRAME)
+
+    def _late(self) -> None:
+        self._timer = None
+        if not self.authenticated and not self._answers.lost:
+            log.info(
+                "closing Kafka connection from %s: not authenticated within %g s",
+                self._connection.peer,
+                AUTHENTICATION_TIMEOUT_S,
+            )
+            self._connection.close()
+
+    def step(self, decoded: Decoded) -> None:
+        """SaslHandshake or SaslAuthenticate, answered in order; a failure answers, then closes."""
+        version = decoded.peek.api_version
+        exchange = self.exchange
+        response: ApiMessage
+        failed: StrataError | None = None
+        if decoded.api.key == apis.SASL_HANDSHAKE:
+            mechanisms = list(exchange.mechanisms) if exchange is not None else []
+            try:
+                if exchange is None:
+                    raise IllegalSaslState("this listener does not use SASL")
+                exchange.handshake(decoded.request.mechanism, version)
+            except (UnsupportedSaslMechanism, IllegalSaslState) as exc:
+                failed = exc
+            code = errors.NONE if failed is None else errors.kafka_error(failed)
+            response = SaslHandshakeResponse[version](error_code=code, mechanisms=mechanisms)
+        else:
+            out = b""
+            try:
+                if exchange is None:
+                    raise IllegalSaslState("this listener does not use SASL")
+                out = exchange.authenticate(bytes(decoded.request.auth_bytes or b""))
+            except (SaslAuthenticationFailed, IllegalSaslState) as exc:
+                failed = exc
+            if exchange is not None and exchange.state is State.AUTHENTICATED and failed is None:
+                self._authenticated_as(exchange)
+            response = SaslAuthenticateResponse[version](
+                error_code=errors.NONE if failed is None else errors.kafka_error(failed),
+                error_message=None if failed is None else failed.message,
+                auth_bytes=out,
+                session_lifetime_ms=0,
+            )
+        response.with_header(correlation_id=decoded.peek.correlation_id)
+        answers = self._answers
+        answers.fill(answers.new_slot(), response.encode(header=True, framed=True))
+        if failed is not None and exchange is not None:
+            # Without SASL on this listener, a stray SASL request is only answered (Kafka's behaviour).
+            log.info("closing Kafka connection from %s: %s", self._connection.peer, failed.message)
+            self._connection.finish()
+
+    def raw_token(self, token: bytes) -> None:
+        """A bare SASL token after a v0 handshake: a bare token answers it; a failure closes at once, as
+        Kafka's broker does (v0 has no error field)."""
+        exchange = self.exchange
+        assert exchange is not None  # only a v0 handshake leads here
+        try:
+            out = exchange.authenticate(token)
+        except (SaslAuthenticationFailed, IllegalSaslState) as exc:
+            log.info("closing Kafka connection from %s: %s", self._connection.peer, exc.message)
+            self._connection.close()
+            return
+        if exchange.state is State.AUTHENTICATED:
+            self._authenticated_as(exchange)
+        answers = self._answers
+        answers.fill(answers.new_slot(), _SIZE.pack(len(out)) + out)
+
+    def _authenticated_as(self, exchange: SaslExchange) -> None:
+        assert exchange.principal is not None
+        connection = self._connection
+        log.info(
+            "Kafka connection from %s authenticated as %r (%s%s)",
+            connection.peer,
+            exchange.principal.name,
+            exchange.mechanism,
+            ", v0" if exchange.raw else "",
+        )
+        connection.ctx = replace(connection.ctx, principal=exchange.principal)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

@@ -6,4 +6,5 @@ pytest_plugins = [
     "tests.fixtures.server",
     "tests.fixtures.spark",
     "tests.fixtures.kafka",
+    "tests.fixtures.broker",
 ]
