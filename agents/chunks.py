@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from storage import fileformat, records
 from storage.errors import CodecError, CorruptObject, OffsetOutOfRange
 from storage.metadata.rows import ChunkRow, PartitionState
+from storage.records.check import check_stored
 
 log = logging.getLogger("strata.fetch")
 
@@ -137,6 +138,10 @@ def batches_from(
                 continue
             if out and total + header.size > max_bytes:
                 return out
+            try:
+                check_stored(batch, header)  # served undecoded: its records must parse (see check.py)
+            except CodecError as exc:
+                raise corrupt(chunk, exc) from exc
             out.append((batch, base))
             total += header.size
     return out

@@ -52,7 +52,15 @@ from broker import apis, codec, errors, frames, waiting
 from broker.answers import Answers, Slot
 from broker.budget import Framed, Held, Prebuilt
 from broker.context import BrokerContext
-from broker.handlers.produce import PendingAnswer, admit_produce, cached_topics, load_topics
+from broker.handlers.produce import (
+    PendingAnswer,
+    Topics,
+    admit_produce,
+    cached_topics,
+    check_off_loop,
+    has_compressed_batches,
+    load_topics,
+)
 from broker.produce_codec import ProduceRequest
 from broker.sasl import BEFORE_AUTHENTICATION, SaslGate, State
 from storage.errors import BadRequest, BufferFull, StrataError
@@ -305,23 +313,33 @@ class Connection(asyncio.BufferedProtocol):
     def _admit_produce(self, request: ProduceRequest, reservation: Reservation) -> None:
         slot = self._answers.new_slot()
         topics = cached_topics(self.ctx, request)
-        if topics is not None:
+        compressed = has_compressed_batches(request)
+        if topics is not None and not compressed:
             try:
                 self._admitted(slot, request, admit_produce(self.ctx, request, reservation, topics, slot))
             finally:
                 reservation.release()  # whatever the admitted partitions did not consume
             return
-        # A topic to load first: later frames wait, so produce requests keep their order.
+        # A topic to load, or compressed batches to check off the loop, first: later frames wait, so
+        # produce requests keep their order.
         self._stall(_ADMITTING)
-        self._spawn(self._admit_produce_later(request, reservation, slot))
+        self._spawn(self._admit_produce_later(request, reservation, slot, topics, compressed))
 
     async def _admit_produce_later(
-        self, request: ProduceRequest, reservation: Reservation, slot: Slot
+        self,
+        request: ProduceRequest,
+        reservation: Reservation,
+        slot: Slot,
+        topics: Topics | None,
+        compressed: bool,
     ) -> None:
         try:
-            topics = await load_topics(self.ctx, request)
+            if topics is None:
+                topics = await load_topics(self.ctx, request)
+            checked = await check_off_loop(self.ctx, request, topics) if compressed else None
             if not self._lost:
-                self._admitted(slot, request, admit_produce(self.ctx, request, reservation, topics, slot))
+                pending = admit_produce(self.ctx, request, reservation, topics, slot, checked)
+                self._admitted(slot, request, pending)
         finally:
             reservation.release()
         self._unstall(_ADMITTING)

@@ -13,6 +13,7 @@ from agents import principals as access
 from agents.agent import Agent
 from agents.buffer import ProduceBuffer
 from agents.principals import ANYONE, Op, Principal, Principals, Resource
+from broker.batch_checks import BatchChecks
 from broker.budget import ByteBudget
 from broker.cluster import ClusterView
 from broker.config import BrokerConfig
@@ -53,6 +54,8 @@ class BrokerContext:
     )
     # Shared by every connection of the listener: whether all its producers wait for acks.
     producer_waits: ProducerWaits = field(default_factory=ProducerWaits)
+    # Shared by every connection of the listener: the threads that check compressed batches.
+    batch_checks: BatchChecks = field(default_factory=BatchChecks)
 
     @property
     def who(self) -> Principal | None:

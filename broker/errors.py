@@ -24,6 +24,7 @@ from storage.errors import (
     InvalidPartitionCount,
     InvalidPayload,
     InvalidProducerEpoch,
+    InvalidRecord,
     InvalidSessionTimeout,
     InvalidTimestamp,
     InvalidTopicName,
@@ -106,6 +107,7 @@ _BY_TYPE: tuple[tuple[type[StrataError], int], ...] = (
     (InvalidPartitionCount, INVALID_PARTITIONS),
     (InvalidTimestamp, INVALID_TIMESTAMP),
     (InvalidPayload, INVALID_RECORD),
+    (InvalidRecord, INVALID_RECORD),
     (RecordTooLarge, MESSAGE_TOO_LARGE),
     (OffsetOutOfRange, OFFSET_OUT_OF_RANGE),
     (PolicyViolation, POLICY_VIOLATION),
@@ -138,6 +140,15 @@ def kafka_error(exc: StrataError) -> int:
         if isinstance(exc, cls):
             return code
     return KAFKA_STORAGE_ERROR if exc.retriable else UNKNOWN_SERVER_ERROR
+
+
+def kafka_fetch_error(exc: StrataError) -> int:
+    """``kafka_error`` for Fetch: stored data that fails its checks is CORRUPT_MESSAGE there, as Kafka's
+    broker answers a read of a corrupt log (its CorruptRecordException), which consumers surface to the
+    application instead of retrying in silence."""
+    if isinstance(exc, CorruptObject):
+        return CORRUPT_MESSAGE
+    return kafka_error(exc)
 
 
 def kafka_group_error(exc: StrataError) -> int:

@@ -89,6 +89,7 @@ class PartitionResponse:
     error_code: int
     base_offset: int
     error_message: str | None = None
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
 
 
 def _uv(data: bytes | bytearray, pos: int) -> tuple[int, int]:
@@ -235,6 +236,7 @@ class PartitionResult(Protocol):
     error_code: int
     base_offset: int
     error_message: str | None
+    record_errors: list[tuple[int, str]]
 
 
 _THROTTLE = wire.I32.pack(0)
@@ -258,7 +260,11 @@ def encode_response(
             else:
                 append(_PARTITION_V3.pack(p.index, p.error_code, p.base_offset, -1))
             if version >= 8:
-                append(b"\x01" if flexible else wire.EMPTY_ARRAY_CLASSIC)  # record_errors: empty
+                append(wire.count(len(p.record_errors), flexible))
+                for batch_index, message in p.record_errors:
+                    append(_I32.pack(batch_index))
+                    append(wire.string(message, flexible))
+                    append(tags)
                 append(wire.string(p.error_message, flexible))
             append(tags)
         append(tags)

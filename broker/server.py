@@ -81,6 +81,7 @@ class KafkaServer:
         for connection in list(self._connections):
             connection.close()
         await self._none_left.wait()
+        self.ctx.batch_checks.close()
 
     # --- the connections' registry (broker/connection.py) ---------------------------------------------------
     def opened(self, connection: Connection) -> bool:

@@ -135,6 +135,20 @@ class InvalidPayload(StrataError):
     code = 42206
 
 
+class InvalidRecord(StrataError):
+    """A producer's record batch holds a record that breaks Kafka's record rules (it does not parse, its
+    offset delta is out of order, it has no key on a compacted topic, the batch's header disagrees with
+    its records); Kafka's INVALID_RECORD. ``record_index`` is the record's index within its batch, where
+    one record is at fault (Produce v8's ``record_errors``)."""
+
+    kind = ErrorKind.INVALID
+    code = 42216
+
+    def __init__(self, message: str, record_index: int | None = None) -> None:
+        super().__init__(message)
+        self.record_index = record_index
+
+
 class InvalidTimestamp(StrataError):
     """A record timestamp that consumers cannot represent, or outside the topic's window
     (``message.timestamp.before.max.ms`` / ``.after.max.ms``); Kafka's INVALID_TIMESTAMP."""

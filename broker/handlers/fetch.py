@@ -5,8 +5,13 @@ this agent's own flushes and re-reading every 100 ms for other agents' (as the H
 Limits: ``partition_max_bytes`` per partition and ``max_bytes`` per response, except that the first batch
 of the response is sent whole even if larger (KIP-74), so a large batch never stalls a consumer.
 No fetch sessions (KIP-227): every answer has session id 0, so clients send full requests.
-Before Fetch v10 a partition whose batches include zstd gets UNSUPPORTED_COMPRESSION_TYPE and no data, as
-Kafka answers clients too old to decode zstd (KIP-110).
+Before Fetch v10 a partition of a topic whose ``compression.type`` is ``zstd`` gets
+UNSUPPORTED_COMPRESSION_TYPE and no data (KIP-110), exactly where Kafka's broker refuses it
+(``KafkaApis.maybeConvertFetchedData``): a topic that keeps each producer's codec is served as stored.
+Stored data that fails its checks (a CRC, or an uncompressed batch whose records do not parse) is
+CORRUPT_MESSAGE for its partition, as Kafka answers a corrupt log: the consumer gets an error it can act
+on (Java's consumer raises it to the application, librdkafka reports it as a consumer error), never bytes
+its client would skip in silence.
 """
 
 from __future__ import annotations
@@ -21,12 +26,10 @@ from agents.chunks import BatchRead
 from agents.fetch import POLL_INTERVAL_S
 from agents.principals import Op, Resource
 from broker import errors
-from broker.batches import codecs_in
 from broker.budget import Held
 from broker.context import BrokerContext
 from broker.fetch_codec import FetchedPartition, encode_response
 from storage.errors import StrataError
-from storage.records import compression
 
 
 @dataclass(slots=True)
@@ -115,10 +118,10 @@ async def _read_all(ctx: BrokerContext, reads: list[_Read], response_max: int, z
     total = 0
     for r, result in zip(reads, results, strict=True):
         if isinstance(result, StrataError):
-            r.error_code, r.batches = errors.kafka_error(result), []
+            r.error_code, r.batches = errors.kafka_fetch_error(result), []
             continue
         r.error_code = errors.NONE
-        if not zstd_allowed and any(compression.ZSTD in codecs_in(batch) for batch, _ in result.batches):
+        if not zstd_allowed and await _zstd_topic(ctx, r.topic):
             r.error_code, r.batches = errors.UNSUPPORTED_COMPRESSION_TYPE, []
             continue
         r.batches, r.high_watermark, r.log_start_offset = (
@@ -129,6 +132,17 @@ async def _read_all(ctx: BrokerContext, reads: list[_Read], response_max: int, z
         total += result.size
     ctx.agent.metrics.fetch_bytes.inc(total)
     return total
+
+
+async def _zstd_topic(ctx: BrokerContext, topic: str) -> bool:
+    """Whether the topic's ``compression.type`` is zstd (the read succeeded, so the topic exists)."""
+    cached = ctx.agent.cached_topic(topic)
+    if cached is None:
+        try:
+            cached = await ctx.agent.topic(topic)
+        except StrataError:
+            return False  # deleted since: the next read says so
+    return cached.config.compression_type == "zstd"
 
 
 @dataclass(slots=True)

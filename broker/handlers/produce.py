@@ -4,7 +4,9 @@ Admission (``admit_produce``) is synchronous and runs before the connection hand
 pipelined requests on one connection enter the buffer in the order they were sent, and, since flushes
 commit in cut order, get increasing offsets (invariant 8). It takes the request's topics from the agent's
 topic cache (``cached_topics``); on a miss the connection loads them first (``load_topics``) and holds
-its later requests back meanwhile. Waiting for the flush runs concurrently with later requests.
+its later requests back meanwhile. Waiting for the flush runs concurrently with later requests. A request
+holding a compressed batch is checked first in the listener's check threads (``check_off_loop``,
+broker/batch_checks.py), its connection held back the same way, and admitted with what they found.
 
 acks=0 gets no response (the records are still admitted). Each partition is answered with the offset of
 its first record, or its own error code; one partition's bad batch does not fail the others.
@@ -19,15 +21,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agents.agent import CachedTopic
+from agents.buffer import PartitionBatch, Reservation
 from agents.buffer import ProduceRequest as AgentRequest
-from agents.buffer import Reservation
 from agents.offsets import FIRST_RECORD, RecordOffsets
 from agents.principals import Op, Resource
 from broker import errors
-from broker.batches import BatchRejected, check_batches
+from broker.batches import BatchRejected, check_batches, codecs_in
 from broker.budget import Answer
 from broker.context import BrokerContext
 from broker.produce_codec import ProduceRequest, TopicData, encode_response
@@ -39,6 +41,8 @@ class _PartitionResult:
     index: int
     error_code: int = errors.NONE
     error_message: str | None = None
+    # (index of the record in its batch, why): Produce v8's record_errors, for INVALID_RECORD.
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
     base_offset: int = -1
     # The agent request of this partition's batches, once admitted: its one offset is the partition's.
     future: asyncio.Future[RecordOffsets] | None = None
@@ -51,6 +55,47 @@ _TopicPlan = tuple[str, list[_PartitionResult]]
 
 
 Topics = dict[str, CachedTopic | StrataError]
+# What checking each partition's batches gave, by (topic position, partition position) in the request.
+Checked = dict[tuple[int, int], list[PartitionBatch] | BatchRejected | StrataError]
+
+
+def has_compressed_batches(req: ProduceRequest) -> bool:
+    """Whether a partition of ``req`` holds a compressed batch: then its checks run off the event loop
+    (``check_off_loop``), read from the batch headers alone."""
+    for topic_data in req.topic_data:
+        for pdata in topic_data.partition_data:
+            if pdata.records and codecs_in(pdata.records) - {0}:
+                return True
+    return False
+
+
+async def check_off_loop(ctx: BrokerContext, req: ProduceRequest, topics: Topics) -> Checked:
+    """The batches of every partition ``admit_produce`` will take, checked in ``ctx.batch_checks``'s
+    threads (broker/batch_checks.py). Partitions it will refuse whatever their bytes (a refused request,
+    a topic not allowed or unknown, a partition out of range) are not checked."""
+    now = ctx.clock.now_ms()
+    zstd_allowed = req.API_VERSION >= 7  # KIP-110
+    wanted: list[tuple[tuple[int, int], str, int, bytes | memoryview, CachedTopic]] = []
+    if _refusal(req) is None:
+        for ti, topic_data in enumerate(req.topic_data):
+            cached = topics[topic_data.name]
+            if not isinstance(cached, CachedTopic) or not ctx.may(Op.WRITE, Resource.TOPIC, topic_data.name):
+                continue
+            for pi, pdata in enumerate(topic_data.partition_data):
+                if 0 <= pdata.index < cached.info.partitions:
+                    data = pdata.records if pdata.records is not None else b""
+                    wanted.append(((ti, pi), topic_data.name, pdata.index, data, cached))
+
+    def work() -> Checked:
+        out: Checked = {}
+        for at, name, partition, data, cached in wanted:
+            try:
+                out[at] = check_batches(name, partition, data, cached.config, now, zstd_allowed)
+            except (BatchRejected, StrataError) as exc:
+                out[at] = exc
+        return out
+
+    return await ctx.batch_checks.run(work)
 
 
 def cached_topics(ctx: BrokerContext, req: ProduceRequest) -> Topics | None:
@@ -82,6 +127,7 @@ def admit_produce(
     reservation: Reservation,
     topics: Topics,
     answer: Callable[[Answer], None],
+    checked: Checked | None = None,
 ) -> PendingAnswer | None:
     """Check and buffer the request now; ``answer`` gets its framed answer (None for acks=0) later.
 
@@ -90,9 +136,13 @@ def admit_produce(
     connection, which knows the request's deadline, calls ``PendingAnswer.expire`` if it passes first
     (measured at thousands of small requests a second: a task and an ``asyncio.wait`` per request were a
     tenth of the event loop, and a timer per request another 4 %). Returns None when the answer was
-    given at once. The caller releases what ``reservation`` still holds.
+    given at once. The caller releases what ``reservation`` still holds. ``checked``: the batches checked
+    already, off the loop (``check_off_loop``); without it they are checked here.
     """
-    plans = [_admit_topic(ctx, req, topic_data, topics, reservation) for topic_data in req.topic_data]
+    plans = [
+        _admit_topic(ctx, req, ti, topic_data, topics, reservation, checked)
+        for ti, topic_data in enumerate(req.topic_data)
+    ]
     results = [r for plan in plans for r in plan[1] if r.future is not None]
     if req.acks == 0:
         for result in results:
@@ -172,9 +222,11 @@ class PendingAnswer:
 def _admit_topic(
     ctx: BrokerContext,
     req: ProduceRequest,
+    ti: int,
     topic_data: TopicData,
     topics: Topics,
     reservation: Reservation,
+    checked: Checked | None,
 ) -> _TopicPlan:
     plan = (topic_data.name, [_PartitionResult(p.index) for p in topic_data.partition_data])
     refusal = _refusal(req)
@@ -191,14 +243,20 @@ def _admit_topic(
     assert isinstance(cached, CachedTopic)
     now = ctx.clock.now_ms()
     zstd_allowed = req.API_VERSION >= 7  # KIP-110
-    for result, pdata in zip(plan[1], topic_data.partition_data, strict=True):
+    for pi, (result, pdata) in enumerate(zip(plan[1], topic_data.partition_data, strict=True)):
         if not 0 <= pdata.index < cached.info.partitions:
             result.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
             result.error_message = f"topic {topic_data.name!r} has no partition {pdata.index}"
             continue
         data = pdata.records if pdata.records is not None else b""
         try:
-            batches = check_batches(topic_data.name, pdata.index, data, cached.config, now, zstd_allowed)
+            if checked is None:
+                batches = check_batches(topic_data.name, pdata.index, data, cached.config, now, zstd_allowed)
+            else:
+                outcome = checked[(ti, pi)]
+                if not isinstance(outcome, list):
+                    raise outcome
+                batches = outcome
             result.idempotent = any(batch.producer_id >= 0 for batch in batches[:1])
             # The first record of the partition's first batch.
             result.future = ctx.agent.enqueue(
@@ -206,6 +264,7 @@ def _admit_topic(
             )
         except BatchRejected as exc:
             result.error_code, result.error_message = exc.code, exc.message
+            result.record_errors = exc.record_errors
         except StrataError as exc:
             result.error_code, result.error_message = errors.kafka_error(exc), exc.message
     return plan

@@ -220,16 +220,23 @@ def filter_ranges(
     return _assemble_batch(base_offset, covered, b"".join(expanded[start:end] for start, end in ranges))
 
 
-def recompress_batch(batch: bytes | memoryview, header: BatchHeader, codec: int) -> bytes:
+def recompress_batch(
+    batch: bytes | memoryview, header: BatchHeader, codec: int, records: bytes | None = None
+) -> bytes:
     """``batch`` (one whole batch, as ``iter_batches`` yields it) with its records stored with ``codec``.
 
     Every header field but the codec bits of attributes stays as it was (baseOffset, timestamps, producer
     id, epoch and sequence, recordsCount); the records are the same bytes, in ``codec``'s stream (0 =
-    uncompressed); the CRC is computed again. The partitionLeaderEpoch becomes -1.
+    uncompressed); the CRC is computed again. The partitionLeaderEpoch becomes -1. ``records``: the
+    batch's records section already decompressed (by the produce check), so it is not decompressed twice.
     """
     if codec not in compression.CODEC_NAMES:
         raise ValueError(f"unknown compression codec {codec}")
-    expanded, start, end = _expand_batch(batch, 0, header)
+    if records is None:
+        expanded, start, end = _expand_batch(batch, 0, header)
+        section: bytes | memoryview = memoryview(expanded)[start + RECORD_BATCH_OVERHEAD : end]
+    else:
+        section = records
     covered = _CRC_HEADER.pack(
         (header.attributes & ~_COMPRESSION_MASK) | codec,
         header.last_offset_delta,
@@ -240,4 +247,4 @@ def recompress_batch(batch: bytes | memoryview, header: BatchHeader, codec: int)
         header.base_sequence,
         header.records_count,
     )
-    return _assemble_batch(header.base_offset, covered, expanded[start + RECORD_BATCH_OVERHEAD : end])
+    return _assemble_batch(header.base_offset, covered, section)

@@ -425,12 +425,15 @@ def test_files_too_big_for_the_cache_are_read_by_range(kafka_factory: Callable[.
         assert reader.runtime.agent.cache.size <= 4096
 
 
-def test_zstd_needs_produce_v7_and_fetch_v10(broker: RunningBroker) -> None:
-    """KIP-110: a zstd batch in Produce below v7 is refused, and Fetch below v10 gets an error for a partition
-    holding zstd batches instead of bytes it cannot decode; plain batches are served at every version."""
+def test_zstd_needs_produce_v7_and_fetch_v10_where_kafka_asks_it(broker: RunningBroker) -> None:
+    """KIP-110 as Kafka's broker applies it: a zstd batch in Produce below v7 is refused; Fetch below v10
+    of a topic whose compression.type is zstd gets UNSUPPORTED_COMPRESSION_TYPE; a topic that keeps each
+    producer's codec is served as stored at every version, zstd batches included
+    (``KafkaApis.maybeConvertFetchedData`` looks at the topic's config, not at the batches)."""
     from storage.records import compression
 
     create(broker, "z", 2)
+    create(broker, "zt", 1, **{"compression.type": "zstd"})
     now = int(time.time() * 1000)
     zstd = records.encode_batch([records.Record(0, now, b"k", b"v" * 100)], codec=compression.ZSTD)
     with Wire(broker.port) as wire:
@@ -439,19 +442,21 @@ def test_zstd_needs_produce_v7_and_fetch_v10(broker: RunningBroker) -> None:
         assert broker.runtime.metadata.partition_state("z", 0).high_watermark == 0  # nothing stored
         new = wire.call(produce("z", {0: zstd, 1: batch([b"plain"])}, version=7), ProduceResponse, 2)
         assert partition_results(new) == {0: (0, 0), 1: (0, 0)}
+        typed = wire.call(produce("zt", {0: batch([b"stored as zstd"])}, version=7), ProduceResponse, 3)
+        assert partition_results(typed) == {0: (0, 0)}
 
-        def fetch(version: int) -> dict[int, tuple[int, int]]:
-            response = wire.call(fetch_request("z", [0, 1], version=version), FetchResponse, 3)
+        def fetch(topic: str, partitions: list[int], version: int) -> dict[int, tuple[int, int]]:
+            response = wire.call(fetch_request(topic, partitions, version=version), FetchResponse, 4)
             return {
                 p.partition_index: (p.error_code, len(p.records or b""))
                 for p in response.responses[0].partitions
             }
 
-        old_fetch = fetch(9)
-        assert old_fetch[0] == (errors.UNSUPPORTED_COMPRESSION_TYPE, 0)
-        assert old_fetch[1][0] == 0
-        assert old_fetch[1][1] > 0
-        assert all(code == 0 and size > 0 for code, size in fetch(10).values())
+        old_fetch = fetch("z", [0, 1], 9)
+        assert all(code == 0 and size > 0 for code, size in old_fetch.values())  # served as stored
+        assert fetch("zt", [0], 9) == {0: (errors.UNSUPPORTED_COMPRESSION_TYPE, 0)}
+        assert all(code == 0 and size > 0 for code, size in fetch("z", [0, 1], 10).values())
+        assert all(code == 0 and size > 0 for code, size in fetch("zt", [0], 10).values())
 
 
 class HeldPuts(AsyncObjectStore):

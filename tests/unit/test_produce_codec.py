@@ -76,7 +76,11 @@ responses = st.lists(
         names,
         st.lists(
             st.tuples(
-                st.integers(0, 2**31 - 1), st.integers(-1, 100), st.integers(-1, 2**62), error_messages
+                st.integers(0, 2**31 - 1),
+                st.integers(-1, 100),
+                st.integers(-1, 2**62),
+                error_messages,
+                st.lists(st.tuples(st.integers(0, 2**31 - 1), st.text(max_size=20)), max_size=3),
             ),
             max_size=4,
         ),
@@ -101,10 +105,13 @@ def test_response_encodes_as_the_library_does(version: int, correlation_id: int,
                         base_offset=offset,
                         log_append_time_ms=-1,
                         log_start_offset=-1,
-                        record_errors=[],
+                        record_errors=[
+                            P.BatchIndexAndErrorMessage(batch_index=b, batch_index_error_message=m)
+                            for b, m in record_errors
+                        ],
                         error_message=message,
                     )
-                    for i, code, offset, message in parts
+                    for i, code, offset, message, record_errors in parts
                 ],
             )
             for name, parts in data

@@ -1,0 +1,112 @@
+"""A producer's batch checked record by record before it is stored, as Kafka's broker checks it.
+
+Kafka's LogValidator walks every record of every batch a client appends; a batch that passes only its CRC
+could still hold records no reader can decode, and a stored one would then stop every reader of its
+partition at that offset. So before a batch is stored, ``check_batch`` walks all its records (decompressed
+once, within ``compression.output_limit``, when the batch is compressed) with the C loop of
+``storage/_recordcheck.c``, which releases the GIL while it reads:
+
+- every record parses by the reference decoder's rules (storage/records/decode.py): lengths and varints
+  inside the record and the batch, offset deltas exactly 0..n-1, key and value lengths -1 or inside the
+  record, header names UTF-8, each record ending at its length, no bytes after the last one;
+- the header's maxTimestamp is the largest record timestamp (readers index time by it);
+- on a compacted topic, every record has a key.
+
+A failure is ``InvalidRecord`` (Kafka's INVALID_RECORD), naming the record's index in its batch where one
+record is at fault; a stream that does not decompress, or would pass the bound, is ``CodecError`` (Kafka's
+CORRUPT_MESSAGE). The batch's framing (magic, CRC, lastOffsetDelta = count - 1) is checked by the caller
+first (``read_header``).
+
+``check_stored`` is the same walk for a batch already stored, on the Kafka door's fetch path, which serves
+batches without decoding them: an uncompressed batch whose records do not parse (stored by a version that
+checked less, or damaged with its CRC intact) is ``CodecError`` there, so the consumer gets an error, not
+bytes its client would skip in silence. Compressed batches are not walked at fetch: that would cost a
+decompression per read, and their record framing was checked at produce by every version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storage._recordcheck import check_records
+from storage.errors import CodecError, InvalidRecord
+from storage.records import compression
+from storage.records.codec import _COMPRESSION_MASK, _LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, BatchHeader
+
+# check_records' verdicts (storage/_recordcheck.c).
+_OK, _MALFORMED, _TRAILING, _NO_KEY, _MAX_TIMESTAMP = range(5)
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What a valid batch's records say: their smallest and largest timestamps, and, for a compressed
+    batch, its records section decompressed (so that re-compressing it does not decompress it again)."""
+
+    min_timestamp: int
+    max_timestamp: int
+    records: bytes | None
+
+
+def check_batch(batch: bytes | memoryview, header: BatchHeader, compacted: bool) -> Checked:
+    """Check every record of ``batch`` (one whole batch, its header read by ``read_header``)."""
+    if header.attributes & _LOG_APPEND_TIME:
+        raise InvalidRecord("a producer's batch may not use LogAppendTime; the broker sets that", None)
+    codec = header.attributes & _COMPRESSION_MASK
+    expanded: bytes | None = None
+    if codec:
+        stored = memoryview(batch)[RECORD_BATCH_OVERHEAD : header.size]
+        expanded = compression.decompress(codec, stored, compression.output_limit(len(stored)))
+        data: bytes | memoryview = expanded
+        start, end = 0, len(expanded)
+    else:
+        data, start, end = batch, RECORD_BATCH_OVERHEAD, header.size
+    verdict, index, smallest, largest = check_records(
+        data,
+        start,
+        end,
+        header.records_count,
+        header.last_offset_delta,
+        header.base_timestamp,
+        header.max_timestamp,
+        compacted,
+    )
+    if verdict != _OK:
+        raise _refusal(verdict, index, header)
+    return Checked(smallest, largest, expanded)
+
+
+def _refusal(verdict: int, index: int, header: BatchHeader) -> InvalidRecord:
+    if verdict == _NO_KEY:
+        return InvalidRecord(f"record {index} has no key; the topic is compacted", index)
+    if verdict == _MALFORMED:
+        return InvalidRecord(
+            f"record {index} of {header.records_count} is malformed: a length, varint, offset delta or header"
+            " runs outside the record or its batch, or its offset delta is out of order",
+            index,
+        )
+    if verdict == _TRAILING:
+        return InvalidRecord(
+            f"the batch has bytes after its {header.records_count} records (recordsCount is wrong)", None
+        )
+    return InvalidRecord(
+        f"the batch's maxTimestamp {header.max_timestamp} is not the largest of its records' timestamps",
+        None,
+    )
+
+
+def check_stored(batch: bytes | memoryview, header: BatchHeader) -> None:
+    """``CodecError`` if the uncompressed stored ``batch`` holds records no reader can decode."""
+    if header.attributes & _COMPRESSION_MASK:
+        return
+    verdict, index, _, _ = check_records(
+        batch,
+        RECORD_BATCH_OVERHEAD,
+        header.size,
+        header.records_count,
+        header.last_offset_delta,
+        header.base_timestamp,
+        header.max_timestamp,
+        False,
+    )
+    if verdict in (_MALFORMED, _TRAILING):
+        raise CodecError(f"{_refusal(verdict, index, header).message}")
