@@ -1,6 +1,6 @@
 """Summarise a py-spy profile in collapsed-stack form (``py-spy record --format raw``).
 
-    .venv/bin/python bench/pyspy_top.py bench/results/<run>-local-produce.folded [--top 25] [--match TEXT]
+    python -m bench.pyspy_top bench/results/<run>-local-produce.folded [--top 25] [--match TEXT]
 
 Prints the share of samples per function: self (the function was the leaf, i.e. running its own code) and
 inclusive (the function was anywhere on the stack), highest first. ``--match`` keeps only stacks that contain
