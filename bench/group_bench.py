@@ -82,7 +82,7 @@ def _catch_up_rows(rows: Rows, r: dict[str, Any]) -> None:
     rows.add(
         "write counter check: store writes / flushes during the fill",
         f"{f['store_writes']} / {f['flushes']:g}",
-        "equal",
+        target="equal",
         ok=ok,
     )
     name = f"{p['members']}-member group catch-up, {p['partitions']} partitions"
@@ -90,7 +90,7 @@ def _catch_up_rows(rows: Rows, r: dict[str, Any]) -> None:
     rows.add(
         "catch-up: records read / written",
         f"{c['records']:g} / {f['records']}",
-        "equal",
+        target="equal",
         ok=c["records"] == f["records"],
     )
     cpu = c["cpu_ms_per_mib"]

@@ -136,7 +136,7 @@ def _produce_rows(rows: Rows, codec: str, p: dict[str, Any], ceiling: dict[str, 
             f"ack latency p50 / p99 under closed loop, {label}", f"{lat['p50']:.0f} / {lat['p99']:.0f}", "ms"
         )
     if p["errors"]:
-        rows.add(f"failed deliveries, {label}", p["errors"], "0", ok=False)
+        rows.add(f"failed deliveries, {label}", p["errors"], target="= 0", ok=False)
     if p.get("stored_mib") and p["acked"]:
         stored = p["stored_mib"] * MiB / (p["acked"] * p["record_bytes"])
         rows.add(f"bytes stored / key+value bytes acked, {label}", round(stored, 2))
@@ -180,7 +180,7 @@ def _fetch_rows(rows: Rows, topic: str, f: dict[str, Any], local: bool) -> None:
     rows.add(
         f"fetch records read / expected, {label}",
         f"{f['records']} / {f['expected_records']}",
-        "equal",
+        target="equal",
         ok=complete,
     )
     gpm = f["gets_per_mib"]
@@ -190,7 +190,7 @@ def _fetch_rows(rows: Rows, topic: str, f: dict[str, Any], local: bool) -> None:
     )
     rows.add(f"agent CPU per MiB fetched, {label}", cpu_ms_per_mib(f["cpu_cores"].get("agent"), mib_s), "ms")
     if f["errors"]:
-        rows.add(f"consumer errors, {label}", f["errors"], "none", ok=False)
+        rows.add(f"consumer errors, {label}", f["errors"], target="none", ok=False)
 
 
 def _overload_rows(rows: Rows, o: dict[str, Any]) -> None:

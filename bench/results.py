@@ -66,8 +66,9 @@ def verdict(ok: bool | None) -> str:
 
 
 def shown(row: dict[str, Any]) -> str:
-    value = "-" if row["value"] is None else f"{row['value']}"
-    return f"{value} {row['unit']}".rstrip()
+    if row["value"] is None:
+        return "-"
+    return f"{row['value']} {row['unit']}".rstrip()
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
