@@ -1,8 +1,9 @@
 """Compaction benchmark: throughput against a raw scan, offset-map memory, dedup lag, requests per file.
 
     python -m bench.compaction_bench --scenario throughput|memory|lag|all [--profile] [--figures] ...
-    python -m bench.compaction_bench --scenario all --value-sizes 1024 --keys-1k 2000 --updates 2 \\
-        --repeat 1 --mem-keys 20000 --lag-duration 20 --lag-warmup-s 2 --lag-horizon-s 5   # smoke run
+    python -m bench.compaction_bench --scenario all --value-sizes 1024 --keys-1k 500 --updates 2 \\
+        --partitions 2 --repeat 1 --mem-keys 5000 --lag-keys 20 --lag-batch 10 --lag-partitions 2 \\
+        --lag-producers 2 --lag-duration 12 --lag-warmup-s 2 --lag-horizon-s 4 --lag-poll-s 1   # smoke run
 
 Scenarios:
 

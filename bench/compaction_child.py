@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import json
 import random
-import re
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ import crc32c
 from bench.compaction_data import TOPIC
 from bench.harness import ROOT, MiB, bench_env, module_cmd
 from bench.probes import RssSampler, status_kib, system_busy_s
+from bench.pyspy_top import folded, function_of, shares
 from planner.config import RunnerConfig
 from planner.offset_map import KeyHasher
 from planner.round import CompactionRound, RoundConfig
@@ -227,23 +227,18 @@ def summarize_folded(path: Path, top: int = 20) -> dict[str, Any]:
     incl: Counter[str] = Counter()
     own_lines: Counter[str] = Counter()
     total = 0
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
-        n = int(count)
-        frames = stack.split(";")
+    for frames, n in folded(path):
         if not any("run_jobs" in f for f in frames):
             continue  # only the job, not imports or setup
         total += n
-        merged = [re.sub(r":\d+\)$", ")", f) for f in frames]
+        merged = [function_of(f) for f in frames]
         own[merged[-1]] += n
         own_lines[frames[-1]] += n
         for frame in set(merged):
             incl[frame] += n
 
     def share(c: Counter[str]) -> list[tuple[str, float]]:
-        return [(f, round(100 * n / total, 1)) for f, n in c.most_common(top)] if total else []
+        return shares(c, total, top)
 
     return {"samples": total, "self": share(own), "self_lines": share(own_lines), "inclusive": share(incl)}
 

@@ -3,7 +3,8 @@
     python -m bench.group_bench                          # defaults (~2 min)
     python -m bench.group_bench --heartbeat-ms 1000      # the same with shorter client heartbeats
     python -m bench.group_bench --tree /tmp/strata-head  # the agent from another source tree
-    python -m bench.group_bench --fill-mib 16 --leaves 1 --stable-s 3 --baseline-s 2  # smoke run
+    python -m bench.group_bench --fill-mib 4 --partitions 4 --members 2 --leaves 1 --stable-s 2 \\
+        --baseline-s 1 --heartbeat-ms 1000 --initial-delay-ms 100       # smoke run
 
 One ``strata serve --role agent`` (``python -m strata.cli serve`` run from ``--tree``, default this
 repository) on the embedded default: a local directory as the bucket and SQLite metadata, HTTP and Kafka on
@@ -66,12 +67,10 @@ from bench.harness import ROOT, log
 from bench.results import (
     Rows,
     add_output_args,
-    closing_line,
+    finish_run,
     markdown_table,
     page_figures,
     run_header,
-    write_figures,
-    write_results,
 )
 
 
@@ -213,11 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     report["targets"] = evaluate(report)
     report["elapsed_s"] = round(time.monotonic() - started, 1)
-    out = write_results(report, args.out)
-    print(markdown_table(report["targets"]))
-    if args.figures:
-        log(f"figures: {write_figures(report, page_figures(report['targets']), args.note)}")
-    print(closing_line(report, out))
+    finish_run(report, args, lambda r: print(markdown_table(r["targets"])), page_figures(report["targets"]))
     return 0
 
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -228,6 +228,23 @@ def start_moto(buckets: list[str], workdir: Path) -> Moto:
         moto_log.close()
         raise RuntimeError(f"moto did not start: {log_path.read_text()[-2000:]}")
     return Moto(proc, ready[0].strip(), moto_log)
+
+
+@contextlib.contextmanager
+def backend_stores(
+    backend: str, workdir: Path, buckets: list[str]
+) -> Iterator[tuple[list[list[str]], dict[str, int]]]:
+    """The ``strata serve`` store arguments of each of ``buckets`` on ``backend``, and the pids of what
+    serves them: on ``s3`` moto (stopped on the way out), on ``local`` each agent's own directory."""
+    if backend != "s3":
+        yield [[] for _ in buckets], {}
+        return
+    moto = start_moto(buckets, workdir)
+    common = ["--s3-endpoint", moto.endpoint, "--s3-region", "us-east-1"]
+    try:
+        yield [["--bucket", f"s3://{bucket}", *common] for bucket in buckets], {"moto": moto.pid}
+    finally:
+        moto.stop()
 
 
 # --- agents -------------------------------------------------------------------------------------------------

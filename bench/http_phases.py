@@ -23,13 +23,12 @@ from bench.harness import (
     Agent,
     AgentSpec,
     MiB,
-    Moto,
+    backend_stores,
     free_port,
     log,
     module_cmd,
     spawn,
     start_agent,
-    start_moto,
     stop_proc,
     wait_http,
 )
@@ -332,25 +331,13 @@ def run_backend(args: argparse.Namespace, backend: str, workdir: Path) -> dict[s
     """Every phase asked for on one backend: a local directory, or moto S3 in its own process."""
     args.backend_now = backend
     topics = [f"bench-{i}" for i in range(args.topics)]
-    moto: Moto | None = None
-    store_args: list[str] = []
-    overload_store_args: list[str] = []
-    extra_pids: dict[str, int] = {}
     out: dict[str, Any] = {"backend": backend, "loadavg_before": loadavg()}
-    try:
-        if backend == "s3":
-            moto = start_moto(["strata-bench", "strata-bench-overload"], workdir)
-            extra_pids["moto"] = moto.pid
-            common = ["--s3-endpoint", moto.endpoint, "--s3-region", "us-east-1"]
-            store_args = ["--bucket", "s3://strata-bench", *common]
-            overload_store_args = ["--bucket", "s3://strata-bench-overload", *common]
+    buckets = ["strata-bench", "strata-bench-overload"]
+    with backend_stores(backend, workdir, buckets) as ((store_args, overload_store_args), extra_pids):
         if "produce" in args.phases:
             produce_and_fetch(args, workdir, topics, store_args, extra_pids, out)
         if "overload" in args.phases:
             n, r = args.overload_clients, args.overload_records_per_request
             log(f"[{backend}] overload: {n} clients x {r} records")
             out["overload"] = overload_phase(args, workdir, topics, overload_store_args)
-    finally:
-        if moto is not None:
-            moto.stop()
     return out

@@ -4,8 +4,9 @@
     python -m bench.kafka_bench --backend local --compression none --phases ceiling,produce,latency
     python -m bench.kafka_bench --phases overload --overload-procs 6
     python -m bench.kafka_bench --http-compare        # + bench.produce_fetch's HTTP produce, same run
-    python -m bench.kafka_bench --backend local --duration 2 --warmup 1 --idle 1 \\
-        --overload-duration 2 --fetch-timeout 30   # smoke run (~1 min)
+    python -m bench.kafka_bench --backend local --duration 1 --warmup 0.5 --idle 0.5 --producers 1 \\
+        --partitions 4 --consumers 1 --overload-procs 1 --overload-instances 1 --overload-duration 1 \\
+        --latency-duration 1 --rate-mib 2                              # smoke run
 
 Load generators are librdkafka (confluent-kafka) processes, bench/kafka_loadgen.py, never in the process
 they measure: ``--producers`` processes (default 2), 1 KiB values (words, so that lz4 compresses them about
@@ -65,15 +66,11 @@ from bench.probes import cpu_ms_per_mib, other_cores
 from bench.results import (
     Rows,
     add_output_args,
-    closing_line,
+    backend_figures,
+    finish_run,
     markdown_table,
-    page_figures,
     run_header,
-    write_figures,
-    write_results,
 )
-
-BACKEND_LABELS = {"local": "local", "s3": "S3 (moto)"}
 
 
 def codec_label(codec: str) -> str:
@@ -332,16 +329,7 @@ def main(argv: list[str] | None = None) -> int:
             r["targets"] = evaluate(r, ceiling, report["ceiling"].get("sink_totals"), report["http"])
     report["elapsed_s"] = round(time.monotonic() - started, 1)
     report["params"] = {k: v for k, v in report["params"].items() if k != "backend_now"}
-    out = write_results(report, args.out)
-    print_report(report)
-    if args.figures:
-        figures = [
-            f
-            for b, r in report["backends"].items()
-            for f in page_figures(r.get("targets", []), BACKEND_LABELS[b])
-        ]
-        log(f"figures: {write_figures(report, figures, args.note)}")
-    print(closing_line(report, out))
+    finish_run(report, args, print_report, backend_figures(report))
     return 0
 
 

@@ -19,14 +19,13 @@ from bench.harness import (
     Agent,
     AgentSpec,
     MiB,
-    Moto,
+    backend_stores,
     bench_env,
     free_port,
     log,
     module_cmd,
     spawn,
     start_agent,
-    start_moto,
     stop_proc,
     wait_tcp,
 )
@@ -262,27 +261,15 @@ def produce_and_fetch(
 def run_backend(args: argparse.Namespace, backend: str, workdir: Path) -> dict[str, Any]:
     """Every phase asked for on one backend: a local directory, or moto S3 in its own process."""
     args.backend_now = backend
-    moto: Moto | None = None
-    store_args: list[str] = []
-    overload_store_args: list[str] = []
-    extra_pids: dict[str, int] = {}
     out: dict[str, Any] = {"backend": backend, "loadavg_before": loadavg()}
-    try:
-        if backend == "s3":
-            moto = start_moto(["strata-kbench", "strata-kbench-overload"], workdir)
-            extra_pids["moto"] = moto.pid
-            common = ["--s3-endpoint", moto.endpoint, "--s3-region", "us-east-1"]
-            store_args = ["--bucket", "s3://strata-kbench", *common]
-            overload_store_args = ["--bucket", "s3://strata-kbench-overload", *common]
+    buckets = ["strata-kbench", "strata-kbench-overload"]
+    with backend_stores(backend, workdir, buckets) as ((store_args, overload_store_args), extra_pids):
         if {"produce", "latency", "fetch"} & set(args.phases):
             produce_and_fetch(args, workdir, store_args, extra_pids, out)
         if "overload" in args.phases:
             n = args.overload_procs * args.overload_instances
             log(f"[{backend}] overload: {n} producers, batch.size {args.overload_batch_bytes}")
             out["overload"] = overload_phase(args, workdir, overload_store_args)
-    finally:
-        if moto is not None:
-            moto.stop()
     return out
 
 

@@ -2,8 +2,8 @@
 
     python -m bench.produce_fetch [--backend local|s3|both] [--clients N] [--duration S]
                                   [--records-per-request R] [--py-spy PATH] [--figures] ...
-    python -m bench.produce_fetch --backend local --phases produce --duration 2 --warmup 1 --idle 1 \\
-        --clients 16 --fetch-timeout 30                                                   # smoke run
+    python -m bench.produce_fetch --duration 1 --warmup 0.5 --idle 0.5 --clients 8 --partitions 4 \\
+        --overload-clients 8 --overload-records-per-request 100 --overload-duration 1   # smoke run
 
 For each backend (a local directory, or moto S3 in its own process; SQLite metadata in both cases):
 1. ceiling: a bare FastAPI app (bench/bare_app.py: the same ProduceIn body model, fake offsets, uvicorn with
@@ -49,15 +49,11 @@ from bench.probes import cpu_ms_per_mib, other_cores
 from bench.results import (
     Rows,
     add_output_args,
-    closing_line,
+    backend_figures,
+    finish_run,
     markdown_table,
-    page_figures,
     run_header,
-    write_figures,
-    write_results,
 )
-
-BACKEND_LABELS = {"local": "local", "s3": "S3 (moto)"}
 
 
 # --- report -----------------------------------------------------------------------------------------------
@@ -289,16 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     report["elapsed_s"] = round(time.monotonic() - started, 1)
-    out = write_results(report, args.out)
-    print_report(report)
-    if args.figures:
-        figures = [
-            f
-            for b, r in report["backends"].items()
-            for f in page_figures(r.get("targets", []), BACKEND_LABELS[b])
-        ]
-        log(f"figures: {write_figures(report, figures, args.note)}")
-    print(closing_line(report, out))
+    finish_run(report, args, print_report, backend_figures(report))
     return 0
 
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.harness import BENCH_DIR, RESULTS_DIR, ROOT
+from bench.harness import BENCH_DIR, RESULTS_DIR, ROOT, log
 from bench.probes import code_fingerprint, git_commit, machine_info
 from bench.targets import Target
 
@@ -115,9 +116,19 @@ def write_results(report: dict[str, Any], out: str | None, tag: str = "") -> Pat
     return path
 
 
-def closing_line(report: dict[str, Any], out: Path) -> str:
+def finish_run(
+    report: dict[str, Any],
+    args: argparse.Namespace,
+    print_report: Callable[[dict[str, Any]], None],
+    figures: list[dict[str, Any]],
+) -> None:
+    """Write the results, print the report, with --figures write the page's figures; say where."""
+    out = write_results(report, args.out)
+    print_report(report)
+    if args.figures:
+        log(f"figures: {write_figures(report, figures, args.note)}")
     load = report["machine"]["loadavg_at_start"]
-    return f"\nload average at start {load}; took {report.get('elapsed_s', '?')} s; {out}"
+    print(f"\nload average at start {load}; took {report.get('elapsed_s', '?')} s; {out}")
 
 
 def machine_note(machine: dict[str, Any], note: str) -> str:
@@ -137,6 +148,18 @@ def page_figures(rows: list[dict[str, Any]], suffix: str = "") -> list[dict[str,
             {"area": r["area"], "figure": name, "value": shown(r), "target": r["target"], "pass": r["pass"]}
         )
     return out
+
+
+BACKEND_LABELS = {"local": "local", "s3": "S3 (moto)"}
+
+
+def backend_figures(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The page's figures of every backend of a run, each figure named with its backend."""
+    return [
+        f
+        for backend, r in report["backends"].items()
+        for f in page_figures(r.get("targets", []), BACKEND_LABELS[backend])
+    ]
 
 
 def write_figures(report: dict[str, Any], figures: list[dict[str, Any]], note: str) -> Path:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import RESULTS_DIR, ROOT, MiB
+from bench.pyspy_top import folded, function_of, shares
 from bench.spark_cpu import pyspark_daemons
 from pipeline.snapshot import ChunkTask
 from storage import fileformat, records
@@ -103,17 +104,12 @@ def summarize_folded(path: Path, top: int = 20) -> dict[str, Any]:
     incl: Counter[str] = Counter()
     cats: Counter[str] = Counter()
     total = daemon = 0
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
-        n = int(count)
-        raw = stack.split(";")
+    for raw, n in folded(path):
         if not any(f.startswith("worker (daemon.py") for f in raw):
             daemon += n  # the daemon's accept loop, not a worker running a task
             continue
         total += n
-        merged = [re.sub(r":\d+\)$", ")", f) for f in raw]
+        merged = [function_of(f) for f in raw]
         own[merged[-1]] += n
         own_lines[raw[-1]] += n
         for frame in set(merged):
@@ -127,7 +123,7 @@ def summarize_folded(path: Path, top: int = 20) -> dict[str, Any]:
         cats[category] += n
 
     def share(c: Counter[str]) -> list[tuple[str, float]]:
-        return [(f, round(100 * n / total, 1)) for f, n in c.most_common(top)] if total else []
+        return shares(c, total, top)
 
     return {
         "worker_samples": total,

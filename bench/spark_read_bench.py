@@ -3,7 +3,7 @@
     python -m bench.spark_read_bench [--mib 256] [--value-bytes 1024] [--partitions 8] [--file-mib 8] \\
         [--batch-records 100] [--repeat 3] [--warmup 2] [--backends s3,local] [--decoder jvm|python] \\
         [--floor] [--profile] [--breakdown] [--figures]
-    python -m bench.spark_read_bench --mib 16 --repeat 1 --warmup 1 --backends local   # smoke run
+    python -m bench.spark_read_bench --mib 8 --repeat 1 --warmup 1                       # smoke run
 
 The jars come from .cache/jars unless STRATA_SPARK_JARS_DIR names another directory. The target: Spark
 read throughput (MiB of log bytes turned into rows) >= 50 % of the raw binaryFile throughput over the same
@@ -53,6 +53,7 @@ from typing import Any
 from bench import targets
 from bench.harness import ROOT, MiB, Moto, fake_aws, log, start_moto
 from bench.results import (
+    BACKEND_LABELS,
     Rows,
     add_output_args,
     markdown_table,
@@ -64,8 +65,6 @@ from bench.results import (
 from bench.spark_cpu import CpuMeter
 from bench.spark_profile import breakdown
 from bench.spark_queries import BUCKET, generate, run_backend
-
-BACKEND_LABELS = {"local": "local", "s3": "S3 (moto)"}
 
 
 def prepare_env() -> None:
