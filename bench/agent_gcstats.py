@@ -1,6 +1,6 @@
-"""Run ``strata`` with the cyclic garbage collector's pauses measured (produce_fetch.py --gc-stats).
+"""Run ``strata`` with the cyclic garbage collector's pauses measured (bench.produce_fetch --gc-stats).
 
-    python bench/agent_gcstats.py serve ...        # the same arguments as ``strata serve``
+    python -m bench.agent_gcstats serve ...        # the same arguments as ``strata serve``
 
 Registers a ``gc.callbacks`` hook that times every collection by generation, runs ``strata.cli.main`` and, at
 exit, writes the totals as JSON to the file named by STRATA_BENCH_GC_STATS. Nothing in the application is
@@ -46,6 +46,15 @@ def _write() -> None:
             json.dump(_stats, fh)
 
 
+def _collect_and_freeze() -> None:
+    gc.collect()
+    gc.freeze()
+
+
+def _exit(*_: object) -> None:
+    sys.exit(0)
+
+
 def main() -> int:
     threshold = os.environ.get("STRATA_BENCH_GC_THRESHOLD")
     if threshold:
@@ -54,14 +63,14 @@ def main() -> int:
     if freeze_after:
         # Move everything alive once the server is up (imports, app, routes, models) out of the collector's
         # sight, as gc.freeze() in the app's startup would.
-        timer = threading.Timer(float(freeze_after), lambda: (gc.collect(), gc.freeze()))
+        timer = threading.Timer(float(freeze_after), _collect_and_freeze)
         timer.daemon = True
         timer.start()
     gc.callbacks.append(_callback)
     atexit.register(_write)
     # uvicorn re-raises SIGTERM after a graceful shutdown; with the default handler that kills the process
     # before atexit runs, so turn it into a normal exit.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, _exit)
     from strata.cli import main as strata_main
 
     return strata_main(sys.argv[1:])

@@ -1,6 +1,6 @@
-"""Run ``strata`` with tracemalloc on, to attribute the agent's memory (produce_fetch.py --mem-trace).
+"""Run ``strata`` with tracemalloc on, to attribute the agent's memory (bench.produce_fetch --mem-trace).
 
-    python bench/agent_memtrace.py serve ...        # the same arguments as ``strata serve``
+    python -m bench.agent_memtrace serve ...        # the same arguments as ``strata serve``
 
 Starts ``tracemalloc`` (``STRATA_BENCH_MEMTRACE_FRAMES`` frames, default 6) before the application is
 imported, and samples the traced total every 100 ms in a thread. Whenever it exceeds the largest snapshot
@@ -20,10 +20,12 @@ import sys
 import threading
 import time
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 _state: dict[str, Any] = {"snapshot": None, "snapshot_bytes": 0, "snapshot_at_s": 0.0, "samples": []}
 _t0 = time.monotonic()
+_ROOT = str(Path(__file__).resolve().parent.parent) + "/"
 
 
 def _sampler() -> None:
@@ -42,7 +44,7 @@ def _site(frames: Any) -> str:
     for frame in frames:  # most recent call first
         name = frame.filename
         if "/site-packages/" not in name and "/lib/python3" not in name:
-            return f"{name.rsplit('/work/main/', 1)[-1]}:{frame.lineno}"
+            return f"{name.removeprefix(_ROOT)}:{frame.lineno}"
     frame = frames[0]
     return f"{frame.filename.rsplit('site-packages/', 1)[-1]}:{frame.lineno}"
 
@@ -65,19 +67,22 @@ def _write() -> None:
         for stat in snap.statistics("traceback"):
             key = _site(stat.traceback)
             sites[key] = sites.get(key, 0) + stat.size
-        out["top_project_sites"] = sorted(
-            ({"site": k, "bytes": v} for k, v in sites.items()), key=lambda d: -d["bytes"]
-        )[:25]
+        ranked = sorted(sites.items(), key=lambda kv: -kv[1])[:25]
+        out["top_project_sites"] = [{"site": k, "bytes": v} for k, v in ranked]
     out["traced_timeline"] = _state["samples"][:: max(1, len(_state["samples"]) // 200)]
     with open(path, "w") as fh:
         json.dump(out, fh)
+
+
+def _exit(*_: object) -> None:
+    sys.exit(0)
 
 
 def main() -> int:
     tracemalloc.start(int(os.environ.get("STRATA_BENCH_MEMTRACE_FRAMES", "6")))
     threading.Thread(target=_sampler, daemon=True).start()
     atexit.register(_write)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as agent_gcstats.py: let atexit run
+    signal.signal(signal.SIGTERM, _exit)  # as bench.agent_gcstats: let atexit run
     from strata.cli import main as strata_main
 
     return strata_main(sys.argv[1:])

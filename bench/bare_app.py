@@ -5,7 +5,7 @@ the JSON parsing and validation cost is identical) and answers with the same res
 offset per record, serialised with orjson like ``api.responses.JSONBytes``). There is no agent, no
 buffering, no record encoding and no middleware behind it.
 
-Served by ``produce_fetch.py`` as ``uvicorn --app-dir bench bare_app:app --loop uvloop --http httptools``,
+Served by bench.produce_fetch as ``python -m uvicorn bench.bare_app:app --loop uvloop --http httptools``,
 the options ``strata serve`` uses.
 """
 

@@ -1,6 +1,6 @@
 """How long a flush commit takes while another thread keeps the GIL busy, as an agent's event loop does.
 
-    .venv/bin/python bench/commit_contention.py [--partitions 32] [--commits 150] [--switch-interval S]
+    python -m bench.commit_contention [--partitions 32] [--commits 150] [--switch-interval S]
 
 The agent commits each flush in a worker thread (agents/flusher.py) while its event loop, in the main
 thread, parses produce requests. Python's sqlite3 module gives up the GIL around every statement step
@@ -19,9 +19,6 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from storage.metadata import open_metadata_store
 from storage.metadata.rows import NewChunk, NewFile

@@ -1,9 +1,9 @@
-"""Kafka load generator for bench/kafka_bench.py: librdkafka (confluent-kafka) in a process of its own.
+"""Kafka load generator for bench.kafka_bench: librdkafka (confluent-kafka) in a process of its own.
 
-    kafka_loadgen.py produce --bootstrap H:P --topic T --start-file F --duration S --out O.json
-                             [--compression none|lz4|...] [--rate-mib R] [--instances N] ...
-    kafka_loadgen.py consume --bootstrap H:P --topic T --partitions 0,2,4 --start-file F --timeout S \
-                             --out O.json
+    python -m bench.kafka_loadgen produce --bootstrap H:P --topic T --start-file F --duration S --out O.json
+                                          [--compression none|lz4|...] [--rate-mib R] [--instances N] ...
+    python -m bench.kafka_loadgen consume --bootstrap H:P --topic T --partitions 0,2,4 --start-file F \
+                                          --timeout S --out O.json
 
 Writes one JSON object to ``--out``. The orchestrator starts several of these so that no generator shares
 a GIL with another or with the server it measures.
@@ -43,35 +43,25 @@ import string
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from bench.loadrun import wait_for_start
+
 MiB = 1024 * 1024
 KEY_BYTES = 7  # b"k%06d"
 # Closed loop: 1 message in REPORT_SAMPLE carries a delivery callback, and each report counts for
-# REPORT_SAMPLE messages (with --rate-mib every message has one). A Python callback per 1 KiB record cost
-# about as much CPU as the rest of the generator together (2026-11-27: 4.3-4.7 ms per MiB with one per
-# message), on the 2 cores the agent under test also uses; the environment brief's peer generator samples
-# the same way. A batch's records are acknowledged together, so the window's count is off by at most a
-# sample per batch at its two edges.
+# REPORT_SAMPLE messages (with --rate-mib every message has one). A Python callback per 1 KiB record costs
+# the generator about as much CPU as the rest of its work together, on the cores the agent under test also
+# uses. A batch's records are acknowledged together, so the window's count is off by at most a sample per
+# batch at its two edges.
 REPORT_SAMPLE = 16
 # Clients kept referenced until os._exit: destroying a producer with records still queued (the overload
 # phase leaves some on purpose) only logs a warning and takes time.
 _KEEP: list[Any] = []
-
-
-def wait_for_start(out: str, start_file: str, limit_s: float = 120.0) -> float:
-    """Say this process is ready, then wait for the orchestrator's common start time."""
-    Path(out + ".ready").touch()
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        try:
-            return float(Path(start_file).read_text())
-        except (OSError, ValueError):
-            time.sleep(0.01)
-    raise TimeoutError(f"no start time in {start_file} after {limit_s} s")
 
 
 def value_pool(n: int, size: int, seed: int, kind: str) -> list[bytes]:
@@ -112,84 +102,73 @@ def producer_config(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def produce(args: argparse.Namespace) -> dict[str, Any]:
-    values = value_pool(args.values, args.value_bytes, args.seed, args.value_kind)
-    keys = [b"k%06d" % i for i in range(args.key_count)]
-    record_bytes = KEY_BYTES + args.value_bytes
-    rng = random.Random(args.seed)
-    key_order = [rng.randrange(args.key_count) for _ in range(65_536)]
-    counts: Counter[str] = Counter()
-    errors: Counter[str] = Counter()
-    first_error: dict[str, str] = {}
-    latencies: list[float] = []
-    window = {"start": float("inf"), "end": float("inf")}
-    sample_all = args.rate_mib > 0
-    every = 1 if sample_all else REPORT_SAMPLE  # messages per delivery report
+@dataclass
+class Reports:
+    """What the delivery reports and librdkafka's statistics said, counted against the window."""
 
-    def on_delivery(err: KafkaError | None, msg: Any) -> None:
+    every: int  # messages per delivery report
+    start: float = float("inf")
+    end: float = float("inf")
+    counts: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    first_error: dict[str, str] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)
+    wire: dict[str, dict[str, int]] = field(default_factory=dict)
+    wire_max: Counter[str] = field(default_factory=Counter)
+
+    def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
         now = time.perf_counter()
         if err is not None:
             name = err.name()
-            errors[name] += 1
-            first_error.setdefault(name, err.str())
+            self.errors[name] += 1
+            self.first_error.setdefault(name, err.str())
             return
-        counts["acked"] += 1
-        if window["start"] <= now <= window["end"]:
-            counts["window_acked"] += 1
+        self.counts["acked"] += 1
+        if self.start <= now <= self.end:
+            self.counts["window_acked"] += 1
         latency = msg.latency()  # produce() -> acknowledgement received, librdkafka's clock
-        if latency is not None and window["start"] <= now - latency <= window["end"]:
-            counts["sent_in_window_acked"] += 1
-            latencies.append(latency * 1000)
+        if latency is not None and self.start <= now - latency <= self.end:
+            self.counts["sent_in_window_acked"] += 1
+            self.latencies.append(latency * 1000)
 
-    def on_stats(text: str) -> None:
-        # What librdkafka did on the wire: requests sent, their mean size, the most waiting for a response.
+    def on_stats(self, text: str) -> None:
+        """What librdkafka did on the wire: requests sent, their mean size, the most awaiting an answer."""
         stats = json.loads(text)
         for broker in stats.get("brokers", {}).values():
             if broker.get("nodeid", -1) < 0:
                 continue  # the bootstrap connection
             key = stats.get("name", "") + "/" + broker["name"]  # several instances in one process
-            wire[key] = {"tx": broker.get("tx", 0), "txbytes": broker.get("txbytes", 0)}
-            wire_max["waitresp"] = max(wire_max["waitresp"], broker.get("waitresp_cnt", 0))
-            wire_max["outbuf"] = max(wire_max["outbuf"], broker.get("outbuf_cnt", 0))
+            self.wire[key] = {"tx": broker.get("tx", 0), "txbytes": broker.get("txbytes", 0)}
+            self.wire_max["waitresp"] = max(self.wire_max["waitresp"], broker.get("waitresp_cnt", 0))
+            self.wire_max["outbuf"] = max(self.wire_max["outbuf"], broker.get("outbuf_cnt", 0))
 
-    wire: dict[str, dict[str, int]] = {}
-    wire_max = {"waitresp": 0, "outbuf": 0}
-    config = {
-        **producer_config(args),
-        "stats_cb": on_stats,
-        "statistics.interval.ms": 500,
-    }
-    producers = [Producer(config) for _ in range(args.instances)]
-    _KEEP.extend(producers)
-    # Connect and fetch metadata before the clock starts (the first produce() would otherwise pay for it).
-    for p in producers:
-        p.list_topics(args.topic, timeout=30)
 
-    start_at = wait_for_start(args.out, args.start_file)
-    t0 = time.perf_counter()
-    window["start"] = t0 + (start_at - time.time())
-    window["end"] = window["start"] + args.duration
-    cpu: dict[str, float] = {}
-    rate = args.rate_mib * MiB / record_bytes  # messages per second, this process's share
-    produced = 0
-    n = len(producers)
-    topic = args.topic
+def produce_loop(
+    args: argparse.Namespace, producers: list[Any], reports: Reports, t0: float
+) -> tuple[int, float]:
+    """produce() until the window ends, paced with --rate-mib or else closed-loop; (produced, CPU s)."""
+    values = value_pool(args.values, args.value_bytes, args.seed, args.value_kind)
+    keys = [b"k%06d" % i for i in range(args.key_count)]
+    rng = random.Random(args.seed)
+    key_order = [rng.randrange(args.key_count) for _ in range(65_536)]
+    rate = args.rate_mib * MiB / (KEY_BYTES + args.value_bytes)  # messages per second, this process's share
+    produced, n, cpu_start = 0, len(producers), None
     while True:
         now = time.perf_counter()
-        if "start" not in cpu and now >= window["start"]:
-            cpu["start"] = time.process_time()
-            counts["produced_before_window"] = produced
-        if now >= window["end"]:
+        if cpu_start is None and now >= reports.start:
+            cpu_start = time.process_time()
+            reports.counts["produced_before_window"] = produced
+        if now >= reports.end:
             break
         due = int((now - t0) * rate) - produced if rate else 1024
         full = False
         for _ in range(due):
             try:
                 producers[produced % n].produce(
-                    topic,
+                    args.topic,
                     values[produced % len(values)],
                     keys[key_order[produced & 0xFFFF]],
-                    on_delivery=None if produced % every else on_delivery,
+                    on_delivery=None if produced % reports.every else reports.on_delivery,
                 )
             except BufferError:
                 full = True  # this instance's queue is full: serve delivery reports, then try again
@@ -201,16 +180,32 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
             producers[0].poll(0.001)  # paced: wait for the next millisecond's share
         elif full:
             producers[produced % n].poll(0.002)  # woken by the first acknowledgement
-    cpu["end"] = time.process_time()
-    cpu.setdefault("start", cpu["end"])
+    end = time.process_time()
+    return produced, end - (cpu_start if cpu_start is not None else end)
+
+
+def produce(args: argparse.Namespace) -> dict[str, Any]:
+    sample_all = args.rate_mib > 0
+    reports = Reports(every=1 if sample_all else REPORT_SAMPLE)
+    config = {**producer_config(args), "stats_cb": reports.on_stats, "statistics.interval.ms": 500}
+    producers = [Producer(config) for _ in range(args.instances)]
+    _KEEP.extend(producers)
+    # Connect and fetch metadata before the clock starts (the first produce() would otherwise pay for it).
+    for p in producers:
+        p.list_topics(args.topic, timeout=30)
+    start_at = wait_for_start(args.out, args.start_file)
+    t0 = time.perf_counter()
+    reports.start = t0 + (start_at - time.time())
+    reports.end = reports.start + args.duration
+    produced, cpu_s = produce_loop(args, producers, reports, t0)
     deadline = time.monotonic() + args.drain_timeout
     for p in producers:
         p.flush(max(0.0, deadline - time.monotonic()))
     for p in producers:
         p.poll(0)  # the last statistics
-    unfinished = sum(len(p) for p in producers)
-    tx = sum(w["tx"] for w in wire.values())
-    txbytes = sum(w["txbytes"] for w in wire.values())
+    counts, every, record_bytes = reports.counts, reports.every, KEY_BYTES + args.value_bytes
+    tx = sum(w["tx"] for w in reports.wire.values())
+    txbytes = sum(w["txbytes"] for w in reports.wire.values())
     return {
         "compression": args.compression,
         "rate_mib": args.rate_mib,
@@ -222,16 +217,16 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
         "sent_in_window_acked": counts["sent_in_window_acked"] * every,
         "requests_sent": tx,
         "request_bytes_mean": txbytes / tx if tx else None,
-        "max_requests_waiting_response": wire_max["waitresp"],
-        "max_requests_in_send_buffer": wire_max["outbuf"],
+        "max_requests_waiting_response": reports.wire_max["waitresp"],
+        "max_requests_in_send_buffer": reports.wire_max["outbuf"],
         "record_bytes": record_bytes,
-        "errors": {name: count * every for name, count in errors.items()},
-        "first_error": first_error,
-        "unfinished": unfinished,
-        "latencies_ms": latencies,
+        "errors": {name: count * every for name, count in reports.errors.items()},
+        "first_error": reports.first_error,
+        "unfinished": sum(len(p) for p in producers),
+        "latencies_ms": reports.latencies,
         "latency_sampled": "all" if sample_all else f"1/{REPORT_SAMPLE}",
         "reports_per_message": f"1/{every}",
-        "cpu_s": cpu["end"] - cpu["start"],
+        "cpu_s": cpu_s,
     }
 
 

@@ -1,6 +1,6 @@
-"""A bare asyncio Kafka sink: the ceiling for bench/kafka_bench.py's produce throughput.
+"""A bare asyncio Kafka sink: the ceiling for bench.kafka_bench's produce throughput.
 
-    python bench/kafka_sink.py --port P [--host 127.0.0.1] [--partitions 32] [--max-seconds 1800]
+    python -m bench.kafka_sink --port P [--host 127.0.0.1] [--partitions 32] [--max-seconds 1800]
 
 It does what Strata's Kafka door does to a Produce request up to the point where Strata would buffer the
 batches, and nothing after: frames are read the same way (4-byte size, then the frame), decoded with
@@ -30,20 +30,15 @@ import json
 import signal
 import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script: the project's packages from this tree
-    sys.path.insert(0, str(ROOT))
+import uvloop
+from kafka.protocol.metadata.metadata import MetadataResponse
+from kafka.protocol.producer.produce import ProduceResponse
 
-import uvloop  # noqa: E402
-from kafka.protocol.metadata.metadata import MetadataResponse  # noqa: E402
-from kafka.protocol.producer.produce import ProduceResponse  # noqa: E402
-
-from broker import apis, codec, errors, frames  # noqa: E402
-from storage import records  # noqa: E402
-from storage.errors import BadRequest, CodecError  # noqa: E402
+from broker import apis, codec, errors, frames
+from storage import records
+from storage.errors import BadRequest, CodecError
 
 METADATA = 3
 NODE_ID = 0

@@ -1,8 +1,10 @@
-"""Load generator for bench/produce_fetch.py: one process, asyncio; produce with one aiohttp session (or
-``--client httpx``: one httpx.AsyncClient) per client, fetch with one aiohttp session.
+"""HTTP load generator for bench.produce_fetch: one process, asyncio; produce with one aiohttp session
+(or ``--client httpx``: one httpx.AsyncClient) per client, fetch with one aiohttp session.
 
-    loadgen.py produce --url URL --topics a,b --clients N --records-per-request R --start-file F --duration S
-    loadgen.py fetch --url URL --topics a,b --concurrency C --max-bytes B --timeout S
+    python -m bench.loadgen produce --url URL --topics a,b --clients N --records-per-request R \
+        --start-file F --duration S --out O.json
+    python -m bench.loadgen fetch --url URL --topics a,b --concurrency C --max-bytes B --timeout S \
+        --out O.json
 
 Writes one JSON object to ``--out``. Runs in its own process so that it does not share a GIL with the server
 it measures; the orchestrator may start several and merge their results.
@@ -34,13 +36,15 @@ import string
 import sys
 import time
 from collections import Counter
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import httpx
 import orjson
 import uvloop
+
+from bench.loadrun import wait_for_start
 
 MAX_REQUESTS_PER_CLIENT = 1_000_000
 
@@ -67,20 +71,14 @@ def build_bodies(
     return bodies
 
 
-def wait_for_start(out: str, start_file: str, limit_s: float = 120.0) -> float:
-    """Say this process is ready, then wait for the orchestrator's common start time."""
-    Path(out + ".ready").touch()
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        try:
-            return float(Path(start_file).read_text())
-        except (OSError, ValueError):
-            time.sleep(0.01)
-    raise TimeoutError(f"no start time in {start_file} after {limit_s} s")
-
-
 class Posters:
-    """One HTTP connection per simulated client, through aiohttp or httpx; ``send`` returns the status."""
+    """One HTTP connection per simulated client, through aiohttp or httpx; ``send`` returns the status.
+
+    One connection per client, as a closed-loop client of its own would hold. aiohttp by default: its HTTP
+    parser and request writer are compiled, where httpx's (h11) are Python and cost the generator about
+    2 ms of CPU per 100 KiB request, enough for one generator process to be the ceiling it measures.
+    ``--client httpx`` keeps that client for comparisons.
+    """
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.aio: list[aiohttp.ClientSession] = []
@@ -101,7 +99,7 @@ class Posters:
             # on each request, O(N) per request.
             limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
             # One TLS context for all (the URL is plain HTTP, but httpx builds a context per client
-            # otherwise: 128 clients took 5.7 s here).
+            # otherwise, which takes seconds for a hundred clients).
             tls = ssl.create_default_context()
             self.httpx = [
                 httpx.AsyncClient(base_url=args.url, limits=limits, timeout=httpx.Timeout(60.0), verify=tls)
@@ -121,69 +119,72 @@ class Posters:
         await asyncio.gather(*(c.aclose() for c in self.httpx), return_exceptions=True)
 
 
-async def produce(args: argparse.Namespace, bodies: list[tuple[bytes, int, int]]) -> dict[str, Any]:
-    topics = args.topics.split(",")
-    latencies: list[float] = []
-    status: Counter[str] = Counter()
-    errors: Counter[str] = Counter()
-    ok_requests = ok_records = ok_bytes = 0
-    total_ok_records = 0
-    cpu_marks: dict[str, float] = {}
+@dataclass
+class Window:
+    """The measured window in this process's perf_counter, and what the clients counted in it."""
 
-    # One connection per simulated client, as a closed-loop client of its own would hold. aiohttp by
-    # default: its HTTP parser and request writer are compiled, where httpx's (h11) are Python; with httpx
-    # the generator spent ~20 ms of CPU per MiB sent (about 2 ms per 100 KiB request) and, in one process,
-    # capped the bare app's ceiling near one core (docs/benchmarks.md, ninth session). ``--client httpx``
-    # keeps the old client for comparisons.
+    start: float
+    end: float
+    latencies: list[float] = field(default_factory=list)
+    status: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)  # ok_requests, ok_records, ok_payload_bytes, ...
+    cpu: dict[str, float] = field(default_factory=dict)
+
+    async def mark_cpu(self) -> None:
+        await asyncio.sleep(max(0.0, self.start - time.perf_counter()))
+        self.cpu["start"] = time.process_time()
+        await asyncio.sleep(max(0.0, self.end - time.perf_counter()))
+        self.cpu["end"] = time.process_time()
+
+
+async def one_client(
+    args: argparse.Namespace, index: int, post: Posters, bodies: list[tuple[bytes, int, int]], w: Window
+) -> None:
+    """One closed-loop client: its next request as soon as the previous one is answered."""
+    topics = args.topics.split(",")
+    think = random.Random(args.seed * 100_003 + index)
+    path = f"/v1/topics/{topics[index % len(topics)]}/records"
     headers = {"content-type": "application/json"}
-    # Every client exists before this process says it is ready: made after the start, they ate the first
-    # ~4 s of an 8 s window, warm-up included. (Made here, inside the loop, as aiohttp's sessions must be.)
+    for i in range(MAX_REQUESTS_PER_CLIENT):
+        sent = time.perf_counter()
+        if sent >= w.end:
+            return
+        body, nrecords, nbytes = bodies[(index + i) % len(bodies)]
+        try:
+            code = await post.send(index, path, body, headers)
+        except (httpx.HTTPError, aiohttp.ClientError, TimeoutError) as exc:
+            w.errors[type(exc).__name__] += 1
+            await asyncio.sleep(args.retry_ms / 1000)
+            continue
+        done = time.perf_counter()
+        w.status[str(code)] += 1
+        if code != 200:
+            await asyncio.sleep(args.retry_ms / 1000)
+            continue
+        w.counts["total_ok_records"] += nrecords
+        if sent >= w.start:
+            w.latencies.append((done - sent) * 1000)
+        if w.start <= done <= w.end:
+            w.counts["ok_requests"] += 1
+            w.counts["ok_records"] += nrecords
+            w.counts["ok_payload_bytes"] += nbytes
+        if args.think_ms:
+            await asyncio.sleep(think.uniform(0, args.think_ms) / 1000)
+
+
+async def produce(args: argparse.Namespace, bodies: list[tuple[bytes, int, int]]) -> dict[str, Any]:
+    # Every client exists before this process says it is ready: made after the start, they would eat the
+    # first seconds of the window. (Made here, inside the loop, as aiohttp's sessions must be.)
     post = Posters(args)
     start_at = wait_for_start(args.out, args.start_file)
     # Wall-clock start shared with the other processes, converted to this process's perf_counter.
     window_start = time.perf_counter() + (start_at - time.time())
-    window_end = window_start + args.duration
-
-    async def mark_cpu() -> None:
-        await asyncio.sleep(max(0.0, window_start - time.perf_counter()))
-        cpu_marks["start"] = time.process_time()
-        await asyncio.sleep(max(0.0, window_end - time.perf_counter()))
-        cpu_marks["end"] = time.process_time()
-
-    async def one_client(index: int) -> None:
-        nonlocal ok_requests, ok_records, ok_bytes, total_ok_records
-        think = random.Random(args.seed * 100_003 + index)
-        path = f"/v1/topics/{topics[index % len(topics)]}/records"
-        for i in range(MAX_REQUESTS_PER_CLIENT):
-            sent = time.perf_counter()
-            if sent >= window_end:
-                return
-            body, nrecords, nbytes = bodies[(index + i) % len(bodies)]
-            try:
-                code = await post.send(index, path, body, headers)
-            except (httpx.HTTPError, aiohttp.ClientError, TimeoutError) as exc:
-                errors[type(exc).__name__] += 1
-                await asyncio.sleep(args.retry_ms / 1000)
-                continue
-            done = time.perf_counter()
-            status[str(code)] += 1
-            if code != 200:
-                await asyncio.sleep(args.retry_ms / 1000)
-                continue
-            total_ok_records += nrecords
-            if sent >= window_start:
-                latencies.append((done - sent) * 1000)
-            if window_start <= done <= window_end:
-                ok_requests += 1
-                ok_records += nrecords
-                ok_bytes += nbytes
-            if args.think_ms:
-                await asyncio.sleep(think.uniform(0, args.think_ms) / 1000)
-
+    w = Window(window_start, window_start + args.duration)
     try:
-        marker = asyncio.create_task(mark_cpu())
-        tasks = [asyncio.create_task(one_client(i)) for i in range(args.clients)]
-        remaining = window_end - time.perf_counter() + args.drain_timeout
+        marker = asyncio.create_task(w.mark_cpu())
+        tasks = [asyncio.create_task(one_client(args, i, post, bodies, w)) for i in range(args.clients)]
+        remaining = w.end - time.perf_counter() + args.drain_timeout
         _, late = await asyncio.wait(tasks, timeout=max(remaining, 0.1))
         for task in late:
             task.cancel()
@@ -197,15 +198,12 @@ async def produce(args: argparse.Namespace, bodies: list[tuple[bytes, int, int]]
         "value_bytes": args.value_bytes,
         "body_bytes": sum(len(b) for b, _, _ in bodies) // len(bodies),
         "window_s": args.duration,
-        "ok_requests": ok_requests,
-        "ok_records": ok_records,
-        "ok_payload_bytes": ok_bytes,
-        "total_ok_records": total_ok_records,
-        "latencies_ms": latencies,
-        "status": dict(status),
-        "errors": dict(errors),
+        **{k: w.counts[k] for k in ("ok_requests", "ok_records", "ok_payload_bytes", "total_ok_records")},
+        "latencies_ms": w.latencies,
+        "status": dict(w.status),
+        "errors": dict(w.errors),
         "unfinished_clients": len(late),
-        "cpu_s": cpu_marks.get("end", time.process_time()) - cpu_marks.get("start", 0.0),
+        "cpu_s": w.cpu.get("end", time.process_time()) - w.cpu.get("start", 0.0),
     }
 
 
@@ -215,9 +213,8 @@ async def fetch(args: argparse.Namespace) -> dict[str, Any]:
     records = payload = response_bytes = requests = 0
     expected = 0
     incomplete = 0
-    # aiohttp, not httpx, for the reads: its HTTP parser is compiled, where httpx's (h11) is Python, and
-    # with answers of 8 MiB the client's own CPU (httpx: ~13 ms per MiB, half of it outside JSON parsing)
-    # took a core of this 2-core machine beside the agent's half (docs/benchmarks.md, seventh session).
+    # aiohttp, not httpx, for the reads: its HTTP parser is compiled, where httpx's (h11) is Python; with
+    # answers of 8 MiB httpx's parsing alone took the client a core of a 2-core machine.
     timeout = aiohttp.ClientTimeout(total=60.0)
     connector = aiohttp.TCPConnector(limit=args.concurrency + 1)
     async with aiohttp.ClientSession(args.url, timeout=timeout, connector=connector) as client:

@@ -1,11 +1,11 @@
 """How many MiB/s of PUTs moto's S3 server can take on this machine: the ceiling of every "on moto" figure.
 
-    .venv/bin/python bench/moto_ceiling.py [--object-mib 8] [--objects 48] [--concurrency 1,2,3]
-                                           [--server threaded|standalone]
+    python -m bench.moto_ceiling [--object-mib 8] [--objects 48] [--concurrency 1,2,3]
+                                 [--server threaded|standalone]
 
 Starts moto in its own process, as the other benchmarks do (``threaded``: bench/moto_server.py, moto's
-ThreadedMotoServer; ``standalone``: the ``moto_server`` command, which is what the environment brief's peer
-benchmark runs, with werkzeug's request log), then PUTs ``--objects`` objects of ``--object-mib`` MiB through
+ThreadedMotoServer; ``standalone``: moto's own ``moto_server`` command, with werkzeug's request log, as
+other projects' benchmarks run it), then PUTs ``--objects`` objects of ``--object-mib`` MiB through
 the agent's own async S3 store (storage/objectstore, aiobotocore, the same client settings as a flush) on
 uvloop, as ``strata serve`` runs, with 1, 2, ... uploads in flight. Nothing else runs: no agent, no Kafka
 client, no metadata. For each level it reports MiB/s and the CPU that moto's process and this client spent
@@ -13,7 +13,7 @@ per MiB.
 
 Why it exists: moto keeps every object in Python (it spools the body to a temporary file and takes its MD5
 for the ETag), so the PUT rate it can absorb on a 2-core machine bounds every benchmark figure on moto,
-however little the agent does. docs/benchmarks.md compares the peer benchmark's bar with this ceiling.
+however little the agent does. docs/benchmarks.md compares the S3 figures with this ceiling.
 """
 
 from __future__ import annotations
@@ -31,15 +31,14 @@ from pathlib import Path
 import boto3
 import botocore.exceptions
 import uvloop
-from produce_fetch import FAKE_AWS_ENV, ROOT, MiB, Moto, bench_env, free_port, proc_cpu_s, start_moto
 
-sys.path.insert(0, str(ROOT))
-
+from bench.harness import MiB, Moto, bench_env, fake_aws, free_port, start_moto
+from bench.probes import proc_cpu_s
 from storage.objectstore import open_async_object_store
 
 
 def start_standalone(binary: str, bucket: str, workdir: Path) -> Moto:
-    """moto's own ``moto_server`` command (werkzeug, request log on), as the peer benchmark starts it."""
+    """moto's own ``moto_server`` command (werkzeug, request log on)."""
     port = free_port()
     log = (workdir / "moto.log").open("w")
     proc = subprocess.Popen(
@@ -100,7 +99,7 @@ def main() -> int:
     parser.add_argument("--server", choices=("threaded", "standalone"), default="threaded")
     parser.add_argument("--moto-server-bin", default=str(Path(sys.executable).with_name("moto_server")))
     args = parser.parse_args()
-    os.environ.update(FAKE_AWS_ENV)
+    fake_aws(os.environ)
     levels = [int(x) for x in args.concurrency.split(",")]
     size = int(args.object_mib * MiB)
     body = os.urandom(size)

@@ -1,6 +1,6 @@
 """Summarise a py-spy profile in collapsed-stack form (``py-spy record --format raw``).
 
-    .venv/bin/python bench/pyspy_top.py bench/results/<run>-local-produce.folded [--top 25] [--match TEXT]
+    python -m bench.pyspy_top bench/results/<run>-local-produce.folded [--top 25] [--match TEXT]
 
 Prints the share of samples per function: self (the function was the leaf, i.e. running its own code) and
 inclusive (the function was anywhere on the stack), highest first. ``--match`` keeps only stacks that contain
@@ -14,19 +14,34 @@ import argparse
 import re
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+
+
+def folded(path: Path) -> Iterator[tuple[list[str], int]]:
+    """(frames, root first, and the sample count) of every stack in a collapsed-stack file."""
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack:
+            yield stack.split(";"), int(count)
+
+
+def function_of(frame: str) -> str:
+    """``f (file.py:12)`` -> ``f (file.py)``: a function's lines merged."""
+    return re.sub(r":\d+\)$", ")", frame)
+
+
+def shares(counts: Counter[str], total: int, top: int) -> list[tuple[str, float]]:
+    """The ``top`` most sampled keys, each with its percentage of ``total`` samples."""
+    return [(f, round(100 * n / total, 1)) for f, n in counts.most_common(top)] if total else []
 
 
 def load(path: Path, match: str | None, by_function: bool) -> list[tuple[list[str], int]]:
     stacks = []
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or (match and match not in stack):
+    for frames, count in folded(path):
+        if match and match not in ";".join(frames):
             continue
-        frames = stack.split(";")
-        if by_function:  # "f (file.py:12)" -> "f (file.py)"
-            frames = [re.sub(r":\d+\)$", ")", f) for f in frames]
-        stacks.append((frames, int(count)))
+        stacks.append(([function_of(f) for f in frames] if by_function else frames, count))
     return stacks
 
 

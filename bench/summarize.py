@@ -1,6 +1,6 @@
-"""One line per backend per run, from produce_fetch.py JSON results, to compare runs on a busy machine.
+"""One line per backend per run, from bench.produce_fetch's JSON results, to compare runs on a busy machine.
 
-    .venv/bin/python bench/summarize.py bench/results/produce_fetch-*.json
+    python -m bench.summarize bench/results/produce_fetch-*.json
 
 Columns: produce MiB/s, ceiling MiB/s, ratio, p50/p99 ms, agent CPU ms per MiB, other load (cores used by
 processes the benchmark did not start), PUTs/flush, PUTs/s, idle PUTs, fetch MiB/s, overload peak RSS, 429s.

@@ -1,0 +1,302 @@
+"""The phases of bench.kafka_bench: sink ceiling, produce per codec, ack latency, catch-up, overload.
+
+Each phase starts what it measures and stops it, reads the agent's metrics around its window and the CPU
+and RSS of the processes from /proc. The ceiling runs once; the others once per backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import metrics, targets
+from bench.harness import (
+    ROOT,
+    Agent,
+    AgentSpec,
+    MiB,
+    backend_stores,
+    bench_env,
+    free_port,
+    log,
+    module_cmd,
+    spawn,
+    start_agent,
+    stop_proc,
+    wait_tcp,
+)
+from bench.kafka_load import KafkaLoad, run_consumers, run_producers
+from bench.probes import CpuWindow, RssSampler, cpu_ms_per_mib, loadavg, proc_cpu_s, proc_mem_kib
+
+
+def topic_name(codec: str) -> str:
+    return f"kbench-{codec}"
+
+
+def kafka_agent(
+    args: argparse.Namespace,
+    workdir: Path,
+    name: str,
+    store: list[str],
+    buffer_bytes: int,
+    data: str | None = None,
+) -> Agent:
+    """``strata serve --role agent`` with HTTP and Kafka; room for up to 8 lanes (STRATA_KAFKA_LANES)."""
+    serve = ["--num-partitions", str(args.partitions), "--role", "agent", "--log-level", "warning"]
+    serve += ["--flush-interval-ms", str(args.flush_interval_ms), "--buffer-bytes", str(buffer_bytes), *store]
+    return start_agent(AgentSpec(serve, kafka_ports=8), workdir, name, data)
+
+
+def bootstrap_of(agent: Agent) -> str:
+    assert agent.bootstrap is not None
+    return agent.bootstrap
+
+
+def ceiling_phase(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The sink, driven by the produce phase's generator and parameters, once per codec."""
+    port = free_port()
+    cmd = module_cmd("bench.kafka_sink", "--port", str(port), "--partitions", str(args.partitions))
+    sink = spawn("sink", cmd, workdir / "sink.log")
+    out: dict[str, Any] = {}
+    try:
+        wait_tcp(port, sink)
+        for codec in args.compression:
+            log(f"[ceiling] kafka sink, {args.producers} producer processes, {codec}")
+            cpu = CpuWindow({"server": sink.pid})
+            load = KafkaLoad(codec, args.producers, args.duration)
+            try:
+                r = run_producers(
+                    args, f"127.0.0.1:{port}", topic_name(codec), load, cpu.mark_start, cpu.mark_end
+                )
+                r["cpu_cores"] = cpu.cores()
+            except RuntimeError as exc:
+                r = {"compression": codec, "error": str(exc)}
+            out[codec] = r
+    finally:
+        sink.stop()
+        for line in reversed(sink.log_path.read_text(errors="replace").splitlines()):
+            if line.startswith('{"sink_totals"'):
+                out["sink_totals"] = json.loads(line)["sink_totals"]
+                break
+    return out
+
+
+def produce_phase(
+    args: argparse.Namespace, agent: Agent, codec: str, extra_pids: dict[str, int]
+) -> dict[str, Any]:
+    marks: dict[str, metrics.Scrape] = {"before": metrics.scrape(agent.url)}
+    cpu = CpuWindow({"agent": agent.pid, **extra_pids})
+
+    def window_start() -> None:
+        marks["start"] = metrics.scrape(agent.url)
+        cpu.mark_start()
+
+    def window_end() -> None:
+        cpu.mark_end()
+        marks["end"] = metrics.scrape(agent.url)
+
+    load = KafkaLoad(codec, args.producers, args.duration)
+    result = run_producers(args, bootstrap_of(agent), topic_name(codec), load, window_start, window_end)
+    metrics.wait_buffer_empty(agent.url)
+    marks["after"] = metrics.scrape(agent.url)
+    result.update(metrics.flush_figures(marks["before"], marks["after"]))
+    result["puts_s"] = (metrics.puts(marks["end"]) - metrics.puts(marks["start"])) / args.duration
+    result["cpu_cores"] = cpu.cores()
+    result["loadavg_after"] = loadavg()
+    return result
+
+
+def latency_phase(args: argparse.Namespace, agent: Agent, extra_pids: dict[str, int]) -> dict[str, Any]:
+    """``--rate-mib`` offered at a fixed rate, uncompressed: produce() -> acknowledgement of every record."""
+    before = metrics.scrape(agent.url)
+    cpu = CpuWindow({"agent": agent.pid, **extra_pids})
+    duration = args.latency_duration or args.duration
+    load = KafkaLoad(
+        "none", args.producers, duration, rate_mib=args.rate_mib, linger_ms=args.latency_linger_ms
+    )
+    result = run_producers(args, bootstrap_of(agent), topic_name("none"), load, cpu.mark_start, cpu.mark_end)
+    metrics.wait_buffer_empty(agent.url)
+    result.update(metrics.flush_figures(before, metrics.scrape(agent.url)))
+    result["cpu_cores"] = cpu.cores()
+    result["linger_ms"] = args.latency_linger_ms
+    return result
+
+
+def fetch_phase(
+    args: argparse.Namespace, agent: Agent, topics: list[str], extra_pids: dict[str, int]
+) -> dict[str, Any]:
+    """Each topic read back to its high watermark by ``--consumers`` processes, one topic at a time."""
+    out: dict[str, Any] = {}
+    for topic in topics:
+        log(f"[{args.backend_now}] fetch catch-up over Kafka: {topic}, {args.consumers} consumer processes")
+        before = metrics.scrape(agent.url)
+        cpu = CpuWindow({"agent": agent.pid, **extra_pids})
+        cpu.mark_start()
+        r = run_consumers(args, bootstrap_of(agent), topic)
+        cpu.mark_end()
+        after = metrics.scrape(agent.url)
+        r["gets"] = metrics.gets(after) - metrics.gets(before)
+        r["store_read_mib"] = metrics.delta(before, after, "strata_object_store_read_bytes_total") / MiB
+        payload_mib = r["payload_bytes"] / MiB
+        r["gets_per_mib"] = r["gets"] / payload_mib if payload_mib else None
+        r["cpu_cores"] = cpu.cores()
+        out[topic] = r
+    return out
+
+
+def overload_phase(args: argparse.Namespace, workdir: Path, store_args: list[str]) -> dict[str, Any]:
+    """A fresh agent under many producers with big batches: its RSS against buffer + headroom."""
+    agent = kafka_agent(args, workdir, "agent-overload", store_args, args.overload_buffer_bytes)
+    try:
+        metrics.create_topics(agent.url, [topic_name("none")], args.partitions)
+        baseline = proc_mem_kib(agent.pid)
+        before = metrics.scrape(agent.url)
+        cpu = CpuWindow({"agent": agent.pid})
+        load = KafkaLoad(
+            "none",
+            args.overload_procs,
+            args.overload_duration,
+            instances=args.overload_instances,
+            linger_ms=args.overload_linger_ms,
+            batch_bytes=args.overload_batch_bytes,
+            queue_mib=args.overload_queue_mib,
+            drain_timeout=5.0,  # what is still queued in the clients is not the point here
+        )
+        with RssSampler(agent.pid, 0.05) as sampler, metrics.BufferWatcher(agent.url) as watcher:
+            result = run_producers(
+                args, bootstrap_of(agent), topic_name("none"), load, cpu.mark_start, cpu.mark_end
+            )
+        mem = proc_mem_kib(agent.pid)
+        result.update(metrics.flush_figures(before, metrics.scrape(agent.url)))
+        result.pop("latency_ms", None)
+        buffer_mib = args.overload_buffer_bytes / MiB
+        result.update(
+            {
+                "buffer_bytes_limit_mib": buffer_mib,
+                "baseline_rss_mib": baseline.get("VmRSS", 0) / 1024,
+                "peak_rss_sampled_mib": sampler.peak_kib / 1024,
+                "rss_samples": sampler.samples,
+                "vmhwm_mib": mem.get("VmHWM", 0) / 1024,
+                "rss_limit_mib": targets.agent_rss(buffer_mib).bound,
+                "max_buffer_bytes_mib": watcher.max_bytes / MiB,
+                "cpu_cores": cpu.cores(),
+                "loadavg_after": loadavg(),
+            }
+        )
+        return result
+    finally:
+        stop_proc(agent.proc, args.backend_now)
+
+
+def _producing(
+    args: argparse.Namespace, agent: Agent, extra_pids: dict[str, int], out: dict[str, Any]
+) -> list[str]:
+    """The produce phase per codec, then the latency phase; the topics that got records."""
+    backend = args.backend_now
+    written: list[str] = []
+    if "produce" in args.phases:
+        out["produce"] = {}
+        for codec in args.compression:
+            log(f"[{backend}] produce over Kafka: {args.producers} producer processes, {codec}")
+            try:
+                r = produce_phase(args, agent, codec, extra_pids)
+            except RuntimeError as exc:
+                r = {"compression": codec, "error": str(exc)}
+            out["produce"][codec] = r
+            if r.get("acked"):
+                written.append(topic_name(codec))
+    if "latency" in args.phases:
+        linger = args.latency_linger_ms
+        log(f"[{backend}] ack latency at {args.rate_mib:g} MiB/s offered, linger.ms {linger:g}")
+        out["latency"] = latency_phase(args, agent, extra_pids)
+        if out["latency"].get("acked") and topic_name("none") not in written:
+            written.append(topic_name("none"))
+    return written
+
+
+def produce_and_fetch(
+    args: argparse.Namespace,
+    workdir: Path,
+    store_args: list[str],
+    extra_pids: dict[str, int],
+    out: dict[str, Any],
+) -> None:
+    """Produce and latency on one agent with PUTs counted over both and while idle; then the catch-up."""
+    backend = args.backend_now
+    agent = kafka_agent(args, workdir, "agent", store_args, args.buffer_bytes)
+    try:
+        for codec in args.compression:
+            metrics.create_topics(agent.url, [topic_name(codec)], args.partitions)
+        out["agent_baseline_rss_mib"] = proc_mem_kib(agent.pid).get("VmRSS", 0) / 1024
+        first = metrics.scrape(agent.url)
+        with RssSampler(agent.pid, 0.1) as sampler:
+            written = _producing(args, agent, extra_pids, out)
+        out["agent_peak_rss_mib"] = sampler.peak_kib / 1024
+        last = metrics.scrape(agent.url)
+        out["puts"] = metrics.flush_figures(first, last)
+        time.sleep(args.idle)
+        idle = metrics.scrape(agent.url)
+        out["puts"]["idle_s"] = args.idle
+        out["puts"]["idle_puts"] = metrics.puts(idle) - metrics.puts(last)
+        out["puts"]["idle_flushes"] = metrics.flushes(idle) - metrics.flushes(last)
+    finally:
+        out["agent_cpu_total_s"] = proc_cpu_s(agent.pid)
+        stop_proc(agent.proc, backend)
+    if "fetch" in args.phases and not written:
+        log(f"[{backend}] fetch skipped: no topic got records (fetch needs the produce or latency phase)")
+    if "fetch" in args.phases and written:
+        # Catch-up reads history: a fresh agent on the same bucket and metadata, so its cache is cold and
+        # every byte comes from the object store.
+        agent = kafka_agent(args, workdir, "agent-fetch", store_args, args.buffer_bytes, "agent")
+        try:
+            out["fetch"] = fetch_phase(args, agent, written, extra_pids)
+        finally:
+            stop_proc(agent.proc, backend)
+
+
+def run_backend(args: argparse.Namespace, backend: str, workdir: Path) -> dict[str, Any]:
+    """Every phase asked for on one backend: a local directory, or moto S3 in its own process."""
+    args.backend_now = backend
+    out: dict[str, Any] = {"backend": backend, "loadavg_before": loadavg()}
+    buckets = ["strata-kbench", "strata-kbench-overload"]
+    with backend_stores(backend, workdir, buckets) as ((store_args, overload_store_args), extra_pids):
+        if {"produce", "latency", "fetch"} & set(args.phases):
+            produce_and_fetch(args, workdir, store_args, extra_pids, out)
+        if "overload" in args.phases:
+            n = args.overload_procs * args.overload_instances
+            log(f"[{backend}] overload: {n} producers, batch.size {args.overload_batch_bytes}")
+            out["overload"] = overload_phase(args, workdir, overload_store_args)
+    return out
+
+
+def http_compare(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """``bench.produce_fetch``'s HTTP produce on the local bucket, same duration: its agent CPU per MiB."""
+    out_path = workdir / "http.json"
+    cmd = module_cmd("bench.produce_fetch", "--backend", "local", "--phases", "produce")
+    cmd += ["--duration", str(args.duration), "--warmup", str(args.warmup), "--idle", str(args.idle)]
+    cmd += ["--out", str(out_path)]
+    limit = 4 * (args.duration + args.warmup) + 300
+    log_path = workdir / "http.log"
+    with log_path.open("wb") as log_file:
+        done = subprocess.run(cmd, cwd=ROOT, env=bench_env(), timeout=limit, stdout=log_file, stderr=log_file)
+    if done.returncode != 0:
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-1:]
+        return {"error": f"bench.produce_fetch exited with {done.returncode}: {' '.join(tail)}"}
+    r = json.loads(out_path.read_text())["backends"]["local"]
+    if "produce" not in r:
+        return {"error": r.get("error", "no produce figures")}
+    p = r["produce"]
+    if not p["mib_s"]:
+        return {
+            "error": f"no HTTP produce acknowledged in the {args.duration:g} s window (status {p['status']})"
+        }
+    agent_cores = p["cpu_cores"].get("agent")
+    return {
+        "mib_s": p["mib_s"],
+        "agent_cores": agent_cores,
+        "agent_cpu_ms_per_mib": cpu_ms_per_mib(agent_cores, p["mib_s"]),
+    }

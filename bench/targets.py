@@ -1,0 +1,88 @@
+"""Every target the main benchmarks check, in one place: the bar, its unit, and the comparison.
+
+The targets were set for a 2-core machine and a 250 ms flush interval. A benchmark reports each figure
+with its target and a pass or miss (``Target.ok``); ratios are in percent. Where a bound depends on a
+run's setting (a buffer size, a map size, a heartbeat interval), a function builds the target from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Target:
+    op: Literal[">=", "<=", "="]
+    bound: float
+    unit: str = ""
+
+    def ok(self, value: float | None) -> bool:
+        if value is None:
+            return False
+        if self.op == ">=":
+            return value >= self.bound
+        if self.op == "<=":
+            return value <= self.bound
+        return value == self.bound
+
+    def __str__(self) -> str:
+        bound = f"{int(self.bound):,}" if float(self.bound).is_integer() else f"{self.bound:g}"
+        return f"{self.op} {bound} {self.unit}".rstrip()
+
+
+# --- the HTTP door (bench.produce_fetch) --------------------------------------------------------------------
+HTTP_PRODUCE_MIB_S = Target(">=", 40.0, "MiB/s")  # 128 closed-loop clients x 100 records of 1 KiB
+HTTP_PRODUCE_LOCAL_MIB_S = Target(">=", 60.0, "MiB/s")  # the same load on a local bucket
+HTTP_CEILING_RATIO = Target(">=", 60.0, "%")  # of the bare FastAPI app under the same load
+PRODUCE_P50_MS = Target("<=", 200.0, "ms")
+PRODUCE_P99_MS = Target("<=", 350.0, "ms")
+PUTS_PER_FLUSH = Target("=", 1.0)
+PUTS_PER_S = Target("<=", 4.0, "/s")
+IDLE_PUTS = Target("=", 0.0)
+REFUSED = Target("=", 0.0)
+HTTP_FETCH_MIB_S = Target(">=", 100.0, "MiB/s")  # catch-up, cold cache
+FETCH_GETS_PER_MIB = Target("<=", 0.25)  # at most one GET per 4 MiB served
+BUFFER_MIB = Target("<=", 64.0, "MiB")  # the produce buffer's default bound, shown beside the RSS
+RSS_HEADROOM_MIB = 150.0  # an agent's peak RSS under overload <= its produce buffer + this
+
+
+def agent_rss(buffer_mib: float) -> Target:
+    return Target("<=", buffer_mib + RSS_HEADROOM_MIB, "MiB")
+
+
+# --- the Kafka door (bench.kafka_bench) ---------------------------------------------------------------------
+KAFKA_PRODUCE_MIB_S = Target(">=", 150.0, "MiB/s")  # uncompressed, local bucket
+KAFKA_CEILING_RATIO = Target(">=", 60.0, "%")  # of the bare asyncio Kafka sink, same generators
+KAFKA_FETCH_MIB_S = Target(">=", 200.0, "MiB/s")  # uncompressed, local bucket, cold cache
+MISSING_ACKS = Target("=", 0.0)
+
+# --- consumer groups (bench.group_bench) --------------------------------------------------------------------
+HEARTBEATS_TO_CONSUME_AGAIN = 2.0  # beyond the members' own wait for their next heartbeat
+
+
+def consume_again_s(heartbeat_ms: int) -> Target:
+    return Target("<=", HEARTBEATS_TO_CONSUME_AGAIN * heartbeat_ms / 1000, "s")
+
+
+# --- compaction (bench.compaction_bench) --------------------------------------------------------------------
+COMPACTION_RATIO = Target(">=", 50.0, "%")  # of the raw scan (read, CRC, decode, hash every key)
+COMPACTION_RECORDS_S = {
+    1024: Target(">=", 500_000.0, "records/s"),
+    100: Target(">=", 700_000.0, "records/s"),
+}
+KEYS_IN_ONE_PASS = Target(">=", 5_000_000.0, "keys")  # with the default 128 MiB offset map
+MAP_BYTES_PER_ENTRY = Target("<=", 24.0, "B")
+DEDUP_LAG_S = Target("<=", 60.0, "s")
+GETS_PER_INPUT_FILE = Target("=", 2.0)
+PUTS_PER_OUTPUT_FILE = Target("=", 1.0)
+LATEST_VALUES_LOST = Target("=", 0.0)
+WORKER_RSS_HEADROOM_MIB = 200.0  # a compaction worker's peak RSS <= its map + this
+
+
+def worker_rss(map_mib: float) -> Target:
+    return Target("<=", round(map_mib + WORKER_RSS_HEADROOM_MIB, 1), "MiB")
+
+
+# --- the Spark reader (bench.spark_read_bench) --------------------------------------------------------------
+SPARK_RATIO = Target(">=", 50.0, "%")  # of Spark's own binaryFile read of the same objects
