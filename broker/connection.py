@@ -1,12 +1,12 @@
 """One client connection: frames in, requests admitted in arrival order, answers out in request order.
 
-It is an ``asyncio.BufferedProtocol``, not a StreamReader/StreamWriter pair with tasks. Measured (py-spy,
-docs/benchmarks.md section 4): at 6,000 small Produce requests a second the streams' per-request machinery
-(``readexactly``, a queue put and get, a sender task's step, ``drain``) took a third of the event loop, and
-at 1 MiB requests two copies of every byte (the StreamReader's buffer, then ``readexactly``'s bytes) took a
-quarter of it. Here the kernel writes a large frame straight into a buffer of its own, whose batches are
-then stored from it without another copy (broker/handlers/produce.py, agents/flusher.py), and a Produce
-request is admitted and answered by plain callbacks.
+It is an ``asyncio.BufferedProtocol``, not a StreamReader/StreamWriter pair with tasks: under many small
+Produce requests the streams' per-request machinery (``readexactly``, a queue put and get, a sender task's
+step, ``drain``) took a large share of the event loop, and at large requests two copies of every byte (the
+StreamReader's buffer, then ``readexactly``'s bytes) took another (docs/benchmarks.md). Here the kernel writes
+a large frame straight into a buffer of its own, whose batches are then stored from it without another copy
+(broker/handlers/produce.py, agents/flusher.py), and a Produce request is admitted and answered by plain
+callbacks.
 
 Reading:
 - A frame of up to ``SMALL_FRAME`` bytes (size prefix included) is received into this connection's small
