@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 
 from storage import fileformat, records
-from storage.errors import CodecError, CorruptObject, OffsetOutOfRange
+from storage.errors import CodecError, CorruptObject, DamagedRange, OffsetOutOfRange
 from storage.metadata.rows import ChunkRow, PartitionState
 from storage.records.check import check_stored
 
@@ -206,8 +206,11 @@ def corrupt(chunk: ChunkRow, exc: CodecError) -> CorruptObject:
     )
     return CorruptObject(
         f"stored data for {chunk.topic}/{chunk.partition} at offsets "
-        f"{chunk.base_offset}..{chunk.last_offset} is corrupt (object {chunk.object_key})",
+        f"{chunk.base_offset}..{chunk.last_offset} is corrupt (object {chunk.object_key}): {exc.message}",
         object_key=chunk.object_key,
+        damaged=DamagedRange(
+            chunk.topic, chunk.partition, chunk.base_offset, chunk.last_offset, chunk.object_key
+        ),
     )
 
 

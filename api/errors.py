@@ -16,7 +16,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.models import describe_errors
 from api.responses import JSONBytes
-from storage.errors import BadRequest, BufferFull, ErrorKind, InvalidPayload, StrataError, Unauthorized
+from storage.errors import (
+    BadRequest,
+    BufferFull,
+    CorruptObject,
+    ErrorKind,
+    InvalidPayload,
+    StrataError,
+    Unauthorized,
+)
 
 log = logging.getLogger("strata.api")
 
@@ -49,11 +57,18 @@ def error_response(error: StrataError) -> Response:
     headers = {}
     if error.retriable:
         headers["Retry-After"] = RETRY_AFTER_S.get(error.code, "1")
-    response = JSONBytes(
-        {"error_code": error.code, "message": error.message},
-        status_code=http_status(error),
-        headers=headers,
-    )
+    body: dict[str, object] = {"error_code": error.code, "message": error.message}
+    if isinstance(error, CorruptObject) and error.damaged is not None:
+        # Where the bad range is, so a reader can resume past it and an operator can quarantine it.
+        damaged = error.damaged
+        body["damaged"] = {
+            "topic": damaged.topic,
+            "partition": damaged.partition,
+            "first_offset": damaged.first_offset,
+            "last_offset": damaged.last_offset,
+            "object_key": damaged.object_key,
+        }
+    response = JSONBytes(body, status_code=http_status(error), headers=headers)
     if isinstance(error, Unauthorized):
         # One challenge per header line, Basic first: browsers (the console at /ui) answer a Basic
         # challenge by asking for a name and password, and Chromium reads only one challenge per line.

@@ -149,9 +149,20 @@ class GroupOffsetsOut(BaseModel):
     offsets: list[GroupOffsetOut]
 
 
+class DamagedRangeOut(BaseModel):
+    """Offsets of a partition whose stored bytes fail their checks (error 50002)."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    last_offset: int
+    object_key: str
+
+
 class ErrorOut(BaseModel):
     error_code: int
     message: str
+    damaged: DamagedRangeOut | None = None
 
 
 def decode_field(

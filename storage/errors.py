@@ -22,6 +22,7 @@ and ``TopicExists``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from typing import ClassVar
 
@@ -412,15 +413,31 @@ class BufferFull(StrataError):
 # --- corrupt: stored data is damaged or missing; retrying does not fix it ----------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class DamagedRange:
+    """Offsets ``first_offset..last_offset`` of a partition whose stored bytes (in ``object_key``) fail their
+    checks: what a reader reports, and what an operator may quarantine (``strata quarantine``)."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    last_offset: int
+    object_key: str
+
+
 class CorruptObject(StrataError):
-    """Stored bytes failed a checksum or structural check. Never served as records."""
+    """Stored bytes failed a checksum or structural check. Never served as records. ``damaged``: the
+    offsets it holds, where one chunk is at fault."""
 
     kind = ErrorKind.CORRUPT
     code = 50002
 
-    def __init__(self, message: str, *, object_key: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, object_key: str | None = None, damaged: DamagedRange | None = None
+    ) -> None:
         super().__init__(message)
         self.object_key = object_key
+        self.damaged = damaged
 
 
 class CodecError(CorruptObject):

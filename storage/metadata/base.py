@@ -57,16 +57,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
+from storage.errors import DamagedRange, StrataError
+
 # Re-exported: callers import these from here too.
 from storage.errors import IdempotencyConflict as IdempotencyConflict
 from storage.errors import ProducerConflict as ProducerConflict
-from storage.errors import StrataError
 from storage.errors import UnknownJob as UnknownJob
 from storage.metadata.rows import (
     PRODUCER_ID_EXPIRATION_MS,
     ChunkRow,
     CleanedUpTo,
     CompactionOutput,
+    DamageRow,
     DirtySample,
     FileChunk,
     FileRow,
@@ -470,6 +472,27 @@ class AgentRegistry(Protocol):
     def deregister_agent(self, agent_id: str) -> None: ...
 
 
+class DamageLog(Protocol):
+    """Damaged ranges: stored bytes that fail their checks, as readers report them, and their quarantine."""
+
+    def record_damage(self, damaged: Sequence[DamagedRange], detail: str, found_by: str, now_ms: int) -> None:
+        """Record ranges found damaged (again: the first finding stays)."""
+        ...
+
+    def damaged_ranges(self, topic: str | None = None, quarantined: bool | None = None) -> list[DamageRow]:
+        """Recorded ranges, by (topic, partition, first offset); ``quarantined`` filters on their state."""
+        ...
+
+    def quarantine(
+        self, topic: str, partition: int, offset: int, principal: str, reason: str, now_ms: int
+    ) -> DamageRow:
+        """One transaction: drop the live chunk row holding ``offset`` (its offsets then read as a hole, as
+        compaction's do), mark its file obsolete if no live chunk is left in it, and record the quarantine
+        (who, when, why) on the range's row, made if no reader had reported it. ``OffsetOutOfRange`` if
+        no live chunk holds the offset."""
+        ...
+
+
 class AgentMetadata(LogStore, GroupStore, Protocol):
     """What an agent uses: the log, and the consumer groups it coordinates."""
 
@@ -483,6 +506,7 @@ class MetadataStore(
     AdminStore,
     ProducerStore,
     GroupStore,
+    DamageLog,
     Protocol,
 ):
     """Every role at once: what the composition root opens and hands out by role."""

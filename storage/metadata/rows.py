@@ -357,3 +357,20 @@ class LiveAgent:
     node_id: int
     host: str
     port: int
+
+
+@dataclass(frozen=True, slots=True)
+class DamageRow:
+    """A damaged range as recorded (``DamageLog``): where, why, who found it, and its quarantine if any."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    last_offset: int
+    object_key: str
+    detail: str
+    found_by: str
+    found_ms: int
+    quarantined_ms: int | None = None
+    quarantined_by: str | None = None
+    reason: str | None = None

@@ -295,6 +295,29 @@ def _v6(t: _Types) -> tuple[str, ...]:
     )
 
 
+def _v7(t: _Types) -> tuple[str, ...]:
+    return (
+        # Ranges of a partition whose stored bytes fail their checks, as readers (compaction, a scan) found
+        # them, and what an operator did about them: a quarantined range's chunk row is gone (its offsets
+        # read as a hole) and this row is the audit record of it (who, when, why). One row per damaged
+        # chunk: (topic, partition, first offset, object) names it.
+        f"""CREATE TABLE damaged_ranges (
+            topic TEXT NOT NULL,
+            partition_id {t.small} NOT NULL,
+            first_offset {t.big} NOT NULL,
+            last_offset {t.big} NOT NULL,
+            object_key TEXT NOT NULL,
+            detail TEXT NOT NULL,
+            found_by TEXT NOT NULL,
+            found_ms {t.big} NOT NULL,
+            quarantined_ms {t.big},
+            quarantined_by TEXT,
+            reason TEXT,
+            PRIMARY KEY (topic, partition_id, first_offset, object_key)
+        ){t.table_options}""",
+    )
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_SQLITE)),
     Migration(2, "compaction: cleaner checkpoint, job file claims", _v2(_SQLITE)),
@@ -302,6 +325,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "consumer groups: coordinator state, commit metadata", _v4(_SQLITE)),
     Migration(5, "cluster: registered agents", _v5(_SQLITE)),
     Migration(6, "compaction reports: job stats and topics, dirty-ratio samples", _v6(_SQLITE)),
+    Migration(7, "damaged ranges and their quarantine", _v7(_SQLITE)),
 )
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_POSTGRES)),
@@ -310,6 +334,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "consumer groups: coordinator state, commit metadata", _v4(_POSTGRES)),
     Migration(5, "cluster: registered agents", _v5(_POSTGRES)),
     Migration(6, "compaction reports: job stats and topics, dirty-ratio samples", _v6(_POSTGRES)),
+    Migration(7, "damaged ranges and their quarantine", _v7(_POSTGRES)),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {

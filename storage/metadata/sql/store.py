@@ -5,6 +5,7 @@ from __future__ import annotations
 from storage.metadata.base import MetadataStore
 from storage.metadata.sql.agents import AgentQueries
 from storage.metadata.sql.compaction import CompactionQueries
+from storage.metadata.sql.damage import DamageQueries
 from storage.metadata.sql.files import FileQueries
 from storage.metadata.sql.flush import FlushQueries
 from storage.metadata.sql.groups import GroupQueries
@@ -26,6 +27,7 @@ class SqlMetadataStore(
     FileQueries,  # FileCatalog
     ProducerQueries,  # ProducerStore
     AgentQueries,  # AgentRegistry
+    DamageQueries,  # DamageLog
     MetadataStore,
 ):
     """``MetadataStore`` over any ``Backend``. Thread-safe: every call is one backend transaction.
