@@ -10,7 +10,15 @@ The memory bound is owned here and nowhere else. ``bytes_held`` is the sum of:
 - bytes in flushes not yet finished (drained, uploading or committing);
 - live ``Reservation``s: memory a front door holds for a request it is still reading, parsing or encoding.
 A front door reserves *before* it reads a request body, so an overloaded agent refuses (``BufferFull``,
-HTTP 429, Kafka's throttling) without spending memory or CPU on it. A reservation is:
+HTTP 429, Kafka's throttling) without spending memory or CPU on it.
+
+Fairness: a reservation made before its bytes are in is *arriving* until the front door calls
+``arrived``. Arriving reservations together hold at most ``arriving_share`` of the budget (half), so clients
+that are slow or silent in sending what they declared (each a frame or a body's worth, until their receive
+deadline drops them) can delay the others but never take the memory of the clients whose requests are in;
+a front door waits or refuses past the share as it does when the budget is full.
+
+A reservation is:
 - shrunk (``shrink_to``) when the front door knows the request needs less;
 - consumed by ``add``, which turns it into the request's bytes in the open buffer;
 - released once (``release``), by whoever gives up on the request; releasing again, or after ``add``
@@ -39,6 +47,10 @@ __all__ = [
     "Reservation",
     "TopicPartition",
 ]
+
+
+# Requests still arriving may hold at most 1 / this of the budget.
+ARRIVING_SHARE = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +107,19 @@ class PendingFlush:
 class Reservation:
     """Bytes of the buffer's budget held for one request before it enters the buffer. See the module doc."""
 
-    __slots__ = ("_buffer", "_size")
+    __slots__ = ("_arriving", "_buffer", "_size")
 
-    def __init__(self, buffer: ProduceBuffer, size: int) -> None:
+    def __init__(self, buffer: ProduceBuffer, size: int, arriving: int = 0) -> None:
         self._buffer = buffer
         self._size = size
+        self._arriving = arriving  # of ``_size``, the bytes counted against the arriving share
+
+    def arrived(self) -> None:
+        """Every byte of the request is in: it no longer counts against the arriving share."""
+        if self._arriving:
+            self._buffer._arriving -= self._arriving
+            self._arriving = 0
+            self._buffer._freed.set()
 
     @property
     def size(self) -> int:
@@ -125,6 +145,7 @@ class Reservation:
 
     def release(self) -> None:
         """Give the bytes back. Safe to call any number of times, and after ``ProduceBuffer.add``."""
+        self.arrived()
         if self._size:
             self._buffer._reserved -= self._size
             self._size = 0
@@ -139,6 +160,7 @@ class ProduceBuffer:
     _open_bytes: int = 0
     _inflight_bytes: int = 0
     _reserved: int = 0
+    _arriving: int = 0  # bytes of reservations whose request is still arriving (see the module doc)
     _next_seq: int = 0
     # Set whenever bytes are given back, for front doors that wait for room instead of refusing.
     _freed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -168,20 +190,36 @@ class ProduceBuffer:
         if held > own and held + nbytes > self.max_bytes:
             raise BufferFull(f"produce buffer is full ({held} of {self.max_bytes} bytes held); retry later")
 
-    def reserve(self, nbytes: int) -> Reservation:
-        """Hold ``nbytes`` of the budget for a request about to be read; BufferFull if it can't fit."""
+    @property
+    def arriving_bytes(self) -> int:
+        return self._arriving
+
+    @property
+    def arriving_limit(self) -> int:
+        return self.max_bytes // ARRIVING_SHARE
+
+    def reserve(self, nbytes: int, *, arriving: bool = False) -> Reservation:
+        """Hold ``nbytes`` of the budget for a request about to be read; BufferFull if it can't fit.
+        ``arriving``: its bytes are not in yet (see the module doc); ``Reservation.arrived`` once they are."""
+        if arriving and self._arriving and self._arriving + nbytes > self.arriving_limit:
+            raise BufferFull(
+                f"requests still arriving hold {self._arriving} of the {self.arriving_limit} bytes they may;"
+                " retry later"
+            )
         self._admit(nbytes)
         self._reserved += nbytes
+        if arriving:
+            self._arriving += nbytes
         if self.grew is not None:
             self.grew()
-        return Reservation(self, nbytes)
+        return Reservation(self, nbytes, nbytes if arriving else 0)
 
-    async def reserve_when_free(self, nbytes: int) -> Reservation:
+    async def reserve_when_free(self, nbytes: int, *, arriving: bool = False) -> Reservation:
         """``reserve``, waiting for room instead of refusing: Kafka's memory pool stops reading a socket
         until memory frees up, and its clients time out and retry on their own."""
         while True:
             try:
-                return self.reserve(nbytes)
+                return self.reserve(nbytes, arriving=arriving)
             except BufferFull:
                 # No await between the failed attempt and clear(), so no release can slip in between.
                 self._freed.clear()

@@ -106,7 +106,13 @@ def decode_fetch(result: ChunksResult) -> FetchResult:
     offset = result.offset
     next_offset = offset
     for chunk, data in result.chunks:
-        for record in decode_chunk(chunk, data):
+        try:
+            decoded = decode_chunk(chunk, data)
+        except CorruptObject:
+            if out:  # what precedes the damage is answered; the next fetch starts at it and fails
+                return FetchResult(out, next_offset, result.high_watermark, result.log_start_offset)
+            raise
+        for record in decoded:
             if record.offset < offset:
                 continue
             size_of = record_size(record)
@@ -131,7 +137,12 @@ def batches_from(
     out: list[tuple[memoryview, int]] = []
     total = 0
     for chunk, data in loaded:
-        verify(chunk, data)
+        try:
+            verify(chunk, data)
+        except CorruptObject:
+            if out:
+                return out  # what precedes the damage is served; the next fetch starts at it and fails
+            raise
         for header, batch in records.iter_batches(data, verify_crc=False):  # the chunk CRC covered it
             base = chunk.base_offset + header.base_offset
             if base + header.last_offset_delta < offset:
@@ -141,6 +152,8 @@ def batches_from(
             try:
                 check_stored(batch, header)  # served undecoded: its records must parse (see check.py)
             except CodecError as exc:
+                if out:
+                    return out
                 raise corrupt(chunk, exc) from exc
             out.append((batch, base))
             total += header.size

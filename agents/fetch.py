@@ -187,7 +187,13 @@ class Fetcher:
         for i, read, selected in plans:
             previous = results[i]
             assert isinstance(previous, BatchesResult)
-            batches = batches_from([(c, data_of[c.chunk_id]) for c in selected], read.offset, read.max_bytes)
+            try:
+                batches = batches_from(
+                    [(c, data_of[c.chunk_id]) for c in selected], read.offset, read.max_bytes
+                )
+            except CorruptObject as exc:
+                results[i] = exc  # this partition's answer; the others' are unaffected
+                continue
             results[i] = BatchesResult(batches, previous.high_watermark, previous.log_start_offset)
         return results
 

@@ -36,7 +36,7 @@ from storage.errors import (
     RebalanceInProgress,
     StrataError,
 )
-from storage.metadata.base import GroupStore
+from storage.metadata.coordination import GroupStore
 from storage.metadata.rows import GroupOffset, GroupRow, OffsetToCommit
 
 R = TypeVar("R")

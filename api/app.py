@@ -10,6 +10,7 @@ the agent and the stores.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -41,7 +42,9 @@ def create_app(
         max_body_bytes=ctx.limits.max_request_bytes,
         principals=ctx.principals,
         on_error=error_response,
-        admission=Admission(ctx.agent.buffer.reserve),
+        # A body is reserved before it arrives: it counts against the buffer's arriving share until it is in.
+        admission=Admission(functools.partial(ctx.agent.buffer.reserve, arriving=True)),
+        body_timeout_s=ctx.limits.body_timeout_ms / 1000,
     )
     for module in (topics, records, browse, groups, cluster, ops, ui):
         app.include_router(module.router)

@@ -45,7 +45,7 @@ class JobPartitionOut(BaseModel):
 
 
 class JobErrorOut(BaseModel):
-    code: int = Field(description="the Strata error code that ended the attempt (storage/errors.py)")
+    code: int = Field(description="the Strata error code that ended the attempt (storage/errors/)")
     message: str
 
 

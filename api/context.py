@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agents.agent import Agent
+from agents.budget import ByteBudget
 from agents.metrics import Metrics
 from agents.metrics_history import MetricsHistory
 from agents.principals import Principals
 from storage.clock import Clock
-from storage.metadata.base import AdminStore, CompactionCatalog, GroupStore, StatsReader
+from storage.metadata.base import AdminStore, CompactionCatalog, StatsReader
+from storage.metadata.coordination import GroupStore
 from storage.metadata.rows import Job
 
 
@@ -52,10 +54,12 @@ class ThisProcess:
 
 @dataclass(frozen=True, slots=True)
 class HttpLimits:
-    """Request bounds: the body size the middleware admits, and the records one produce request may hold."""
+    """Request bounds: the body size the middleware admits, how long its bytes may take to arrive, and the
+    records one produce request may hold."""
 
     max_request_bytes: int
     max_records_per_request: int
+    body_timeout_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +69,8 @@ class HttpContext:
     clock: Clock
     metrics: Metrics
     history: MetricsHistory
+    # Bytes of fetch answers held at once over every HTTP client (agents/budget.py).
+    fetch_budget: ByteBudget
     limits: HttpLimits
     process: ThisProcess
     # Who may use the HTTP door; None: no authentication, every request allowed.

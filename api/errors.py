@@ -35,7 +35,7 @@ RETRY_AFTER_S = {BufferFull.code: "1"}
 # and load balancers expect for "try again", not the 500 its code says. (BufferFull, 42901, keeps its 429.)
 # Kind -> that pinned status, or None where the code's own status stands; every kind has an entry.
 KIND_STATUS: dict[ErrorKind, int | None] = {
-    ErrorKind.INVALID: None,  # 400, 401, 403, 406, 413, 416, 422
+    ErrorKind.INVALID: None,  # 400, 401, 403, 406, 408, 413, 416, 422
     ErrorKind.NOT_FOUND: None,  # 404
     ErrorKind.CONFLICT: None,  # 409; 400 for TopicExists (Confluent's 40002)
     ErrorKind.UNAVAILABLE: 503,

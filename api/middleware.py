@@ -14,10 +14,16 @@ middleware releases it at the end, which does nothing if it was consumed.
 Body limit: a declared Content-Length over the limit is refused before any byte is read; a chunked body is
 counted as it streams and refused once it passes the limit. Either way the request never reaches a handler,
 so memory per request is bounded by ``max_body_bytes``.
+
+Body deadline: a body not received in full ``body_timeout_s`` after the request began is refused with 408
+(40801), and what it reserved goes back: a client that stops sending cannot hold its reservation, nor a
+connection, for longer. Until its last byte is in, a produce body counts against the produce buffer's
+arriving share (agents/buffer.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 from collections.abc import Callable
@@ -28,7 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agents.buffer import Reservation
 from agents.principals import Principal, Principals
 from api.authz import PRINCIPAL
-from storage.errors import BadRequest, BufferFull, RecordTooLarge, StrataError, Unauthorized
+from storage.errors import BadRequest, BufferFull, RecordTooLarge, RequestTimeout, StrataError, Unauthorized
 
 # Probes and scrapes stay reachable without a token, as load balancers and Prometheus expect.
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
@@ -36,8 +42,8 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 RESERVATION = "strata.reservation"
 
 
-class _BodyTooLarge(Exception):
-    pass
+class _BodyRefused(Exception):
+    """Raised out of the app's body read: the body is too large or late (the error says which)."""
 
 
 class Admission:
@@ -73,9 +79,11 @@ class LimitsAndAuth:
         principals: Principals | None,
         on_error: Callable[[StrataError], Response],
         admission: Admission | None = None,
+        body_timeout_s: float = 30.0,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
         self.principals = principals
         self.on_error = on_error
         self.admission = admission
@@ -114,31 +122,46 @@ class LimitsAndAuth:
                 return
             scope[RESERVATION] = reservation
         try:
-            await self._limited(scope, receive, send)
+            await self._limited(scope, receive, send, reservation)
         finally:
             if reservation is not None:
                 reservation.release()  # a no-op if the buffer consumed it
 
-    async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _limited(
+        self, scope: Scope, receive: Receive, send: Send, reservation: Reservation | None
+    ) -> None:
         received = 0
         started = False
-        too_large = False
+        refused: StrataError | None = None
+        deadline = asyncio.get_running_loop().time() + self.body_timeout_s
+        complete = False
 
         async def limited_receive() -> Message:
-            nonlocal received, too_large
-            message = await receive()
+            nonlocal received, refused, complete
+            if complete:
+                return await receive()  # after the body: only a disconnect is left to wait for
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                refused = RequestTimeout(f"the request body did not arrive within {self.body_timeout_s:g} s")
+                raise _BodyRefused from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_body_bytes:
-                    too_large = True
-                    raise _BodyTooLarge
+                    refused = self._too_large()
+                    raise _BodyRefused
+                if not message.get("more_body", False):
+                    complete = True
+                    if reservation is not None:
+                        reservation.arrived()
             return message
 
         async def tracking_send(message: Message) -> None:
             nonlocal started
-            if too_large:
+            if refused is not None:
                 # The app's own answer to the aborted read (FastAPI turns any exception while reading the
-                # body into a 400) is dropped: the client gets the 413 below.
+                # body into a 400) is dropped: the client gets the 413 or 408 below.
                 return
             if message["type"] == "http.response.start":
                 started = True
@@ -146,10 +169,10 @@ class LimitsAndAuth:
 
         try:
             await self.app(scope, limited_receive, tracking_send)
-        except _BodyTooLarge:
+        except _BodyRefused:
             pass
-        if too_large and not started:
-            await self.on_error(self._too_large())(scope, receive, send)
+        if refused is not None and not started:
+            await self.on_error(refused)(scope, receive, send)
 
     def _too_large(self) -> RecordTooLarge:
         return RecordTooLarge(f"request body exceeds {self.max_body_bytes} bytes")

@@ -25,7 +25,7 @@ import uuid
 
 from storage.clock import Clock
 from storage.errors import StrataError
-from storage.metadata.base import AgentRegistry
+from storage.metadata.coordination import AgentRegistry
 from storage.metadata.rows import LiveAgent
 
 log = logging.getLogger("strata.kafka")

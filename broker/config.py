@@ -57,6 +57,13 @@ class BrokerConfig:
     # their answer, about 2 KB each: 20 MB per connection at most.
     max_inflight_per_connection: int = 10_000
     max_connections: int = 1000
+    # Kafka's connections.max.idle.ms: a connection that sends nothing and waits for no answer this long
+    # is closed (10 minutes, Kafka's default).
+    connections_max_idle_ms: int = 600_000
+    # A request whose bytes stop arriving: once its first byte has waited this long for its last, the
+    # connection is closed and what its frame reserved goes back at once. Kafka has no such bound (its
+    # memory pool is fixed per socket); here a frame reserves produce memory before it is read.
+    request_receive_timeout_ms: int = 30_000
     # Bytes of Fetch answers held at once over all connections (broker/budget.py).
     fetch_buffer_bytes: int = 64 * MiB
     # The ports the lanes are bound to, lane 0 first: set by the listener once bound (port 0 binds each

@@ -12,14 +12,22 @@ Reading:
 - A frame of up to ``SMALL_FRAME`` bytes (size prefix included) is received into this connection's small
   buffer and copied out; a larger one gets a buffer of its declared size and the kernel fills it directly.
 - Before a frame is kept, its size is reserved from the agent's produce budget (agents/buffer.py), so
-  request memory is bounded by the same configuration as HTTP's. If the budget is full, reading pauses
-  until memory frees up (Kafka's memory pool likewise mutes sockets); the client times out and retries.
+  request memory is bounded by the same configuration as HTTP's. A request other than Produce reserves
+  ``DECODED_EXPANSION`` times its size, for its decoded objects, and holds it until its handler answers.
+  If the budget is full, reading pauses until memory frees up (Kafka's memory pool likewise mutes
+  sockets); the client times out and retries.
 - A Produce request is admitted (checked and put in the agent's buffer) before the next frame is looked
   at, so a connection's produce requests enter the buffer in the order they were sent; when a topic is not
   in the agent's topic cache, processing stops until it is loaded; a Produce answer waiting for its flush
   gets the request's ``timeout_ms`` as its deadline (broker/answers.py). Every other request runs as a
   task, concurrently with later ones.
 - At most ``max_inflight_per_connection`` requests are unanswered; reading pauses at that many.
+- Deadlines, checked by the listener's sweep every second (``check_deadlines``): a frame whose bytes stop
+  arriving closes the connection ``request_receive_timeout_ms`` after its first byte (time stalled by the
+  agent, for memory or a topic to load, does not count), and a connection that sends nothing and waits
+  for nothing for ``connections_max_idle_ms`` is closed (Kafka's connections.max.idle.ms). A frame still
+  arriving counts against the produce buffer's arriving share (agents/buffer.py), so slow senders can
+  delay the others but not take the memory of requests that are in.
 - ApiVersions at an unknown version gets the v0-format UNSUPPORTED_VERSION reply with the supported
   ranges (never a closed socket: librdkafka would reconnect in a loop). Any other unknown API or version,
   a frame that does not decode, or a frame over ``socket.request.max.bytes`` closes the connection, as
@@ -48,20 +56,11 @@ from typing import Any, Protocol, cast
 from kafka.protocol.api_message import ApiMessage
 
 from agents.buffer import Reservation
-from broker import apis, codec, errors, frames, waiting
+from broker import apis, codec, errors, frames
+from broker.admission import ProduceAdmission
 from broker.answers import Answers, Slot
 from broker.budget import Framed, Held, Prebuilt
 from broker.context import BrokerContext
-from broker.handlers.produce import (
-    PendingAnswer,
-    Topics,
-    admit_produce,
-    cached_topics,
-    check_off_loop,
-    has_compressed_batches,
-    load_topics,
-)
-from broker.produce_codec import ProduceRequest
 from broker.sasl import BEFORE_AUTHENTICATION, SaslGate, State
 from storage.errors import BadRequest, BufferFull, StrataError
 
@@ -70,13 +69,15 @@ log = logging.getLogger("strata.kafka")
 # Frames up to this size (with their 4-byte size) go through the connection's small buffer; larger ones
 # get a buffer of their own. Fixed cost per connection: this many bytes.
 SMALL_FRAME = 32 * 1024
+# A decoded request (kafka-python's objects: a str per name, an object per partition) holds at most this
+# many times its frame's bytes; what a request other than Produce reserves while it is handled.
+DECODED_EXPANSION = 16
 
 _SIZE = struct.Struct(">i")
 
 # Why reading is paused; processing of buffered frames stops for all of them.
 _INFLIGHT = "inflight"  # max_inflight_per_connection answers outstanding
 _MEMORY = "memory"  # waiting for the produce budget to reserve a frame
-_ADMITTING = "admitting"  # a Produce request waits for its topics to be loaded
 _CLOSING = "closing"  # end of stream or a fatal error: nothing more is read
 
 
@@ -88,7 +89,7 @@ class Registry(Protocol):
     def lost(self, connection: Connection) -> None: ...
 
 
-class Connection(asyncio.BufferedProtocol):
+class Connection(ProduceAdmission, asyncio.BufferedProtocol):
     """Framing, frame reservations and request admission; the answers (broker/answers.py) and the SASL gate
     (broker/sasl.py) are its parts."""
 
@@ -122,6 +123,9 @@ class Connection(asyncio.BufferedProtocol):
         self._produce_waiting = 0
         self._send_limit = ctx.config.max_inflight_per_connection
         self._wait_state = (False, False)
+        # Deadlines (check_deadlines): the last time bytes came in, and when the frame still arriving began.
+        self._last_read = self._loop.time()
+        self._frame_since: float | None = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -153,6 +157,9 @@ class Connection(asyncio.BufferedProtocol):
             self._big_filled += nbytes
         else:
             self._end += nbytes
+        self._last_read = now = self._loop.time()
+        if self._frame_since is None:
+            self._frame_since = now
         self._process()
 
     def eof_received(self) -> bool:
@@ -194,8 +201,10 @@ class Connection(asyncio.BufferedProtocol):
                 if available < 4:
                     break
                 if self._reservation is None:
-                    size = self._read_size()
-                    if not self._reserve(size):
+                    size = self._read_size()  # a size over the limit closes the connection at once
+                    if available < 6:
+                        break  # the API key too, to know what the frame will hold (``_cost``)
+                    if not self._reserve(self._cost(size), arriving=4 + size > available):
                         return  # stalled for memory: resumed by _wait_for_memory
                 else:
                     (size,) = _SIZE.unpack_from(self._small, self._start)
@@ -219,10 +228,19 @@ class Connection(asyncio.BufferedProtocol):
         finally:
             if self._start == self._end:
                 self._start = self._end = 0
+                if self._big is None:
+                    self._frame_since = None  # nothing left arriving
         if self._end - self._start < len(self._small) // 2 and self._start > len(self._small) // 2:
             self._compact()
         if self._eof:
             self._check_eof()
+
+    def _cost(self, size: int) -> int:
+        """What a frame of ``size`` bytes will hold while it lives: a Produce request its bytes (stored as
+        they came); any other its decoded objects too, up to ``DECODED_EXPANSION`` times its bytes, held
+        until its handler has answered (decoded Python objects take several times their wire bytes)."""
+        api_key = (self._small[self._start + 4] << 8) | self._small[self._start + 5]
+        return size if api_key == apis.PRODUCE else size * DECODED_EXPANSION
 
     def _read_size(self) -> int:
         size: int = _SIZE.unpack_from(self._small, self._start)[0]
@@ -236,7 +254,7 @@ class Connection(asyncio.BufferedProtocol):
         state rather than the gate's property)."""
         return self._sasl is None or self._sasl.state is State.AUTHENTICATED
 
-    def _reserve(self, size: int) -> bool:
+    def _reserve(self, size: int, arriving: bool) -> bool:
         if not self._authenticated:
             try:
                 self._reservation = self.ctx.unauthenticated.reserve(size)
@@ -244,7 +262,7 @@ class Connection(asyncio.BufferedProtocol):
                 raise BadRequest("unauthenticated connections hold too many bytes") from None
             return True
         try:
-            self._reservation = self.ctx.agent.buffer.reserve(size)
+            self._reservation = self.ctx.agent.buffer.reserve(size, arriving=arriving)
             return True
         except BufferFull:
             self._stall(_MEMORY)
@@ -252,7 +270,7 @@ class Connection(asyncio.BufferedProtocol):
             return False
 
     async def _wait_for_memory(self, size: int) -> None:
-        reservation = await self.ctx.agent.buffer.reserve_when_free(size)
+        reservation = await self.ctx.agent.buffer.reserve_when_free(size, arriving=True)
         if self._lost:
             reservation.release()
             return
@@ -269,6 +287,7 @@ class Connection(asyncio.BufferedProtocol):
         reservation = self._reservation
         assert reservation is not None  # every frame is reserved before it is handled
         self._reservation = None
+        reservation.arrived()
         return reservation
 
     def _release_reservation(self) -> None:
@@ -294,82 +313,37 @@ class Connection(asyncio.BufferedProtocol):
         if key == apis.PRODUCE and isinstance(decoded, codec.Decoded):
             self._admit_produce(decoded.request, reservation)
             return
-        reservation.release()  # only Produce keeps request bytes
         if key in (apis.SASL_HANDSHAKE, apis.SASL_AUTHENTICATE) and isinstance(decoded, codec.Decoded):
+            reservation.release()
             self._gate.step(decoded)
             return
         handler = decoded.api.handler if isinstance(decoded, codec.Decoded) else None
         if isinstance(decoded, codec.UnsupportedApiVersions):
+            reservation.release()
             # KIP-511: the v0 body, with the supported ranges, whatever version was asked for.
             body = apis.api_versions_response(0, errors.UNSUPPORTED_VERSION).encode()
             answers = self._answers
             answers.fill(answers.new_slot(), frames.frame(decoded.correlation_id, False, body))
             return
         assert handler is not None
-        self._spawn(
-            self._respond(self._answers.new_slot(), decoded.peek.correlation_id, handler, decoded.request)
-        )
-
-    def _admit_produce(self, request: ProduceRequest, reservation: Reservation) -> None:
+        # The decoded request counts against memory until its handler has answered (``_cost``).
         slot = self._answers.new_slot()
-        topics = cached_topics(self.ctx, request)
-        compressed = has_compressed_batches(request)
-        if topics is not None and not compressed:
-            try:
-                self._admitted(slot, request, admit_produce(self.ctx, request, reservation, topics, slot))
-            finally:
-                reservation.release()  # whatever the admitted partitions did not consume
-            return
-        # A topic to load, or compressed batches to check off the loop, first: later frames wait, so
-        # produce requests keep their order.
-        self._stall(_ADMITTING)
-        self._spawn(self._admit_produce_later(request, reservation, slot, topics, compressed))
+        self._spawn(self._respond(slot, decoded.peek.correlation_id, handler, decoded.request, reservation))
 
-    async def _admit_produce_later(
+    async def _respond(
         self,
-        request: ProduceRequest,
-        reservation: Reservation,
         slot: Slot,
-        topics: Topics | None,
-        compressed: bool,
+        correlation_id: int,
+        handler: apis.Handler,
+        request: object,
+        reservation: Reservation,
     ) -> None:
         try:
-            if topics is None:
-                topics = await load_topics(self.ctx, request)
-            checked = await check_off_loop(self.ctx, request, topics) if compressed else None
-            if not self._lost:
-                pending = admit_produce(self.ctx, request, reservation, topics, slot, checked)
-                self._admitted(slot, request, pending)
-        finally:
-            reservation.release()
-        self._unstall(_ADMITTING)
-
-    def _admitted(self, slot: Slot, request: ProduceRequest, pending: PendingAnswer | None) -> None:
-        """A waiting Produce answer gets its deadline: the request's timeout from now."""
-        if pending is None or slot.ready:
-            return
-        slot.pending = pending
-        slot.deadline = self._loop.time() + max(request.timeout_ms, 1) / 1000
-        self._answers.arm(slot.deadline)
-        slot.produce = True
-        self._produce_waiting += 1
-        if pending.idempotent:
-            self._send_limit = min(self._send_limit, waiting.IDEMPOTENT_MAX_IN_FLIGHT)
-        self._report_waiting()
-
-    def _report_waiting(self) -> None:
-        """Tell the listener's ``ProducerWaits`` whether this connection produces, and can send no more."""
-        producing = self._produce_waiting > 0 and not self._lost
-        answers = self._answers
-        blocked = producing and len(answers.slots) - answers.made >= self._send_limit
-        state = (producing, blocked)
-        if state != self._wait_state:
-            before, self._wait_state = self._wait_state, state
-            self.ctx.producer_waits.change(before, state, self.ctx.agent)
-
-    async def _respond(self, slot: Slot, correlation_id: int, handler: apis.Handler, request: object) -> None:
-        try:
-            response = await handler(self.ctx, request)
+            try:
+                response = await handler(self.ctx, request)
+            finally:
+                del request  # the decoded request is gone: so is what it reserved (``_cost``)
+                reservation.release()
         except StrataError as exc:
             # A handler answers its own per-item errors; what escapes it (say, the metadata store down for
             # a Metadata request) has no per-API error shape here, so the connection is closed and the
@@ -404,6 +378,31 @@ class Connection(asyncio.BufferedProtocol):
         self._answers.fill(slot, encoded if held is None else Framed(encoded, held.release))
 
     # --- stalls --------------------------------------------------------------------------------------------
+    def check_deadlines(self, now: float) -> None:
+        """Close the connection if a frame's bytes stopped arriving, or if it has been idle too long (see
+        the module doc); called by the listener's sweep."""
+        if self._lost or self._finishing:
+            return
+        config = self.ctx.config
+        if (
+            self._frame_since is not None
+            and not self._stalls
+            and now - self._frame_since > config.request_receive_timeout_ms / 1000
+        ):
+            log.info(
+                "closing Kafka connection from %s: a request's bytes stopped arriving for %d ms",
+                self.peer,
+                config.request_receive_timeout_ms,
+            )
+            self._close()
+        elif (
+            now - self._last_read > config.connections_max_idle_ms / 1000
+            and not self._answers.slots
+            and not self._tasks
+        ):
+            log.info("closing idle Kafka connection from %s", self.peer)
+            self._close()
+
     def _stall(self, reason: str) -> None:
         self._stalls.add(reason)
         if self._reading and self.transport is not None and not self._lost:
@@ -414,6 +413,8 @@ class Connection(asyncio.BufferedProtocol):
         self._stalls.discard(reason)
         if self._stalls or self._lost:
             return
+        if self._frame_since is not None:
+            self._frame_since = self._loop.time()  # the time the agent held it back is not the client's
         if not self._reading and self.transport is not None:
             self._reading = True
             self.transport.resume_reading()

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from agents import principals as access
 from agents.agent import Agent
+from agents.budget import ByteBudget
 from agents.buffer import ProduceBuffer
 from agents.principals import ANYONE, Op, Principal, Principals, Resource
 from broker.batch_checks import BatchChecks
-from broker.budget import ByteBudget
 from broker.cluster import ClusterView
 from broker.config import BrokerConfig
 from broker.waiting import ProducerWaits

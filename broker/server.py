@@ -14,6 +14,9 @@ from storage.errors import StrataError
 
 log = logging.getLogger("strata.kafka")
 
+# How often connection deadlines are checked: they are seconds to minutes long.
+SWEEP_INTERVAL_S = 1.0
+
 
 class KafkaServer:
     def __init__(self, ctx: BrokerContext) -> None:
@@ -22,6 +25,7 @@ class KafkaServer:
         self._connections: set[Connection] = set()
         self._none_left = asyncio.Event()
         self._none_left.set()
+        self._sweeper: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
@@ -42,6 +46,7 @@ class KafkaServer:
         except OSError:
             await self.close()
             raise
+        self._sweeper = asyncio.create_task(self._sweep())
         ports = tuple(int(server.sockets[0].getsockname()[1]) for server in self._servers)
         config = replace(config, bound_ports=ports)
         self.ctx = replace(self.ctx, config=config)
@@ -70,7 +75,21 @@ class KafkaServer:
             ", ".join(f"{node}={host}:{port}" for node, host, port in self.ctx.brokers),
         )
 
+    async def _sweep(self) -> None:
+        """Every second, each connection's deadlines (broker/connection.py): one timer for the listener
+        instead of one per connection and frame."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL_S)
+            now = loop.time()
+            for connection in list(self._connections):
+                connection.check_deadlines(now)
+
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+            self._sweeper = None
         if self.ctx.cluster is not None:
             await self.ctx.cluster.close()
         servers, self._servers = self._servers, []

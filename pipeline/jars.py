@@ -1,12 +1,15 @@
-"""hadoop-aws for s3a, without Maven.
+"""hadoop-aws for s3a, pinned by SHA-256, and the decoder jar built from this checkout.
 
-Online users set ``spark.jars.packages`` to the hadoop-aws matching their Spark's Hadoop. Where Maven is
-not reachable (this project's CI), the two jars come from the sdist of ``sagemaker-pyspark==1.4.5`` on
-PyPI, which carries ``deps/jars/hadoop-aws-3.3.1.jar`` and ``deps/jars/aws-java-sdk-bundle-1.11.901.jar``.
-It is downloaded with ``pip download --no-deps`` and only those two files are extracted: the package is
-never installed, because it pins pyspark 3.3.0.
+Online users may set ``spark.jars.packages`` to the hadoop-aws matching their Spark's Hadoop. Here the two
+jars, ``hadoop-aws-3.3.1.jar`` and ``aws-java-sdk-bundle-1.11.901.jar``, come from Maven Central, each
+checked against the SHA-256 pinned in ``PINNED`` before it is kept. Where Maven Central is not reachable
+they come from the sdist of ``sagemaker-pyspark==1.4.5`` on PyPI, which carries the same two files
+(byte for byte: the same SHA-256), downloaded with ``pip download --no-deps``; only those two files are
+extracted (the package is never installed: it pins pyspark 3.3.0), and they pass the same check. A jar
+whose hash differs stops the fetch with a message naming the jar and both hashes, and nothing is kept.
 
-Run ``python -m pipeline.jars [DIR]`` to fetch them (``make test`` does).
+Run ``python -m pipeline.jars [DIR]`` to fetch them (``make test`` does), and ``python -m pipeline.jars
+--verify [DIR]`` to check the jars a directory holds (``scripts/check`` does).
 
 The decoder jar (``strata-spark.jar``) is the Java source that ``read_topic`` decodes with
 (``pipeline/jvm``), built here from its sources: ``javac --release 17`` against the jars pyspark ships,
@@ -32,7 +35,19 @@ from pathlib import Path
 from storage.errors import SparkSetupError as SparkSetupError  # re-exported: its callers import it from here
 
 SDIST = "sagemaker-pyspark==1.4.5"
-JARS = ("hadoop-aws-3.3.1.jar", "aws-java-sdk-bundle-1.11.901.jar")
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+# Each jar: its path on Maven Central, and the SHA-256 of its bytes there.
+PINNED = {
+    "hadoop-aws-3.3.1.jar": (
+        "org/apache/hadoop/hadoop-aws/3.3.1/hadoop-aws-3.3.1.jar",
+        "6be50ad8a8b445d2802381b085b2a3ede5c29d353450a6a21f16b2fefa962b6e",
+    ),
+    "aws-java-sdk-bundle-1.11.901.jar": (
+        "com/amazonaws/aws-java-sdk-bundle/1.11.901/aws-java-sdk-bundle-1.11.901.jar",
+        "b87175b32a16544cc1b37cf40390eb375833e62bed67f8ce6cde4b7ad6429ead",
+    ),
+}
+JARS = tuple(PINNED)
 ENV_DIR = "STRATA_SPARK_JARS_DIR"
 
 DECODER_JAR = "strata-spark.jar"
@@ -62,13 +77,77 @@ def jar_paths(directory: Path | None = None) -> list[Path]:
     return paths
 
 
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_jars(directory: Path | None = None) -> list[Path]:
+    """The two jars, each checked against its pinned SHA-256; SparkSetupError naming a jar that differs."""
+    paths = jar_paths(directory)
+    for path in paths:
+        _check_pin(path, path.name)
+    return paths
+
+
+def _check_pin(path: Path, name: str) -> None:
+    expected = PINNED[name][1]
+    actual = sha256_of(path)
+    if actual != expected:
+        raise SparkSetupError(
+            f"{name} has SHA-256 {actual}, not the pinned {expected}: it is not the jar Maven Central "
+            "publishes. It was not kept; fetch it again, and check the network path if this repeats."
+        )
+
+
 def fetch_jars(directory: Path | None = None) -> list[Path]:
+    """The two jars in ``directory``, fetched (Maven Central, else the PyPI sdist) where missing or wrong."""
     directory = directory or jars_dir()
-    try:
-        return jar_paths(directory)
-    except SparkSetupError:
-        pass
     directory.mkdir(parents=True, exist_ok=True)
+    wanted = [name for name in JARS if not _good(directory / name, name)]
+    if wanted:
+        missing = [name for name in wanted if not _from_maven(directory, name)]
+        if missing:
+            _from_sdist(directory, missing)
+    return verify_jars(directory)
+
+
+def _good(path: Path, name: str) -> bool:
+    return path.is_file() and sha256_of(path) == PINNED[name][1]
+
+
+def _keep(partial: Path, directory: Path, name: str) -> None:
+    """Check a downloaded jar against its pin; keep it under its name, or delete it and raise."""
+    try:
+        _check_pin(partial, name)
+    except SparkSetupError:
+        partial.unlink(missing_ok=True)
+        raise
+    partial.replace(directory / name)
+
+
+def _from_maven(directory: Path, name: str) -> bool:
+    """Fetched from Maven Central (True), or Maven Central not reachable (False)."""
+    import urllib.error
+    import urllib.request
+
+    partial = directory / f".{name}.part"
+    try:
+        url = f"{MAVEN_CENTRAL}/{PINNED[name][0]}"
+        with urllib.request.urlopen(url, timeout=60) as response, partial.open("wb") as out:
+            while block := response.read(1 << 20):
+                out.write(block)
+    except (urllib.error.URLError, OSError):
+        partial.unlink(missing_ok=True)
+        return False
+    _keep(partial, directory, name)
+    return True
+
+
+def _from_sdist(directory: Path, names: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:"]
         result = subprocess.run([*command, SDIST, "-d", tmp], capture_output=True, text=True, check=False)
@@ -78,7 +157,7 @@ def fetch_jars(directory: Path | None = None) -> list[Path]:
         with tarfile.open(sdist) as archive:
             for member in archive.getmembers():
                 name = member.name.rsplit("/", 1)[-1]
-                if name in JARS and member.name.endswith(f"deps/jars/{name}") and member.isfile():
+                if name in names and member.name.endswith(f"deps/jars/{name}") and member.isfile():
                     source = archive.extractfile(member)
                     assert source is not None
                     # Written by name only: nothing from the archive decides where bytes land.
@@ -86,8 +165,7 @@ def fetch_jars(directory: Path | None = None) -> list[Path]:
                     with source, partial.open("wb") as out:
                         while block := source.read(1 << 20):
                             out.write(block)
-                    partial.replace(directory / name)
-    return jar_paths(directory)
+                    _keep(partial, directory, name)
 
 
 def pyspark_jars_dir() -> Path:
@@ -194,10 +272,20 @@ def build_decoder_jar(directory: Path | None = None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pipeline.jars [DIR]`` fetches hadoop-aws; ``--decoder [DIR]`` builds the decoder jar."""
+    """``python -m pipeline.jars [DIR]`` fetches hadoop-aws; ``--verify [DIR]`` checks it against the pins;
+    ``--decoder [DIR]`` builds the decoder jar."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--decoder"]:
         print(build_decoder_jar(Path(args[1]) if len(args) > 1 else None))
+        return 0
+    if args[:1] == ["--verify"]:
+        try:
+            paths = verify_jars(Path(args[1]) if len(args) > 1 else None)
+        except SparkSetupError as exc:
+            print(exc.message, file=sys.stderr)
+            return 1
+        for path in paths:
+            print(f"{path}: SHA-256 as pinned")
         return 0
     for path in fetch_jars(Path(args[0]) if args else None):
         print(path)

@@ -116,6 +116,7 @@ class JobRun:
         )
         self._cleaned_offsets: dict[str, dict[int, int]] = {}
         self._lease_renewed_at = self.clock.monotonic()
+        self.reading: ChunkRow | None = None
 
     # --- orchestration -----------------------------------------------------------------------------------
     def execute(self) -> None:
@@ -255,6 +256,9 @@ class JobRun:
         # longer than the lease (a partition of 100 MiB at 1 MiB/s: 100 s against 60 s). One chunk must
         # still fit in the lease, which MIN_BYTES_PER_SECOND keeps true for chunks of the default files.
         self._keep_lease()
+        # The chunk being read: if its bytes fail a check, here or while its records are scanned, the
+        # job reports this range as damaged (JobRunner.run).
+        self.reading = fc.chunk
         data = readers[fc.file_id].read(fc.chunk.position, fc.chunk.length)
         fileformat.verify_chunk(data, fc.chunk.crc, object_key=fc.chunk.object_key)
         return data

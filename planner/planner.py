@@ -19,6 +19,11 @@ Two kinds of work (see ``planner/jobs.py``):
   jobs would be refused and each would rewrite the shared files again), and partitions whose files an
   active job holds wait for the next round, so one busy file cannot hold up the other groups.
 
+Damaged files wait: a file holding a damaged range that is not quarantined yet (the damage log,
+``storage/metadata/sql/damage.py``) is left out of merges, and a partition whose log holds one is not
+cleaned, so the rest of the log keeps compacting while an operator decides (``strata quarantine``); once
+the range is quarantined the file is planned again without it.
+
 Many planners may run at once: ``create_job`` claims the input files atomically and refuses a job that
 would share a file with an active one, so a lost race just means the other planner's job runs.
 """
@@ -86,7 +91,8 @@ class Planner:
     def plan(self, topic: str | None = None, force: bool = False) -> list[Job]:
         """One planning round. ``topic``/``force``: clean that topic's compacted partitions now (admin)."""
         jobs: list[Job] = []
-        for group in self._clean_groups(self.dirty_partitions(topic, force)):
+        damaged = frozenset(row.object_key for row in self.metadata.damaged_ranges(quarantined=False))
+        for group in self._clean_groups(self.dirty_partitions(topic, force), damaged):
             if len(jobs) >= self.config.max_jobs_per_round:
                 return jobs
             job = self._clean(group)
@@ -96,7 +102,7 @@ class Planner:
             for level in (0, 1):
                 if len(jobs) >= self.config.max_jobs_per_round:
                     break
-                job = self._merge(level)
+                job = self._merge(level, damaged)
                 if job is not None:
                     jobs.append(job)
         return jobs
@@ -124,8 +130,11 @@ class Planner:
         due.sort(key=lambda d: (-d.overdue_ms, -d.dirty_ratio))
         return due
 
-    def _clean_groups(self, due: Sequence[DirtyPartition]) -> list[_CleanGroup]:
-        """Due partitions grouped by shared files, in the order of their most urgent partition."""
+    def _clean_groups(
+        self, due: Sequence[DirtyPartition], damaged: frozenset[str] = frozenset()
+    ) -> list[_CleanGroup]:
+        """Due partitions grouped by shared files, in the order of their most urgent partition; those whose
+        log holds a damaged file are left out (a clean reads the whole log)."""
         if not due:
             return []
         claimed = {
@@ -136,6 +145,13 @@ class Planner:
         for dirty in due:
             files = self.metadata.files_of_partitions([(dirty.topic, dirty.partition)])
             if not files:
+                continue
+            if any(f.object_key in damaged for f in files):
+                log.warning(
+                    "%s/%d is due but holds a damaged range: not cleaned until it is quarantined",
+                    dirty.topic,
+                    dirty.partition,
+                )
                 continue
             if any(f.file_id in claimed for f in files):
                 # An active job holds part of its log: a clean now would be refused. It stays due, and
@@ -172,8 +188,8 @@ class Planner:
         return self._create(JOB_CLEAN, level, files, group.reason)
 
     # --- merging -----------------------------------------------------------------------------------------
-    def _merge(self, level: int) -> Job | None:
-        files = self.metadata.live_files(level)
+    def _merge(self, level: int, damaged: frozenset[str] = frozenset()) -> Job | None:
+        files = [f for f in self.metadata.live_files(level) if f.object_key not in damaged]
         if not files:
             return None
         now = self.clock.now_ms()

@@ -1,13 +1,14 @@
 """One round of background work: the one place that sequences it.
 
-A round: retention, then planning, then running every job that can be leased, then GC of obsolete files
-(after their grace) and, at most every ``orphan_gc_interval_ms``, of orphan uploads, then a sample of each
-compacted topic's dirty ratio (``planner/samples.py``: at most one per topic per minute, kept for a day).
-Every caller runs this order through ``CompactionRound.run_once``: the worker role's background loop
-(``strata/loop.py``), ``strata compact`` (with a progress hook for its bar) and Spark compaction
-(``pipeline/compaction.py``, with a job runner that starts one Spark task per job). Every step is safe
-with any number of other processes doing the same: planning claims files, jobs are leased, commits are
-compare-and-set, and GC only deletes what no live chunk references.
+A round: retention (at most every ``retention_check_interval_ms``), then planning, then running every job that
+can be leased, then GC of obsolete files (after their grace) and, at most every ``orphan_gc_interval_ms``, of
+orphan uploads, then a sample of each compacted topic's dirty ratio (``planner/samples.py``: at most one per
+topic per minute, kept for a day); at most every ``offsets_check_interval_ms`` it also expires consumer-group
+offsets (Kafka's offsets.retention.minutes). Every caller runs this order through
+``CompactionRound.run_once``: the worker role's background loop (``strata/loop.py``), ``strata compact`` (with
+a progress hook for its bar) and Spark compaction (``pipeline/compaction.py``, with a job runner that starts
+one Spark task per job). Every step is safe with any number of other processes doing the same: planning claims
+files, jobs are leased, commits are compare-and-set, and GC only deletes what no live chunk references.
 
 Errors: a job's own errors end that job (``planner/runner.py`` says how); the round goes on with the other
 jobs and GC. An error outside any job (the metadata store down while planning or leasing, say) ends the
@@ -55,6 +56,15 @@ class RoundConfig:
     max_job_attempts: int = 5
     sample_interval_ms: int = SAMPLE_INTERVAL_MS
     sample_keep_ms: int = SAMPLE_KEEP_MS
+    # Retention runs at most this often, the first time this long after the round is made (Kafka's
+    # log.retention.check.interval.ms, 5 minutes, and its scheduler's 30 s initial delay, which a process
+    # sets from its settings): records a producer just stamped in the past stay readable until then, as
+    # on a Kafka broker. 0 and 0 (this default): every round.
+    retention_check_interval_ms: int = 0
+    retention_initial_delay_ms: int = 0
+    # Kafka's offsets.retention.minutes (7 days) and offsets.retention.check.interval.ms (10 minutes).
+    offsets_retention_ms: int = 7 * 24 * 3_600_000
+    offsets_check_interval_ms: int = 600_000
 
 
 @dataclass
@@ -64,6 +74,7 @@ class RoundResult:
     jobs: list[tuple[Job, JobStats]] = field(default_factory=list)
     obsolete_deleted: int = 0
     orphans_deleted: int = 0
+    offsets_expired: int = 0
     samples: int = 0  # dirty-ratio samples stored
 
 
@@ -111,6 +122,8 @@ class CompactionRound:
         self.sampler = DirtySampler(metadata, clock, config.sample_interval_ms, config.sample_keep_ms)
         self.on_job = on_job
         self._last_orphan_gc = -(2**62)
+        self._last_offsets_check = -(2**62)
+        self._next_retention = clock.now_ms() + config.retention_initial_delay_ms
 
     def run_once(
         self,
@@ -121,7 +134,12 @@ class CompactionRound:
         progress: RoundProgress | None = None,
     ) -> RoundResult:
         """One round in its fixed order. ``run_jobs``: how jobs run (default: here, one at a time)."""
-        result = RoundResult(self.retention.run_once())
+        started = self.clock.now_ms()
+        if started >= self._next_retention:
+            result = RoundResult(self.retention.run_once())
+            self._next_retention = started + self.config.retention_check_interval_ms
+        else:
+            result = RoundResult(RetentionResult(0, 0))
         result.planned = self.planner.plan(topic, force)
         if progress is not None:
             progress.planned(result.planned)
@@ -138,6 +156,9 @@ class CompactionRound:
         if now - self._last_orphan_gc >= self.config.orphan_gc_interval_ms:
             result.orphans_deleted = self.orphans.run_once().orphans_deleted
             self._last_orphan_gc = now
+        if now - self._last_offsets_check >= self.config.offsets_check_interval_ms:
+            result.offsets_expired = self.metadata.expire_group_offsets(now, self.config.offsets_retention_ms)
+            self._last_offsets_check = now
         result.samples = self.sampler.run_once()
         return result
 

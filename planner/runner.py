@@ -24,7 +24,7 @@ from planner.phases import PhaseHook, no_phase_hook
 from planner.stats import JobOutcome, JobStats
 from planner.throttle import ReadThrottle
 from storage.clock import Clock
-from storage.errors import Conflict, CorruptObject, StrataError
+from storage.errors import Conflict, CorruptObject, DamagedRange, StrataError
 from storage.metadata.base import CompactionCatalog
 from storage.metadata.rows import JOB_FAILED, Job
 from storage.objectstore.base import ObjectStore
@@ -81,6 +81,7 @@ class JobRunner:
         except CorruptObject as exc:  # CodecError included
             attempt.end(JobOutcome.FAILED, exc)
             log.error("job %d read corrupt data: %s", job.job_id, exc.message)
+            self._report_damage(job, attempt, exc)
             failed = True
         except StrataError as exc:
             if not exc.retriable:
@@ -98,6 +99,24 @@ class JobRunner:
             self._record(job, attempt.stats)
         log.info(attempt.stats.summary(job.job_id, spec.kind))
         return attempt.stats
+
+    def _report_damage(self, job: Job, attempt: JobRun, exc: CorruptObject) -> None:
+        """Record the damaged range in the damage log, so that the planner leaves its file out and an
+        operator sees it (``strata damaged``); the job still fails, and the round carries on."""
+        damaged = exc.damaged
+        chunk = attempt.reading
+        if damaged is None and chunk is not None:
+            damaged = DamagedRange(
+                chunk.topic, chunk.partition, chunk.base_offset, chunk.last_offset, chunk.object_key
+            )
+        if damaged is None:
+            return
+        try:
+            self.metadata.record_damage(
+                [damaged], exc.message, f"compaction job {job.job_id}", self.clock.now_ms()
+            )
+        except StrataError as error:  # best effort: the next attempt finds it again
+            log.warning("could not record the damaged range of job %d: %s", job.job_id, error.message)
 
     def _finish(self, job: Job, state: str, stats: JobStats) -> None:
         try:

@@ -57,7 +57,7 @@ class JobStats:
     tombstones_removed: int = 0
     outcome: JobOutcome = JobOutcome.RUNNING
     reason: str = ""  # why the attempt did not commit (an error's message); empty when it did
-    error_code: int | None = None  # that error's code (storage/errors.py); None when it committed
+    error_code: int | None = None  # that error's code (storage/errors/); None when it committed
     owner: str = ""  # the runner that made this attempt
     duration_ms: int = 0  # from the attempt's start to its commit or its end
     # Per topic: records and chunk bytes read (pass 2 reads every input chunk) and written.

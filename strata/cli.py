@@ -1,6 +1,7 @@
 """The ``strata`` command line: run the server, manage topics, produce and consume.
 
-``strata serve``, ``compact`` and ``demo`` run in this process (this module). Every other command is an
+``strata serve``, ``compact`` and ``demo`` run in this process (this module), and so do ``scan``,
+``damaged`` and ``quarantine`` (strata/damage_commands.py). Every other command is an
 HTTP client of a running server (strata/client_commands.py; --url, or STRATA_URL; default http://127.0.0.1:8080).
 """
 
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from storage.errors import SettingsError
 from strata.client_commands import ClientError, add_client_commands, stderr_console
+from strata.damage_commands import add_damage_commands
 from strata.settings import SETTINGS, Settings, load_settings, parse_bool
 
 if TYPE_CHECKING:  # the client commands should not pay for importing the planner, nor the server for rich
@@ -85,7 +87,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     runtime = build_runtime(settings)
-    compaction_round = runtime.compaction_round()
+    compaction_round = runtime.compaction_round(retention_now=True)
     console = Console()
     try:
         while True:
@@ -258,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(sub)
     _add_compact(sub)
     _add_demo(sub)
+    add_damage_commands(sub)
     add_client_commands(sub)
     return parser
 

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry
 
 from agents.agent import Agent, AgentConfig
+from agents.budget import ByteBudget
 from agents.group_model import GroupLimits
 from agents.metrics import Metrics
 from agents.metrics_history import MetricsHistory, RequestPrices
 from agents.principals import Principals, load_principals
 from api.context import HttpContext, HttpLimits, KafkaListenerView, ThisProcess
-from broker.budget import ByteBudget
 from broker.config import BrokerConfig
 from pipeline.compaction import SparkCompactionConfig
 from planner.config import RunnerConfig
@@ -54,6 +54,8 @@ class Runtime:
     # The agent's recent metrics, sampled while the process runs (the console's overview charts).
     history: MetricsHistory
     rng: random.Random = field(default_factory=random.Random)
+    # Bytes of HTTP fetch answers held at once (the Kafka door's Fetch has its own, in BrokerContext).
+    http_fetch_budget: ByteBudget = field(default_factory=lambda: ByteBudget(64 << 20))
     # Set to run a background round now (the admin endpoint), instead of at the next interval.
     worker_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     _planner: Planner | None = None
@@ -70,8 +72,10 @@ class Runtime:
             self._planner = Planner(self.metadata, self.clock, round_config(self.settings).planner)
         return self._planner
 
-    def compaction_round(self) -> CompactionRound:
-        """The process's compaction round, created on first use (its job runner allocates the offset map)."""
+    def compaction_round(self, retention_now: bool = False) -> CompactionRound:
+        """The process's compaction round, created on first use (its job runner allocates the offset map).
+        ``retention_now``: its first round applies retention (``strata compact``), rather than waiting the
+        initial delay a long-running worker waits, as a Kafka broker does."""
         if self._round is None:
             self._round = CompactionRound(
                 self.store,
@@ -80,7 +84,7 @@ class Runtime:
                 # Key-hash secrets and output keys: never from a seedable generator (planner/offset_map.py).
                 random.SystemRandom(),
                 owner=f"{socket.gethostname()}:{os.getpid()}:{self.rng.getrandbits(32):08x}",
-                config=round_config(self.settings),
+                config=round_config(self.settings, retention_now=retention_now),
                 on_job=self.compaction_metrics.observe_job,
             )
         return self._round
@@ -108,7 +112,10 @@ class Runtime:
             clock=self.clock,
             metrics=self.metrics,
             history=self.history,
-            limits=HttpLimits(settings.max_request_bytes, settings.max_records_per_request),
+            fetch_budget=self.http_fetch_budget,
+            limits=HttpLimits(
+                settings.max_request_bytes, settings.max_records_per_request, settings.http_body_timeout_ms
+            ),
             process=ThisProcess(
                 node_id=settings.kafka_node_id,
                 host=settings.host,
@@ -160,6 +167,8 @@ def broker_config(settings: Settings) -> BrokerConfig:
         num_partitions=settings.num_partitions,
         max_request_bytes=settings.kafka_max_request_bytes,
         max_connections=settings.kafka_max_connections,
+        connections_max_idle_ms=settings.kafka_connections_max_idle_ms,
+        request_receive_timeout_ms=settings.kafka_request_receive_timeout_ms,
         fetch_buffer_bytes=settings.kafka_fetch_buffer_bytes,
     )
 
@@ -182,7 +191,13 @@ def agent_config(settings: Settings) -> AgentConfig:
     )
 
 
-def round_config(settings: Settings) -> RoundConfig:
+# Kafka's scheduler runs the first retention check this long after the broker starts.
+RETENTION_INITIAL_DELAY_MS = 30_000
+
+
+def round_config(settings: Settings, *, retention_now: bool = False) -> RoundConfig:
+    """The compaction round's settings; ``retention_now``: retention in the first round (``strata
+    compact``), instead of after Kafka's initial delay."""
     defaults = PlannerConfig()
     return RoundConfig(
         planner=PlannerConfig(
@@ -198,6 +213,11 @@ def round_config(settings: Settings) -> RoundConfig:
         ),
         obsolete_grace_ms=settings.gc_grace_ms,
         orphan_grace_ms=settings.orphan_grace_ms,
+        retention_check_interval_ms=settings.retention_check_interval_ms,
+        retention_initial_delay_ms=0
+        if retention_now
+        else min(RETENTION_INITIAL_DELAY_MS, settings.retention_check_interval_ms),
+        offsets_retention_ms=settings.offsets_retention_minutes * 60_000,
     )
 
 
@@ -207,7 +227,7 @@ def spark_compaction_config(settings: Settings) -> SparkCompactionConfig:
         metadata_url=settings.metadata_url,
         s3_endpoint=settings.s3_endpoint,
         s3_region=settings.s3_region,
-        round=round_config(settings),
+        round=round_config(settings, retention_now=True),
     )
 
 
@@ -262,6 +282,7 @@ def build_runtime(
         rng,
         kafka=kafka,
         principals=http_principals if (sasl is not None or settings.tokens) else None,
+        http_fetch_budget=ByteBudget(settings.http_fetch_buffer_bytes),
     )
 
 

@@ -167,6 +167,23 @@ SETTINGS: tuple[Setting, ...] = (
         "Pause between background rounds (retention, planning, compaction, GC)",
     ),
     Setting(
+        "retention_check_interval_ms",
+        "STRATA_RETENTION_CHECK_INTERVAL_MS",
+        int,
+        300_000,
+        "How often a worker applies retention.ms and retention.bytes, the first time 30 s after it starts "
+        "(Kafka's log.retention.check.interval.ms)",
+    ),
+    Setting(
+        "offsets_retention_minutes",
+        "STRATA_OFFSETS_RETENTION_MINUTES",
+        int,
+        10_080,
+        "Committed offsets of a consumer group that has been empty this long are deleted, with the group; "
+        "offsets committed without a group expire this long after their commit (Kafka's "
+        "offsets.retention.minutes)",
+    ),
+    Setting(
         "compaction_map_bytes",
         "STRATA_COMPACTION_MAP_BYTES",
         int,
@@ -280,12 +297,43 @@ SETTINGS: tuple[Setting, ...] = (
         "Kafka connections open at once; more are refused",
     ),
     Setting(
+        "kafka_connections_max_idle_ms",
+        "STRATA_KAFKA_CONNECTIONS_MAX_IDLE_MS",
+        int,
+        600_000,
+        "A Kafka connection that sends nothing and waits for no answer this long is closed (Kafka's "
+        "connections.max.idle.ms)",
+    ),
+    Setting(
+        "kafka_request_receive_timeout_ms",
+        "STRATA_KAFKA_REQUEST_RECEIVE_TIMEOUT_MS",
+        int,
+        30_000,
+        "A Kafka request whose bytes stop arriving closes its connection this long after its first byte, "
+        "and the memory it reserved goes back",
+    ),
+    Setting(
+        "http_body_timeout_ms",
+        "STRATA_HTTP_BODY_TIMEOUT_MS",
+        int,
+        30_000,
+        "An HTTP request body not received in full this long after its first byte is refused (408)",
+    ),
+    Setting(
         "kafka_fetch_buffer_bytes",
         "STRATA_KAFKA_FETCH_BUFFER_BYTES",
         int,
         64 * MiB,
         "bytes of Kafka Fetch answers held at once over all connections; a Fetch waits for room and reads no "
         "more than it was granted",
+    ),
+    Setting(
+        "http_fetch_buffer_bytes",
+        "STRATA_HTTP_FETCH_BUFFER_BYTES",
+        int,
+        64 * MiB,
+        "Bytes of HTTP fetch answers held at once over every client (each fetch holds twice its max_bytes "
+        "until its answer is sent); a fetch that cannot get its share in time is told to retry (429)",
     ),
     Setting(
         "kafka_max_request_bytes",
@@ -349,6 +397,8 @@ class Settings:
     orphan_grace_ms: int = 3_600_000
     gc_grace_ms: int = 600_000
     worker_interval_ms: int = 5_000
+    retention_check_interval_ms: int = 300_000
+    offsets_retention_minutes: int = 10_080
     compaction_map_bytes: int = 128 * MiB
     # A quarter of cache_bytes' default: agents read files up to that whole, once for every partition.
     compaction_file_bytes: int = 16 * MiB
@@ -367,7 +417,11 @@ class Settings:
     auto_create_topics: bool = True
     num_partitions: int = 1
     kafka_max_connections: int = 1000
+    kafka_connections_max_idle_ms: int = 600_000
+    kafka_request_receive_timeout_ms: int = 30_000
+    http_body_timeout_ms: int = 30_000
     kafka_fetch_buffer_bytes: int = 64 * MiB
+    http_fetch_buffer_bytes: int = 64 * MiB
     kafka_max_request_bytes: int = 100 * MiB
     metrics_sample_ms: int = 5_000
     s3_put_price_per_1000: float = 0.005

@@ -14,6 +14,7 @@ from typing import Annotated
 import orjson
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response
+from starlette.background import BackgroundTask
 
 from agents.buffer import Reservation
 from agents.chunks import decode_fetch
@@ -26,11 +27,14 @@ from api.middleware import RESERVATION, Admission
 from api.produce_body import TextRecords, parse_produce_request
 from api.record_json import render_records
 from api.routes.common import ERRORS, CtxDep, MiB, PartitionPath, TopicPath, topic_name
-from storage.errors import BadRequest, RecordTooLarge, StrataError
+from storage.errors import BadRequest, BufferFull, RecordTooLarge, StrataError
 
 _IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
 
 router = APIRouter()
+
+# A fetch whose wait is shorter still waits this long for fetch memory before it is told to retry.
+MIN_BUDGET_WAIT_S = 1.0
 
 
 def _reservation(request: Request, ctx: HttpContext) -> Reservation:
@@ -125,6 +129,38 @@ async def fetch(
     name = topic_name(topic)
     authz.check(http, Op.READ, Resource.TOPIC, name)
     started = ctx.clock.monotonic()
+    grant = await _fetch_grant(ctx, max_bytes, max_wait_ms)
+    try:
+        response = await _fetch(ctx, name, partition, offset, max_bytes, max_wait_ms, encoding, started)
+    except BaseException:
+        ctx.fetch_budget.release(grant)
+        raise
+    # Held until the answer is sent: a rendered answer is its records' bytes again, and more.
+    response.background = BackgroundTask(ctx.fetch_budget.release, grant)
+    return response
+
+
+async def _fetch_grant(ctx: HttpContext, max_bytes: int, max_wait_ms: int) -> int:
+    """A grant of the door's fetch budget for an answer of up to ``max_bytes`` of records (twice that:
+    rendered as JSON, they take more), waited for as long as the fetch may wait, at least a second; past
+    that the agent is busy (BufferFull, 429 with Retry-After)."""
+    try:
+        async with asyncio.timeout(max(max_wait_ms / 1000, MIN_BUDGET_WAIT_S)):
+            return await ctx.fetch_budget.acquire(2 * max_bytes)
+    except TimeoutError:
+        raise BufferFull("fetch answers hold the agent's fetch memory; retry later") from None
+
+
+async def _fetch(
+    ctx: HttpContext,
+    name: str,
+    partition: int,
+    offset: int,
+    max_bytes: int,
+    max_wait_ms: int,
+    encoding: models.Encoding,
+    started: float,
+) -> Response:
     try:
         # A negative offset is out of range like any other: the fetcher checks it against the
         # partition's log start and high watermark and raises 41601 with the valid range.

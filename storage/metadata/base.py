@@ -54,15 +54,16 @@ package (``storage.metadata.sql``) through a small dialect layer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
-from storage.errors import DamagedRange, StrataError
+from storage.errors import DamagedRange
 
 # Re-exported: callers import these from here too.
 from storage.errors import IdempotencyConflict as IdempotencyConflict
 from storage.errors import ProducerConflict as ProducerConflict
 from storage.errors import UnknownJob as UnknownJob
+from storage.metadata.coordination import AgentRegistry, GroupStore, ProducerStore
 from storage.metadata.rows import (
     PRODUCER_ID_EXPIRATION_MS,
     ChunkRow,
@@ -80,15 +81,12 @@ from storage.metadata.rows import (
     Job,
     JobRemoval,
     JobReport,
-    LiveAgent,
     NewChunk,
     NewFile,
-    OffsetToCommit,
     PartitionDetail,
     PartitionState,
     PartitionStats,
     ProducerBatch,
-    ProducerIdAndEpoch,
     TopicInfo,
     TopicSummary,
 )
@@ -163,7 +161,28 @@ class LogStore(TopicReader, Protocol):
         ...
 
 
-class CompactionCatalog(TopicReader, Protocol):
+class DamageLog(Protocol):
+    """Damaged ranges: stored bytes that fail their checks, as readers report them, and their quarantine."""
+
+    def record_damage(self, damaged: Sequence[DamagedRange], detail: str, found_by: str, now_ms: int) -> None:
+        """Record ranges found damaged (again: the first finding stays)."""
+        ...
+
+    def damaged_ranges(self, topic: str | None = None, quarantined: bool | None = None) -> list[DamageRow]:
+        """Recorded ranges, by (topic, partition, first offset); ``quarantined`` filters on their state."""
+        ...
+
+    def quarantine(
+        self, topic: str, partition: int, offset: int, principal: str, reason: str, now_ms: int
+    ) -> DamageRow:
+        """One transaction: drop the live chunk row holding ``offset`` (its offsets then read as a hole, as
+        compaction's do), mark its file obsolete if no live chunk is left in it, and record the quarantine
+        (who, when, why) on the range's row, made if no reader had reported it. ``OffsetOutOfRange`` if
+        no live chunk holds the offset."""
+        ...
+
+
+class CompactionCatalog(TopicReader, DamageLog, Protocol):
     """What the planner, the worker and retention read and write: stats, files, chunks, jobs, the swap."""
 
     # --- what the planner reads ------------------------------------------------------------------------
@@ -381,115 +400,6 @@ class AdminStore(TopicReader, Protocol):
     ) -> list[tuple[str, GroupRow | None]]:
         """One page of ``GroupStore.list_groups``: at most ``limit`` groups whose id starts with ``prefix``
         and sorts after ``after`` (code-point order, as Python sorts), by group id."""
-        ...
-
-
-class GroupStore(Protocol):
-    """Consumer group coordinator state: one row per group, changed only by ``update_group``'s
-    read-modify-write, so any agent coordinates any group (agents/group_coordinator.py)."""
-
-    def update_group(self, group: str, change: Callable[[GroupRow | None], tuple[GroupRow | None, T]]) -> T:
-        """In one write transaction holding the group's row: ``change`` gets the stored row (None if
-        none) and returns the row to store (None deletes it) and a result, which this returns. Nothing is
-        written when ``change`` raises, or returns the row it got."""
-        ...
-
-    def load_group(self, group: str) -> GroupRow | None: ...
-
-    def group_offsets(self, group: str) -> list[GroupOffset]: ...
-
-    def list_groups(self, active_only: bool = False) -> list[tuple[str, GroupRow | None]]:
-        """Every group with a state row or committed offsets (None: offsets only), by group id; with
-        ``active_only``, only the groups whose phase is not Empty (what the sweep needs)."""
-        ...
-
-    def commit_group_offsets(
-        self,
-        group: str,
-        offsets: Sequence[tuple[str, int, int]],
-        now_ms: int,
-        check: Callable[[GroupRow | None], None] | None = None,
-    ) -> None:
-        """Upsert (topic, partition, offset) for the group, all or nothing. Raises UnknownTopic/
-        UnknownPartition. ``check`` gets the group's coordinator row in the same transaction (None if it
-        has none) and refuses by raising; then nothing is written."""
-        ...
-
-    def commit_offsets(
-        self,
-        group: str,
-        check: Callable[[GroupRow | None], None],
-        offsets: Sequence[OffsetToCommit],
-        now_ms: int,
-    ) -> dict[tuple[str, int], StrataError]:
-        """Upsert the offsets of existing partitions in one transaction, after ``check`` accepted the
-        group's row as it is while the row is held (a raise commits nothing). Returns the partitions
-        refused (UnknownTopic, UnknownPartition); the others are committed."""
-        ...
-
-    def delete_group(self, group: str, check: Callable[[GroupRow | None], None]) -> bool:
-        """Delete the group's row and committed offsets if ``check`` accepts the row; False if the group
-        had neither."""
-        ...
-
-    def delete_group_offsets(
-        self, group: str, check: Callable[[GroupRow | None], None], partitions: Sequence[tuple[str, int]]
-    ) -> None:
-        """OffsetDelete: forget the group's offsets of ``partitions`` if ``check`` accepts the row."""
-        ...
-
-
-class ProducerStore(Protocol):
-    """Idempotent producers' ids and epochs. The sequence checks run inside ``LogStore.commit_flush``, and
-    ``LogStore.expire_producers`` forgets both."""
-
-    def init_producer_id(self, current: ProducerIdAndEpoch | None, now_ms: int) -> ProducerIdAndEpoch:
-        """A new producer id at epoch 0, or, for ``current`` (KIP-360), the same id at the next epoch.
-
-        ``current`` is an id this store handed out and not yet forgot: at its latest epoch or newer,
-        the epoch is bumped (a new id at epoch 0 once the epoch is exhausted); at the epoch before the
-        latest, it is a retry of the bump that produced the latest, which is returned unchanged. Older
-        epochs raise ProducerFenced. An id the store does not know gets a new id.
-        """
-        ...
-
-
-class AgentRegistry(Protocol):
-    """Agents shown to Kafka clients as one cluster (broker/cluster.py)."""
-
-    def register_agent(
-        self, agent_id: str, host: str, port: int, wanted_node_id: int, now_ms: int, timeout_ms: int
-    ) -> int:
-        """Register or heartbeat ``agent_id``; returns its node id: the one it has, else ``wanted_node_id``
-        if no live agent holds it, else the smallest free one. Rows not heartbeaten for ``timeout_ms`` are
-        deleted first (dead agents)."""
-        ...
-
-    def live_agents(self, now_ms: int, timeout_ms: int) -> list[LiveAgent]:
-        """Agents heartbeaten within ``timeout_ms``, by node id."""
-        ...
-
-    def deregister_agent(self, agent_id: str) -> None: ...
-
-
-class DamageLog(Protocol):
-    """Damaged ranges: stored bytes that fail their checks, as readers report them, and their quarantine."""
-
-    def record_damage(self, damaged: Sequence[DamagedRange], detail: str, found_by: str, now_ms: int) -> None:
-        """Record ranges found damaged (again: the first finding stays)."""
-        ...
-
-    def damaged_ranges(self, topic: str | None = None, quarantined: bool | None = None) -> list[DamageRow]:
-        """Recorded ranges, by (topic, partition, first offset); ``quarantined`` filters on their state."""
-        ...
-
-    def quarantine(
-        self, topic: str, partition: int, offset: int, principal: str, reason: str, now_ms: int
-    ) -> DamageRow:
-        """One transaction: drop the live chunk row holding ``offset`` (its offsets then read as a hole, as
-        compaction's do), mark its file obsolete if no live chunk is left in it, and record the quarantine
-        (who, when, why) on the range's row, made if no reader had reported it. ``OffsetOutOfRange`` if
-        no live chunk holds the offset."""
         ...
 
 

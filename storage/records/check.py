@@ -94,14 +94,24 @@ def _refusal(verdict: int, index: int, header: BatchHeader) -> InvalidRecord:
     )
 
 
-def check_stored(batch: bytes | memoryview, header: BatchHeader) -> None:
-    """``CodecError`` if the uncompressed stored ``batch`` holds records no reader can decode."""
-    if header.attributes & _COMPRESSION_MASK:
+def check_stored(batch: bytes | memoryview, header: BatchHeader, deep: bool = False) -> None:
+    """``CodecError`` if the stored ``batch`` holds records no reader can decode. A compressed batch is
+    walked only when ``deep`` (a scrub), after one bounded decompression."""
+    codec = header.attributes & _COMPRESSION_MASK
+    if codec and not deep:
         return
+    if codec:
+        stored = memoryview(batch)[RECORD_BATCH_OVERHEAD : header.size]
+        data: bytes | memoryview = compression.decompress(
+            codec, stored, compression.output_limit(len(stored))
+        )
+        start, end = 0, len(data)
+    else:
+        data, start, end = batch, RECORD_BATCH_OVERHEAD, header.size
     verdict, index, _, _ = check_records(
-        batch,
-        RECORD_BATCH_OVERHEAD,
-        header.size,
+        data,
+        start,
+        end,
         header.records_count,
         header.last_offset_delta,
         header.base_timestamp,
@@ -109,4 +119,4 @@ def check_stored(batch: bytes | memoryview, header: BatchHeader) -> None:
         False,
     )
     if verdict in (_MALFORMED, _TRAILING):
-        raise CodecError(f"{_refusal(verdict, index, header).message}")
+        raise CodecError(_refusal(verdict, index, header).message)

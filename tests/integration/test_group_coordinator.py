@@ -31,7 +31,8 @@ from storage.errors import (
     UnknownTopic,
 )
 from storage.metadata import open_metadata_store, schema, sqlite_path
-from storage.metadata.base import GroupStore, MetadataStore
+from storage.metadata.base import MetadataStore
+from storage.metadata.coordination import GroupStore
 from storage.metadata.postgres import PostgresBackend
 from storage.metadata.rows import GroupRow, OffsetToCommit
 from storage.metadata.sql import SqlMetadataStore, Tx
@@ -199,7 +200,7 @@ def test_migration_4_applies_to_a_version_3_database(metadata_url: str) -> None:
     store = open_metadata_store(metadata_url)
     try:
         assert isinstance(store, SqlMetadataStore)
-        assert store.applied_migrations == (4, 5, 6)
+        assert store.applied_migrations == tuple(range(4, schema.latest_version(dialect) + 1))
         [row] = store.group_offsets("g")
         assert (row.offset, row.metadata, row.leader_epoch) == (42, None, -1)
         assert store.list_groups() == [("g", None)]

@@ -305,7 +305,7 @@ def test_migration_3_applies_to_a_version_2_database(metadata_url: str) -> None:
     store = open_metadata_store(metadata_url)
     try:
         assert isinstance(store, SqlMetadataStore)
-        assert store.applied_migrations == (3, 4, 5, 6)
+        assert store.applied_migrations == tuple(range(3, schema.latest_version(dialect) + 1))
         pid = store.init_producer_id(None, NOW).producer_id
         assert produce(store, pid, 0, 0, 2).base_offsets == [5]
         with pytest.raises(ProducerConflict):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.budget import ByteBudget
+from agents.budget import ByteBudget
 
 
 async def test_grants_are_capped_and_wait_in_arrival_order() -> None:

@@ -72,7 +72,7 @@ def test_kind_bases_agree_with_kinds() -> None:
 
 # Which statuses a kind may be answered with: clients must be able to tell the kinds apart by status class.
 ALLOWED_STATUS = {
-    ErrorKind.INVALID: {400, 401, 403, 406, 413, 416, 422},
+    ErrorKind.INVALID: {400, 401, 403, 406, 408, 413, 416, 422},
     ErrorKind.NOT_FOUND: {404},
     ErrorKind.CONFLICT: {400, 409},
     ErrorKind.UNAVAILABLE: {429, 503},

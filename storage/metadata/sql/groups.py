@@ -209,6 +209,42 @@ class GroupQueries(SqlBase):
 
         return self._backend.run(work, write=True, what="commit_offsets")
 
+    def expire_group_offsets(self, now_ms: int, retention_ms: int) -> int:
+        cutoff = now_ms - retention_ms
+        candidates = self._backend.run(
+            lambda tx: [
+                str(r[0])
+                for r in tx.all(
+                    "SELECT DISTINCT o.group_id FROM group_offsets o"
+                    " LEFT JOIN consumer_groups g ON g.group_id = o.group_id"
+                    " WHERE (g.group_id IS NULL AND o.committed_ms <= ?)"
+                    " OR (g.phase = 'Empty' AND g.updated_ms <= ?) ORDER BY o.group_id",
+                    (cutoff, cutoff),
+                )
+            ],
+            write=False,
+            what="expire_group_offsets",
+        )
+
+        def expire(group: str) -> int:
+            def work(tx: Tx) -> int:
+                row = self._hold(tx, group)
+                if row is None:  # offsets only (a consumer without a group): each ages on its own
+                    self._unhold(tx, group, row)
+                    return tx.execute(
+                        "DELETE FROM group_offsets WHERE group_id = ? AND committed_ms <= ?", (group, cutoff)
+                    )
+                since = tx.one("SELECT updated_ms FROM consumer_groups WHERE group_id = ?", (group,))
+                if row.phase != "Empty" or since is None or int(since[0]) > cutoff:
+                    return 0  # members came back meanwhile
+                # Empty for the whole retention: the group goes with its offsets, as Kafka's goes Dead.
+                tx.execute("DELETE FROM consumer_groups WHERE group_id = ?", (group,))
+                return tx.execute("DELETE FROM group_offsets WHERE group_id = ?", (group,))
+
+            return self._backend.run(work, write=True, what="expire_group_offsets")
+
+        return sum(expire(group) for group in candidates)
+
     def delete_group(self, group: str, check: Callable[[GroupRow | None], None]) -> bool:
         def work(tx: Tx) -> bool:
             row = self._hold(tx, group)

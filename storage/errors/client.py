@@ -1,0 +1,162 @@
+"""Errors of the request itself: it is wrong (``INVALID``), or names what does not exist (``NOT_FOUND``)."""
+
+from __future__ import annotations
+
+from storage.errors.base import ErrorKind, StrataError
+
+# --- invalid: the request is wrong; retrying it unchanged fails again ----------------------------------
+
+
+class BadRequest(StrataError):
+    """The body is not valid JSON, or a query parameter is malformed."""
+
+    kind = ErrorKind.INVALID
+    code = 40001
+
+
+class InvalidTopicName(StrataError):
+    kind = ErrorKind.INVALID
+    code = 40003
+
+
+class Unauthorized(StrataError):
+    """No credentials, or credentials that match no principal (HTTP 401)."""
+
+    kind = ErrorKind.INVALID
+    code = 40101
+
+
+class SaslAuthenticationFailed(Unauthorized):
+    """Kafka only: SASL authentication failed (SASL_AUTHENTICATION_FAILED); the connection is closed."""
+
+    code = 40102
+
+
+class UnsupportedSaslMechanism(StrataError):
+    """Kafka only: the client asked for a SASL mechanism this listener does not offer."""
+
+    kind = ErrorKind.INVALID
+    code = 40006
+
+
+class IllegalSaslState(StrataError):
+    """Kafka only: a SASL request out of order (SaslAuthenticate before SaslHandshake, a second handshake)."""
+
+    kind = ErrorKind.INVALID
+    code = 40007
+
+
+class Forbidden(StrataError):
+    """The principal may not do this to this topic (HTTP 403, Kafka TOPIC_AUTHORIZATION_FAILED)."""
+
+    kind = ErrorKind.INVALID
+    code = 40301
+
+
+class GroupForbidden(Forbidden):
+    """The principal may not do this to this consumer group (Kafka GROUP_AUTHORIZATION_FAILED)."""
+
+    code = 40302
+
+
+class ClusterForbidden(Forbidden):
+    """The principal may not do this cluster-wide (Kafka CLUSTER_AUTHORIZATION_FAILED): an idempotent
+    producer id for a principal that may write no topic."""
+
+    code = 40303
+
+
+class NotAcceptable(StrataError):
+    """The stored bytes cannot be rendered in the requested encoding (e.g. not UTF-8)."""
+
+    kind = ErrorKind.INVALID
+    code = 40601
+
+
+class RequestTimeout(StrataError):
+    """The client did not send its request body in time (``--http-body-timeout-ms``); HTTP 408."""
+
+    kind = ErrorKind.INVALID
+    code = 40801
+
+
+class RecordTooLarge(StrataError):
+    """A record, or the whole request, exceeds the configured size or count."""
+
+    kind = ErrorKind.INVALID
+    code = 41301
+
+
+class OffsetOutOfRange(StrataError):
+    kind = ErrorKind.INVALID
+    code = 41601
+
+
+class InvalidPayload(StrataError):
+    """The JSON parses but its content is wrong: types, base64, a missing key on a compacted topic."""
+
+    kind = ErrorKind.INVALID
+    code = 42206
+
+
+class InvalidRecord(StrataError):
+    """A producer's record batch holds a record that breaks Kafka's record rules (it does not parse, its
+    offset delta is out of order, it has no key on a compacted topic, the batch's header disagrees with
+    its records); Kafka's INVALID_RECORD. ``record_index`` is the record's index within its batch, where
+    one record is at fault (Produce v8's ``record_errors``)."""
+
+    kind = ErrorKind.INVALID
+    code = 42216
+
+    def __init__(self, message: str, record_index: int | None = None) -> None:
+        super().__init__(message)
+        self.record_index = record_index
+
+
+class InvalidTimestamp(StrataError):
+    """A record timestamp that consumers cannot represent, or outside the topic's window
+    (``message.timestamp.before.max.ms`` / ``.after.max.ms``); Kafka's INVALID_TIMESTAMP."""
+
+    kind = ErrorKind.INVALID
+    code = 42208
+
+
+class InvalidPartitionCount(StrataError):
+    """A partition count that is not an increase, or past the limit; Kafka's INVALID_PARTITIONS."""
+
+    kind = ErrorKind.INVALID
+    code = 42209
+
+
+class InvalidConfig(StrataError):
+    """An unknown topic config, or a bad value for a known one."""
+
+    kind = ErrorKind.INVALID
+    code = 42207
+
+
+class InvalidReadOption(StrataError):
+    """A Spark reader option is missing, unknown or malformed."""
+
+    kind = ErrorKind.INVALID
+    code = 40004
+
+
+# --- not found -------------------------------------------------------------------------------------------
+
+
+class UnknownTopic(StrataError):
+    kind = ErrorKind.NOT_FOUND
+    code = 40401
+
+
+class UnknownPartition(StrataError):
+    kind = ErrorKind.NOT_FOUND
+    code = 40402
+
+
+class UnknownJob(StrataError):
+    """No compaction job has this id (jobs are never deleted: a caller bug or a wrong database)."""
+
+    kind = ErrorKind.NOT_FOUND
+    code = 40403
