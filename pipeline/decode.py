@@ -12,6 +12,7 @@ which also raises the precise error. Tests hold the two to the same rows.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
@@ -43,20 +44,28 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
+log = logging.getLogger("strata.spark")
+
 _INT64_MAX = (1 << 63) - 1
 # Milliseconds whose microseconds still fit in Arrow's int64 timestamp.
 _MAX_MS = _INT64_MAX // 1000
 
 
 def decode_file(
-    content: bytes | memoryview, tasks: Sequence[ChunkTask], include_headers: bool, object_key: str = ""
+    content: bytes | memoryview,
+    tasks: Sequence[ChunkTask],
+    include_headers: bool,
+    object_key: str = "",
+    *,
+    fail_on_data_loss: bool = True,
 ) -> pa.RecordBatch:
-    """The rows of one file's chunks (``content``: the whole object), in the order of ``tasks``."""
+    """The rows of one file's chunks (``content``: the whole object), in the order of ``tasks``.
+    ``fail_on_data_loss=False``: a damaged chunk is skipped from the damage on, and logged with its range."""
     if not include_headers:
         batch = _decode_columns(content, tasks, object_key)
         if batch is not None:
             return batch
-    return decode_file_reference(content, tasks, include_headers, object_key)
+    return decode_file_reference(content, tasks, include_headers, object_key, fail_on_data_loss)
 
 
 def _decode_columns(
@@ -114,9 +123,14 @@ def _binary(n: int, ends: bytearray, valid: bytearray, data: bytearray) -> pa.Ar
 
 
 def decode_file_reference(
-    content: bytes | memoryview, tasks: Sequence[ChunkTask], include_headers: bool, object_key: str = ""
+    content: bytes | memoryview,
+    tasks: Sequence[ChunkTask],
+    include_headers: bool,
+    object_key: str = "",
+    fail_on_data_loss: bool = True,
 ) -> pa.RecordBatch:
-    """``decode_file`` through ``records.decode_records``: the reference, headers included."""
+    """``decode_file`` through ``records.decode_records``: the reference, headers included. A batch that
+    fails its checks fails the read, or (``fail_on_data_loss=False``) ends its chunk's rows there."""
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     topics: list[str] = []
@@ -125,23 +139,20 @@ def decode_file_reference(
     timestamps: list[int] = []
     types: list[int] = []
     headers: list[list[dict[str, object]]] = []
+    columns_so_far = (keys, values, topics, partitions, offsets, timestamps, types, headers)
     for task in tasks:
-        data = memoryview(content)[task.position : task.position + task.length]
-        fileformat.verify_chunk(data, task.crc, object_key=object_key)
-        for header, batch in records.iter_batches(data, verify_crc=True):
-            timestamp_type = 1 if header.attributes & _LOG_APPEND_TIME else 0
-            for record in records.decode_records(batch, offset_base=task.base_offset, verify_crc=False):
-                if not task.start <= record.offset < task.end:
-                    continue
-                keys.append(record.key)
-                values.append(record.value)
-                topics.append(task.topic)
-                partitions.append(task.partition)
-                offsets.append(record.offset)
-                timestamps.append(record.timestamp * 1000)
-                types.append(timestamp_type)
-                if include_headers:
-                    headers.append([{"key": h.key, "value": h.value} for h in record.headers])
+        try:
+            _decode_chunk(content, task, include_headers, object_key, columns_so_far)
+        except CodecError as exc:
+            if fail_on_data_loss:
+                raise
+            log.warning(
+                "skipping damaged data (failOnDataLoss=false): %s, from offset %d of %s/%d",
+                exc.message,
+                task.base_offset,
+                task.topic,
+                task.partition,
+            )
     columns: list[pa.Array] = [
         pa.array(keys, pa.binary()),
         pa.array(values, pa.binary()),
@@ -154,3 +165,40 @@ def decode_file_reference(
     if include_headers:
         columns.append(pa.array(headers, HEADERS_TYPE))
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
+
+
+_Columns = tuple[
+    list[bytes | None],
+    list[bytes | None],
+    list[str],
+    list[int],
+    list[int],
+    list[int],
+    list[int],
+    list[list[dict[str, object]]],
+]
+
+
+def _decode_chunk(
+    content: bytes | memoryview, task: ChunkTask, include_headers: bool, object_key: str, out: _Columns
+) -> None:
+    """Append one chunk's kept rows to ``out``, a batch at a time: a batch that fails leaves none of its
+    rows behind (``CodecError``), and the rows of the batches before it stay."""
+    keys, values, topics, partitions, offsets, timestamps, types, headers = out
+    data = memoryview(content)[task.position : task.position + task.length]
+    fileformat.verify_chunk(data, task.crc, object_key=object_key)
+    for header, batch in records.iter_batches(data, verify_crc=True):
+        timestamp_type = 1 if header.attributes & _LOG_APPEND_TIME else 0
+        decoded = list(records.decode_records(batch, offset_base=task.base_offset, verify_crc=False))
+        for record in decoded:
+            if not task.start <= record.offset < task.end:
+                continue
+            keys.append(record.key)
+            values.append(record.value)
+            topics.append(task.topic)
+            partitions.append(task.partition)
+            offsets.append(record.offset)
+            timestamps.append(record.timestamp * 1000)
+            types.append(timestamp_type)
+            if include_headers:
+                headers.append([{"key": h.key, "value": h.value} for h in record.headers])

@@ -5,6 +5,9 @@
   and -1 = latest; partitions not named start at earliest.
 - ``endingOffsets``: "latest" (default) | '{"t1":{"0":50,"1":-1}}' (-1 = latest; exclusive, as in Kafka).
 - ``includeHeaders``: "true"/"false".
+- ``failOnDataLoss``: "true" (default) / "false", as in Spark's Kafka source: a chunk whose stored bytes
+  fail their checks fails the read, or with "false" is skipped (what precedes the damage is kept) and
+  logged with its range.
 
 Every bad value raises ``InvalidReadOption`` naming the option, as Spark's Kafka source fails fast.
 """
@@ -29,9 +32,10 @@ class ReadOptions:
     starting: str | Mapping[str, Mapping[int, int]] = "earliest"
     ending: str | Mapping[str, Mapping[int, int]] = "latest"
     include_headers: bool = False
+    fail_on_data_loss: bool = True
 
 
-_KNOWN = {"subscribe", "assign", "startingoffsets", "endingoffsets", "includeheaders"}
+_KNOWN = {"subscribe", "assign", "startingoffsets", "endingoffsets", "includeheaders", "failondataloss"}
 
 
 def parse_options(options: Mapping[str, object]) -> ReadOptions:
@@ -61,6 +65,7 @@ def parse_options(options: Mapping[str, object]) -> ReadOptions:
         starting=_offsets("startingOffsets", lowered.get("startingoffsets", "earliest"), ending=False),
         ending=_offsets("endingOffsets", lowered.get("endingoffsets", "latest"), ending=True),
         include_headers=_bool("includeHeaders", lowered.get("includeheaders", False)),
+        fail_on_data_loss=_bool("failOnDataLoss", lowered.get("failondataloss", True)),
     )
 
 

@@ -18,7 +18,8 @@ chunks to decode. Two decoders read it, with the same rows:
 Both honour chunk byte ranges, relative batch offsets and compaction holes, and drop offsets outside the
 requested ranges on the executors, so a read is exactly [startingOffsets, endingOffsets) per partition.
 A corrupt chunk fails the job with the Python error's code and wording (``CodecError 50002: chunk in <key>
-fails its CRC-32C check ...``).
+fails its CRC-32C check ...``), or, with ``failOnDataLoss=false`` (Spark's Kafka source option), is skipped
+and logged with its range while the read goes on.
 """
 
 from __future__ import annotations
@@ -100,7 +101,9 @@ def read_topic(
         snapshot = take_snapshot(metadata, opts)
     finally:
         metadata.close()
-    return read_snapshot(spark, snapshot, bucket_url, opts.include_headers, decoder)
+    return read_snapshot(
+        spark, snapshot, bucket_url, opts.include_headers, decoder, fail_on_data_loss=opts.fail_on_data_loss
+    )
 
 
 def read_snapshot(
@@ -109,16 +112,18 @@ def read_snapshot(
     bucket_url: str,
     include_headers: bool,
     decoder: Decoder = "jvm",
+    *,
+    fail_on_data_loss: bool = True,
 ) -> DataFrame:
     if not snapshot.tasks:
         return spark.createDataFrame([], spark_schema(include_headers))
     if decoder == "jvm":
-        return _read_in_jvm(spark, snapshot, bucket_url, include_headers)
-    return _read_in_python(spark, snapshot, bucket_url, include_headers)
+        return _read_in_jvm(spark, snapshot, bucket_url, include_headers, fail_on_data_loss)
+    return _read_in_python(spark, snapshot, bucket_url, include_headers, fail_on_data_loss)
 
 
 def _read_in_jvm(
-    spark: SparkSession, snapshot: Snapshot, bucket_url: str, include_headers: bool
+    spark: SparkSession, snapshot: Snapshot, bucket_url: str, include_headers: bool, fail_on_data_loss: bool
 ) -> DataFrame:
     from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
     from pyspark.errors.exceptions.captured import CapturedException
@@ -128,6 +133,7 @@ def _read_in_jvm(
         spark.read.format(JVM_SOURCE)
         .option("tasks", tasks)
         .option("includeHeaders", "true" if include_headers else "false")
+        .option("failOnDataLoss", "true" if fail_on_data_loss else "false")
     )
     try:
         return reader.load()
@@ -149,7 +155,7 @@ def _read_in_jvm(
 
 
 def _read_in_python(
-    spark: SparkSession, snapshot: Snapshot, bucket_url: str, include_headers: bool
+    spark: SparkSession, snapshot: Snapshot, bucket_url: str, include_headers: bool, fail_on_data_loss: bool
 ) -> DataFrame:
     schema = spark_schema(include_headers)
     tasks = spark.sparkContext.broadcast(dict(snapshot.tasks))
@@ -164,7 +170,9 @@ def _read_in_python(
                 key = key_of(path)
                 # The object's bytes as a view of the Arrow buffer: to_pylist() copied each one.
                 content = memoryview(contents[i].as_buffer())
-                yield decode_file(content, by_key[key], include_headers, object_key=key)
+                yield decode_file(
+                    content, by_key[key], include_headers, object_key=key, fail_on_data_loss=fail_on_data_loss
+                )
 
     return files.select("path", "content").mapInArrow(decode, schema)
 

@@ -220,6 +220,24 @@ def test_a_corrupt_chunk_and_a_bomb_fail_both_decoders_alike(spark: Any, tmp_pat
     )
 
 
+def test_fail_on_data_loss_false_skips_a_damaged_chunk_and_reads_on(spark: Any, tmp_path: Path) -> None:
+    """Spark's Kafka source option: with failOnDataLoss=false a damaged chunk is skipped (and logged with
+    its range) and every other chunk is read, by both decoders alike; the default still fails."""
+    good = [batch([records.Record(0, T0 + i, b"k", b"v%d" % i)], 0) for i in range(3)]
+    files = [[Chunk("t", 0, good[i], 1)] for i in range(3)]  # one file per record: offsets 0, 1, 2
+    metadata_url, bucket_url = commit_files(tmp_path, {"t": 1}, files)
+    paths = sorted((tmp_path / "bucket").rglob("*.strata"), key=lambda p: p.stat().st_mtime_ns)
+    middle = bytearray(paths[1].read_bytes())
+    middle[65] ^= 0x01  # the second record's chunk no longer matches its CRC
+    paths[1].write_bytes(bytes(middle))
+    for decoder in ("jvm", "python"):
+        df = read_topic(
+            spark, metadata_url, bucket_url, decoder=decoder, subscribe="t", failOnDataLoss="false"
+        )
+        assert sorted((r["offset"], bytes(r["value"])) for r in df.collect()) == [(0, b"v0"), (2, b"v2")]
+        assert "fails its CRC-32C check" in _spark_error(spark, metadata_url, bucket_url, decoder)
+
+
 def test_an_unknown_decoder_is_a_read_option_error(tmp_path: Path) -> None:
     with pytest.raises(InvalidReadOption, match="decoder must be one of jvm, python"):
         read_topic(None, "sqlite:///unused.db", f"file://{tmp_path}", decoder="scala", subscribe="t")  # type: ignore[arg-type]

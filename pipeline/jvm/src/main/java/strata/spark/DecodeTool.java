@@ -44,7 +44,8 @@ public final class DecodeTool {
         for (TaskList.FileTask file : TaskList.parse(text)) {
             out.println("file\t" + file.objectKey);
             int[] columns = StrataSource.allColumns(withHeaders);
-            try (StrataPartitionReader reader = new StrataPartitionReader(List.of(file), conf, columns, mergeGap)) {
+            try (StrataPartitionReader reader =
+                    new StrataPartitionReader(List.of(file), conf, columns, mergeGap, true)) {
                 while (reader.next()) {
                     out.println(format(reader.get(), withHeaders));
                 }

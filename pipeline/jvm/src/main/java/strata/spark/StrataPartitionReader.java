@@ -27,6 +27,10 @@ import org.apache.spark.sql.connector.read.PartitionReader;
  * whose timestamp microseconds cannot hold, raised once its file is decoded (see {@link
  * ChunkDecoder#timestampError}). Other IO errors
  * (network, throttling) propagate as they are, for Spark to retry the task.
+ *
+ * <p>With {@code failOnDataLoss=false} (Spark's Kafka source option) a chunk that fails its checks is skipped
+ * instead: the rows of its batches before the damage are kept, the rest of the chunk is not read, and a
+ * warning names the range (topic/partition, the chunk's base offset, the object and byte); the read goes on.
  */
 final class StrataPartitionReader implements PartitionReader<InternalRow> {
     /** Chunks at most this far apart are read with one request (the bytes between are read and dropped). */
@@ -38,6 +42,8 @@ final class StrataPartitionReader implements PartitionReader<InternalRow> {
     private final Configuration conf;
     private final int[] columns;
     private final long mergeGap;
+    private final boolean failOnDataLoss;
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(StrataPartitionReader.class);
 
     private int fileIndex = -1;
     private TaskList.FileTask file;
@@ -53,11 +59,13 @@ final class StrataPartitionReader implements PartitionReader<InternalRow> {
     private InternalRow current;
 
     /** Rows of {@code files} holding {@code columns} (see {@link ChunkDecoder}). */
-    StrataPartitionReader(List<TaskList.FileTask> files, Configuration conf, int[] columns, long mergeGap) {
+    StrataPartitionReader(List<TaskList.FileTask> files, Configuration conf, int[] columns, long mergeGap,
+            boolean failOnDataLoss) {
         this.files = files;
         this.conf = conf;
         this.columns = columns;
         this.mergeGap = mergeGap;
+        this.failOnDataLoss = failOnDataLoss;
     }
 
     @Override
@@ -101,7 +109,13 @@ final class StrataPartitionReader implements PartitionReader<InternalRow> {
         try {
             chunk.nextBatch(rows);
         } catch (CodecException e) {
-            throw corrupt(e.getMessage() + " (" + where(chunkTask) + ", batch at byte " + at + " of the chunk)");
+            String message = e.getMessage() + " (" + where(chunkTask) + ", batch at byte " + at + " of the chunk)";
+            if (failOnDataLoss) {
+                throw corrupt(message);
+            }
+            skipped(message);
+            rows.clear();
+            chunk = null;
         }
         return true;
     }
@@ -128,8 +142,13 @@ final class StrataPartitionReader implements PartitionReader<InternalRow> {
         try {
             chunk = new ChunkDecoder(range, (int) (task.position - rangeStart), task, columns, file.objectKey);
         } catch (CodecException e) { // the chunk's CRC; the message names the object already
-            throw corrupt(e.getMessage() + " (chunk " + task.topic + "/" + task.partition + " at byte "
-                    + task.position + ")");
+            String message = e.getMessage() + " (chunk " + task.topic + "/" + task.partition + " at byte "
+                    + task.position + ")";
+            if (failOnDataLoss) {
+                throw corrupt(message);
+            }
+            skipped(message);
+            chunk = null;
         }
         return true;
     }
@@ -182,6 +201,12 @@ final class StrataPartitionReader implements PartitionReader<InternalRow> {
     private String where(TaskList.Chunk task) {
         return "object " + file.objectKey + ", chunk " + task.topic + "/" + task.partition + " at byte "
                 + task.position;
+    }
+
+    /** failOnDataLoss=false: the damaged range is reported and skipped (the read goes on). */
+    private void skipped(String message) {
+        LOG.warn("skipping damaged data (failOnDataLoss=false): {}, from offset {} of {}/{}", message,
+                chunkTask.baseOffset, chunkTask.topic, chunkTask.partition);
     }
 
     private StrataReadException corrupt(String message) {

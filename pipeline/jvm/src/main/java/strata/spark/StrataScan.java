@@ -34,12 +34,14 @@ import org.apache.spark.util.SerializableConfiguration;
 final class StrataScan implements ScanBuilder, SupportsPushDownRequiredColumns, Scan, Batch {
     private final List<TaskList.FileTask> files;
     private final StructType fullSchema;
+    private final boolean failOnDataLoss;
     private StructType schema;
     private int[] columns; // indexes into fullSchema of the columns rows hold
 
-    StrataScan(List<TaskList.FileTask> files, StructType fullSchema) {
+    StrataScan(List<TaskList.FileTask> files, StructType fullSchema, boolean failOnDataLoss) {
         this.files = files;
         this.fullSchema = fullSchema;
+        this.failOnDataLoss = failOnDataLoss;
         this.schema = fullSchema;
         this.columns = StrataSource.allColumns(fullSchema.length() > StrataSource.HEADERS);
     }
@@ -127,7 +129,7 @@ final class StrataScan implements ScanBuilder, SupportsPushDownRequiredColumns, 
         SparkSession session = SparkSession.active();
         Configuration hadoopConf = session.sessionState().newHadoopConf();
         return new ReaderFactory(
-                SerializableConfiguration.broadcast(session.sparkContext(), hadoopConf), columns);
+                SerializableConfiguration.broadcast(session.sparkContext(), hadoopConf), columns, failOnDataLoss);
     }
 
     /** One task's files. */
@@ -147,16 +149,18 @@ final class StrataScan implements ScanBuilder, SupportsPushDownRequiredColumns, 
 
         private final Broadcast<SerializableConfiguration> hadoopConf;
         private final int[] columns;
+        private final boolean failOnDataLoss;
 
-        ReaderFactory(Broadcast<SerializableConfiguration> hadoopConf, int[] columns) {
+        ReaderFactory(Broadcast<SerializableConfiguration> hadoopConf, int[] columns, boolean failOnDataLoss) {
             this.hadoopConf = hadoopConf;
             this.columns = columns;
+            this.failOnDataLoss = failOnDataLoss;
         }
 
         @Override
         public PartitionReader<InternalRow> createReader(InputPartition partition) {
             return new StrataPartitionReader(((FileGroup) partition).files, hadoopConf.value().value(), columns,
-                    StrataPartitionReader.MERGE_GAP);
+                    StrataPartitionReader.MERGE_GAP, failOnDataLoss);
         }
     }
 }

@@ -31,6 +31,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 public final class StrataSource implements TableProvider, DataSourceRegister {
     static final String TASKS = "tasks";
     static final String INCLUDE_HEADERS = "includeHeaders";
+    /** Spark's Kafka source's option: false skips (and logs) damaged chunks instead of failing the read. */
+    static final String FAIL_ON_DATA_LOSS = "failOnDataLoss";
 
     // The columns, by their index in the full schema.
     static final int KEY = 0;
@@ -105,7 +107,8 @@ public final class StrataSource implements TableProvider, DataSourceRegister {
 
         @Override
         public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-            return new StrataScan(TaskList.parse(options.get(TASKS)), schema);
+            return new StrataScan(TaskList.parse(options.get(TASKS)), schema,
+                    options.getBoolean(FAIL_ON_DATA_LOSS, true));
         }
     }
 }
