@@ -13,7 +13,7 @@ export STRATA_SPARK_JARS_DIR := $(JARS_DIR)
 DECODER_JAR := $(JARS_DIR)/strata-spark.jar
 DECODER_SOURCES := $(shell find pipeline/jvm/src -type f 2>/dev/null)
 
-.PHONY: run test test-fast check install clean jars spark-decoder demo kcat kafkajs chromium postgres jdk kafka-conformance
+.PHONY: run test test-fast check install kafka-java maven clean jars spark-decoder demo kcat kafkajs chromium postgres jdk kafka-conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,23 @@ kcat:
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; }
 
+# Apache Kafka's jars (client, tools, Streams, the broker used as the reference in tests) from Maven Central,
+# one pinned version (tools/kafka/pom.xml), checked against tools/kafka/jars.sha256. The local repository is
+# .cache/m2 and the jars go to .cache/kafka/lib: nothing is read from or written to ~/.m2.
+KAFKA_LIB := $(CURDIR)/.cache/kafka/lib
+KAFKA_STAMP := $(KAFKA_LIB)/.complete
+
+maven: jdk
+	@command -v mvn >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends maven; }
+
+$(KAFKA_STAMP): tools/kafka/pom.xml tools/kafka/jars.sha256 | $(STAMP) maven
+	rm -rf $(KAFKA_LIB)
+	mvn -q -B -C -f tools/kafka/pom.xml -Dmaven.repo.local=$(CURDIR)/.cache/m2 dependency:copy-dependencies -DoutputDirectory=$(KAFKA_LIB)
+	$(BIN)/python -m tests.java.kafka verify
+	touch $(KAFKA_STAMP)
+
+kafka-java: $(KAFKA_STAMP)
+
 # The tests start a throwaway PostgreSQL of their own (tests/fixtures/postgres_server.py) from Debian's server
 # binaries, which this installs when no initdb is on the machine. STRATA_TEST_POSTGRES_URL names a server to
 # use instead. The JDK compiles the Spark decoder and runs Spark.
@@ -68,7 +85,7 @@ run: $(STAMP)
 demo: $(STAMP) $(JARS) $(DECODER_JAR)
 	$(BIN)/strata demo
 
-test: $(STAMP) $(JARS) $(DECODER_JAR) $(KAFKAJS) kcat chromium postgres
+test: $(STAMP) $(JARS) $(DECODER_JAR) $(KAFKAJS) $(KAFKA_STAMP) kcat chromium postgres
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check
 
 # The checks and the unit and sans-IO tests only (pytest -m "not integration"): no JDK, npm, Chromium or

@@ -6,5 +6,6 @@ pytest_plugins = [
     "tests.fixtures.server",
     "tests.fixtures.spark",
     "tests.fixtures.kafka",
+    "tests.fixtures.reference_broker",
     "tests.fixtures.broker",
 ]
