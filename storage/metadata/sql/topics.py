@@ -31,7 +31,7 @@ class TopicQueries(SqlBase):
                 (name, partitions, json.dumps(stored, sort_keys=True), now_ms),
             )
             if inserted == 0:
-                raise TopicExists(f"topic {name!r} already exists")
+                raise TopicExists(f"Topic '{name}' already exists.")  # Kafka's wording, which its tools print
             tx.executemany(
                 "INSERT INTO partitions (topic, partition_id, next_offset, log_start_offset)"
                 " VALUES (?, ?, 0, 0)",
@@ -86,7 +86,9 @@ class TopicQueries(SqlBase):
             topic = self._get_topic(tx, name, self._d.for_update)
             if count <= topic.partitions:
                 raise InvalidPartitionCount(
-                    f"topic {name!r} has {topic.partitions} partitions; the count only grows, not to {count}"
+                    # Kafka's wording, which its tools print.
+                    f"The topic {name} currently has {topic.partitions} partition(s); {count} would not be an"
+                    " increase."
                 )
             tx.execute("UPDATE topics SET partitions = ? WHERE name = ?", (count, name))
             tx.executemany(
