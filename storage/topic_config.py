@@ -87,6 +87,22 @@ def _bool(raw: str) -> str:
     return raw.lower()
 
 
+TIMESTAMP_CREATE_TIME = "CreateTime"
+TIMESTAMP_LOG_APPEND_TIME = "LogAppendTime"
+
+
+def _timestamp_type(raw: str) -> str:
+    # Kafka's values, case as written. Kafka Streams sets CreateTime on every internal topic it creates.
+    if raw == TIMESTAMP_LOG_APPEND_TIME:
+        raise InvalidConfig(
+            "message.timestamp.type=LogAppendTime is not supported: Strata stores the producer's timestamps"
+            " (CreateTime)"
+        )
+    if raw != TIMESTAMP_CREATE_TIME:
+        raise InvalidConfig(f"message.timestamp.type must be CreateTime or LogAppendTime; got {raw!r}")
+    return raw
+
+
 def _any(raw: str) -> str:
     return raw
 
@@ -111,12 +127,13 @@ _SPEC: dict[str, tuple[Callable[[str], object], str]] = {
     # hour in the future.
     "message.timestamp.before.max.ms": (_long(0), str(LONG_MAX)),
     "message.timestamp.after.max.ms": (_long(0), str(HOUR_MS)),
+    "message.timestamp.type": (_timestamp_type, TIMESTAMP_CREATE_TIME),
     "compression.type": (_compression_type, COMPRESSION_PRODUCER),
 }
 # Kafka topic configs that mean nothing here (no segments, no local flush, no replicas), accepted and
 # stored with Kafka's validation so that existing tooling that sets them works, and reported by
 # DescribeConfigs, as WarpStream does. librdkafka's suite sets some of them (0092, 0129). Not in this list:
-# configs whose effect a user would rely on (message.timestamp.type=LogAppendTime, tiered storage).
+# configs whose effect a user would rely on (tiered storage).
 NO_EFFECT_CONFIGS: dict[str, tuple[Callable[[str], object], str]] = {
     "segment.bytes": (_long(14), str(1024**3)),
     "segment.ms": (_long(1), str(7 * DAY_MS)),

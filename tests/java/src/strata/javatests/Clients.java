@@ -38,6 +38,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   times    bootstrap topic partition timestamp
  *   admin    bootstrap topic group            (AdminChecks)
  *   admin-create bootstrap topic partitions
+ *   streams  bootstrap app count [timeout_ms=60000]   (StreamsCount)
  * </pre>
  */
 public final class Clients {
@@ -59,6 +60,7 @@ public final class Clients {
                 case "times" -> result = times(opts);
                 case "admin" -> result = AdminChecks.run(opts);
                 case "admin-create" -> result = AdminChecks.create(opts);
+                case "streams" -> result = StreamsCount.run(opts);
                 default -> throw new IllegalArgumentException("unknown scenario " + args[0]);
             }
         } catch (Exception e) {
