@@ -235,7 +235,8 @@ def try_complete_join(group: Group, now_ms: int) -> bool:
     group.generation += 1
     group.delay_until_ms = group.rebalance_deadline_ms = 0
     if not group.members:
-        group.phase, group.protocol, group.leader, group.protocol_type = GroupPhase.EMPTY, None, None, None
+        # The protocol type stays, as Kafka's: DescribeGroups and ListGroups still show an empty group's.
+        group.phase, group.protocol, group.leader = GroupPhase.EMPTY, None, None
         return True
     group.protocol = _vote(group)
     if group.leader not in group.members or not group.members[group.leader].joining:

@@ -3,9 +3,14 @@
 By timestamp: the first offset, in offset order, whose record timestamp is >= the one asked for, found
 through the chunk rows' min/max timestamps and one chunk read; offset -1 if there is none (as Kafka).
 Leader epoch -1 throughout, so clients skip epoch validation.
+
+As Kafka's broker: a partition asked twice in one request gets one answer, INVALID_REQUEST; max
+timestamp below version 7 (the version that brought it) is UNSUPPORTED_VERSION.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 
@@ -21,16 +26,30 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 
 
+MAX_TIMESTAMP_FROM_VERSION = 7
+
+
 async def handle_list_offsets(ctx: BrokerContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     topics = []
     for topic in req.topics:
         partitions = []
+        asked = Counter(p.partition_index for p in topic.partitions)
+        answered: set[int] = set()
         for p in topic.partitions:
-            try:
-                offset, timestamp = await _lookup(ctx, topic.name, p.partition_index, p.timestamp)
-                code = errors.NONE
-            except StrataError as exc:
-                offset, timestamp, code = -1, -1, errors.kafka_error(exc)
+            if p.partition_index in answered:
+                continue
+            answered.add(p.partition_index)
+            offset, timestamp = -1, -1
+            if asked[p.partition_index] > 1:
+                code = errors.INVALID_REQUEST
+            elif p.timestamp == MAX_TIMESTAMP and req.API_VERSION < MAX_TIMESTAMP_FROM_VERSION:
+                code = errors.UNSUPPORTED_VERSION
+            else:
+                try:
+                    offset, timestamp = await _lookup(ctx, topic.name, p.partition_index, p.timestamp)
+                    code = errors.NONE
+                except StrataError as exc:
+                    offset, timestamp, code = -1, -1, errors.kafka_error(exc)
             partitions.append(
                 _Partition(
                     partition_index=p.partition_index,

@@ -55,29 +55,34 @@ def list_offsets_request(topic: str, specs: list[tuple[int, int]], version: int 
 async def test_list_offsets_earliest_latest_and_by_timestamp(broker_parts: BrokerParts) -> None:
     broker_parts.metadata.create_topic("t", 2, {}, 0)
     now = await produce(broker_parts, "t", [3000, 1000, 2000])
-    specs = [
-        (0, EARLIEST),
-        (0, LATEST),
-        (0, MAX_TIMESTAMP),
-        (0, now - 2500),  # the first record at or after it: offset 1
-        (0, now - 1000),
-        (0, now + 1),  # none
-        (1, LATEST),  # an empty partition
-        (9, LATEST),
+    cases = [
+        ((0, EARLIEST), (errors.NONE, 0, -1)),
+        ((0, LATEST), (errors.NONE, 3, -1)),
+        ((0, MAX_TIMESTAMP), (errors.NONE, 1, now - 1000)),
+        ((0, now - 2500), (errors.NONE, 1, now - 1000)),  # the first record at or after it: offset 1
+        ((0, now - 1000), (errors.NONE, 1, now - 1000)),
+        ((0, now + 1), (errors.NONE, -1, -1)),  # none
+        ((1, LATEST), (errors.NONE, 0, -1)),  # an empty partition
+        ((9, LATEST), (errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)),
     ]
-    answer = await call(broker_parts.ctx, list_offsets_request("t", specs))
-    got = [(p.partition_index, p.error_code, p.offset, p.timestamp) for p in answer.topics[0].partitions]
-    assert got == [
-        (0, errors.NONE, 0, -1),
-        (0, errors.NONE, 3, -1),
-        (0, errors.NONE, 1, now - 1000),
-        (0, errors.NONE, 1, now - 1000),
-        (0, errors.NONE, 1, now - 1000),
-        (0, errors.NONE, -1, -1),
-        (1, errors.NONE, 0, -1),
-        (9, errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
-    ]
-    assert all(p.leader_epoch == -1 for p in answer.topics[0].partitions)
+    for spec, expected in cases:
+        answer = await call(broker_parts.ctx, list_offsets_request("t", [spec]))
+        (p,) = answer.topics[0].partitions
+        assert (p.partition_index, p.error_code, p.offset, p.timestamp) == (spec[0], *expected)
+        assert p.leader_epoch == -1
+
+
+async def test_list_offsets_refuses_what_kafka_refuses(broker_parts: BrokerParts) -> None:
+    broker_parts.metadata.create_topic("t", 2, {}, 0)
+    await produce(broker_parts, "t", [10])
+    # A partition asked twice: one answer for it, INVALID_REQUEST; the other partition is answered.
+    answer = await call(broker_parts.ctx, list_offsets_request("t", [(0, LATEST), (1, LATEST), (0, EARLIEST)]))
+    got = [(p.partition_index, p.error_code, p.offset) for p in answer.topics[0].partitions]
+    assert got == [(0, errors.INVALID_REQUEST, -1), (1, errors.NONE, 0)]
+    # MAX_TIMESTAMP came with version 7.
+    for version, code in [(6, errors.UNSUPPORTED_VERSION), (7, errors.NONE)]:
+        answer = await call(broker_parts.ctx, list_offsets_request("t", [(0, MAX_TIMESTAMP)], version))
+        assert answer.topics[0].partitions[0].error_code == code
 
 
 async def test_list_offsets_of_an_unknown_topic(broker_parts: BrokerParts) -> None:

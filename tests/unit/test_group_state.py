@@ -176,6 +176,7 @@ def test_expired_sessions_leave_and_the_last_one_empties_the_group() -> None:
     gs.leave(group, a, None, 10_200)
     assert group.phase is GroupPhase.EMPTY
     assert group.generation == 2  # every rebalance end, even to Empty, is a new generation
+    assert (group.protocol_type, group.protocol) == ("consumer", None)  # Kafka keeps an empty group's type
     gs.check_commit(group, "", None, -1)  # an empty group takes simple commits
 
 

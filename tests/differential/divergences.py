@@ -1,0 +1,101 @@
+"""Where Strata answers differently from Kafka's broker on purpose, with the reason.
+
+Each entry names the answer paths it covers (``scenario/step/field`` patterns in ``fnmatch`` syntax; list
+entries with an identity appear as ``name`` or ``partition_index=N``). docs/kafka-clients.md ("Where Strata
+differs from Kafka's broker") lists the same divergences for users, and
+tests/differential/test_differential.py keeps the two in step: every key here is named there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Divergence:
+    key: str
+    reason: str
+    paths: tuple[str, ...]
+
+
+INTENDED: tuple[Divergence, ...] = (
+    Divergence(
+        "replication-factor",
+        "Strata accepts any replication factor and reports 1: durability comes from object storage, not "
+        "replicas, and scripts written for three-broker clusters create topics with 3. A single Kafka "
+        "broker refuses more replicas than brokers (INVALID_REPLICATION_FACTOR).",
+        ("create-and-delete-topics/replication factor 3/*",),
+    ),
+    Divergence(
+        "tiered-storage-configs",
+        "Kafka's tiered-storage configs (remote.storage.enable, local.retention.*, remote.log.*, "
+        "remote.copy.lag.*) are not Strata's: its whole log is in object storage, with no local tier.",
+        (
+            "*/configs/remote.storage.enable",
+            "*/configs/remote.log.*",
+            "*/configs/remote.copy.lag.*",
+            "*/configs/local.retention.*",
+        ),
+    ),
+    Divergence(
+        "share-group-configs",
+        "errors.deadletterqueue.group.enable belongs to share groups (KIP-932), which Strata does not have.",
+        ("*/configs/errors.deadletterqueue.group.enable",),
+    ),
+    Divergence(
+        "kafka-3-configs",
+        "Strata still accepts and lists message.format.version and message.downconversion.enable, which "
+        "Kafka 4 removed: tools and tests written for Kafka 3 set them (librdkafka's suite does).",
+        ("*/configs/message.format.version", "*/configs/message.downconversion.enable"),
+    ),
+    Divergence(
+        "kraft-min-insync",
+        "A KRaft controller formatted with --standalone writes min.insync.replicas=1 as a cluster default, "
+        "so Kafka reports it from DYNAMIC_DEFAULT_BROKER_CONFIG; Strata's is Kafka's default, 1, from "
+        "DEFAULT_CONFIG.",
+        ("*/configs/min.insync.replicas/config_source",),
+    ),
+    Divergence(
+        "unknown-codec",
+        "A batch with compression codec 5-7 gets UNSUPPORTED_COMPRESSION_TYPE from Strata; Kafka's broker "
+        "fails it with UNKNOWN_SERVER_ERROR.",
+        ("bad-batches/codec 7/*/error_code",),
+    ),
+    Divergence(
+        "undecompressable-batch",
+        "A batch whose compressed bytes do not decompress gets CORRUPT_MESSAGE from Strata, naming the "
+        "problem; Kafka's broker fails it with UNKNOWN_SERVER_ERROR.",
+        ("bad-batches/codec gzip, bytes plain/*/error_code",),
+    ),
+    Divergence(
+        "no-transactions-yet",
+        "Strata has no transactions yet: a transactional batch is INVALID_RECORD; Kafka checks the "
+        "transactional id first (TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one).",
+        ("bad-batches/transactional without transaction/*/error_code",),
+    ),
+    Divergence(
+        "trailing-bytes",
+        "Strata refuses a Produce whose records end in bytes that are not a whole batch; Kafka's broker "
+        "ignores a tail shorter than a batch header and stores the batches before it.",
+        ("bad-batches/trailing garbage*",),
+    ),
+    Divergence(
+        "negative-timestamps",
+        "Strata refuses record timestamps below 0 (INVALID_TIMESTAMP): every reader it serves (the HTTP "
+        "API's ISO times, Spark's timestamp column) must be able to represent them. Kafka stores them.",
+        ("bad-batches/negative timestamp*",),
+    ),
+    Divergence(
+        "max-timestamp-below-log-start",
+        "After DeleteRecords removes every record, Kafka's ListOffsets MAX_TIMESTAMP still answers the "
+        "deleted record with the largest timestamp (its segment is still on disk); Strata answers only "
+        "from records at or above the log start offset, so -1.",
+        ("delete-records/after -1 at -3/*",),
+    ),
+    Divergence(
+        "duplicate-append-time",
+        "For a duplicate idempotent batch Kafka returns the stored batch's timestamp as log_append_time_ms "
+        "even on a CreateTime topic; Strata returns -1, as for every CreateTime answer.",
+        ("idempotent-producer/duplicate/*/log_append_time_ms",),
+    ),
+)
