@@ -107,6 +107,16 @@ def _any(raw: str) -> str:
     return raw
 
 
+_THROTTLED_RE = re.compile(r"\*|[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*")
+
+
+def _throttled_replicas(raw: str) -> str:
+    # Kafka's ThrottledReplicaListValidator: empty, "*", or partition:broker pairs.
+    if raw.replace(" ", "") and not _THROTTLED_RE.fullmatch(raw.replace(" ", "")):
+        raise InvalidConfig(f"expected '*' or a list of partition:broker pairs, got {raw!r}")
+    return raw
+
+
 def _policy(raw: str) -> str:
     if raw.replace(" ", "") not in _CLEANUP_POLICIES:
         raise InvalidConfig(f"cleanup.policy must be delete, compact or compact,delete; got {raw!r}")
@@ -146,6 +156,9 @@ NO_EFFECT_CONFIGS: dict[str, tuple[Callable[[str], object], str]] = {
     "preallocate": (_bool, "false"),
     "min.insync.replicas": (_long(1), "1"),
     "unclean.leader.election.enable": (_bool, "false"),
+    # Replication throttles, which kafka-reassign-partitions sets: Strata moves no replicas.
+    "leader.replication.throttled.replicas": (_throttled_replicas, ""),
+    "follower.replication.throttled.replicas": (_throttled_replicas, ""),
     "message.format.version": (_any, "3.0-IV1"),
     "message.downconversion.enable": (_bool, "true"),
 }

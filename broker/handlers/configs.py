@@ -4,7 +4,8 @@ HTTP API's rules.
 Topic configs use Kafka's names, defaults and validation (storage/topic_config.py); a stored override is
 reported with source DYNAMIC_TOPIC_CONFIG and a default with DEFAULT_CONFIG, as Kafka reports them. The
 broker resource describes the listener's settings (read-only, STATIC_BROKER_CONFIG); altering it is refused.
-APPEND and SUBTRACT work on list configs (cleanup.policy) only, as in Kafka. The legacy AlterConfigs
+APPEND and SUBTRACT work on list configs (cleanup.policy) only, as in Kafka. A request naming one config
+twice for a resource is INVALID_REQUEST for that resource, as Kafka answers it. The legacy AlterConfigs
 replaces a topic's whole set of overrides, as Kafka's does: a config it does not name returns to its
 default. librdkafka 2.0.2's ``AlterConfigs`` admin call (and its test 0092) uses it.
 """
@@ -27,7 +28,7 @@ from kafka.protocol.admin.configs import (
 from agents.principals import Op, Resource
 from broker import errors
 from broker.context import BrokerContext
-from storage.errors import InvalidConfig, StrataError
+from storage.errors import BadRequest, InvalidConfig, StrataError
 from storage.topic_config import check_config_name, effective_configs, validate_configs, validate_topic_name
 
 TOPIC = 2
@@ -36,16 +37,28 @@ BROKER = 4
 _DYNAMIC_TOPIC_CONFIG = 1
 _STATIC_BROKER_CONFIG = 4
 _DEFAULT_CONFIG = 5
-# ConfigType (DescribeConfigs v3+)
+# ConfigType (DescribeConfigs v3+): the type Kafka's broker declares for each config (LogConfig,
+# KafkaConfig); every config not named here is a LONG there too.
 _BOOLEAN, _STRING, _INT, _LONG, _DOUBLE, _LIST = 1, 2, 3, 5, 6, 7
 _TYPES = {
     "cleanup.policy": _LIST,
+    "follower.replication.throttled.replicas": _LIST,
+    "leader.replication.throttled.replicas": _LIST,
     "min.cleanable.dirty.ratio": _DOUBLE,
     "max.message.bytes": _INT,
+    "segment.bytes": _INT,
+    "segment.index.bytes": _INT,
+    "index.interval.bytes": _INT,
+    "min.insync.replicas": _INT,
+    "preallocate": _BOOLEAN,
+    "unclean.leader.election.enable": _BOOLEAN,
+    "message.downconversion.enable": _BOOLEAN,
+    "message.timestamp.type": _STRING,
+    "message.format.version": _STRING,
+    "compression.type": _STRING,
     "auto.create.topics.enable": _BOOLEAN,
     "num.partitions": _INT,
     "socket.request.max.bytes": _INT,
-    "compression.type": _STRING,
 }
 _LIST_CONFIGS = frozenset(name for name, kind in _TYPES.items() if kind == _LIST)
 # IncrementalAlterConfigs operations
@@ -151,6 +164,9 @@ async def _alter(
             raise InvalidConfig("only topic configs can be altered; broker settings are STRATA_* settings")
         ctx.require(Op.ADMIN, Resource.TOPIC, resource.resource_name)
         name = validate_topic_name(resource.resource_name)
+        named = [c.name for c in resource.configs]
+        if len(set(named)) != len(named):
+            raise BadRequest(f"config keys named twice: {sorted({n for n in named if named.count(n) > 1})}")
         info = await asyncio.to_thread(ctx.metadata.get_topic, name)
         changes = changes_of(info.configs, resource)
         if not validate_only:
