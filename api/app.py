@@ -40,7 +40,7 @@ def create_app(
     app.add_middleware(
         LimitsAndAuth,
         max_body_bytes=ctx.limits.max_request_bytes,
-        principals=ctx.principals,
+        security=ctx.security,
         on_error=error_response,
         # A body is reserved before it arrives: it counts against the buffer's arriving share until it is in.
         admission=Admission(functools.partial(ctx.agent.buffer.reserve, arriving=True)),

@@ -17,7 +17,7 @@ from agents.agent import Agent
 from agents.budget import ByteBudget
 from agents.metrics import Metrics
 from agents.metrics_history import MetricsHistory
-from agents.principals import Principals
+from agents.security import Security
 from storage.clock import Clock
 from storage.metadata.base import AdminStore, CompactionCatalog, StatsReader
 from storage.metadata.coordination import GroupStore
@@ -73,8 +73,8 @@ class HttpContext:
     fetch_budget: ByteBudget
     limits: HttpLimits
     process: ThisProcess
-    # Who may use the HTTP door; None: no authentication, every request allowed.
-    principals: Principals | None
+    # Who may use the HTTP door and what they may do; None: no authentication, every request allowed.
+    security: Security | None
     # The Kafka listener as it is now (its port is known only once it listens); None when there is none.
     kafka_listener: Callable[[], KafkaListenerView | None]
     # Plan compaction of one topic now (``force``: whatever its dirty ratio), then wake the process's
