@@ -42,7 +42,9 @@ def security(principals: Principals, tmp_path: Path) -> Iterator[Security]:
         store.close()
 
 
-def _allow(principal: str, resource: ResourceType, name: str, pattern: PatternType, op: Operation) -> AclBinding:
+def _allow(
+    principal: str, resource: ResourceType, name: str, pattern: PatternType, op: Operation
+) -> AclBinding:
     return AclBinding(resource, name, pattern, principal, "*", op, Permission.ALLOW)
 
 
