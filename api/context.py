@@ -22,11 +22,12 @@ from storage.clock import Clock
 from storage.metadata.base import AdminStore, CompactionCatalog, StatsReader
 from storage.metadata.coordination import GroupStore
 from storage.metadata.rows import Job
+from storage.metadata.security import SecurityStore
 
 
-class HttpMetadata(AdminStore, GroupStore, StatsReader, CompactionCatalog, Protocol):
-    """The metadata roles the routes call: topics and their admin, groups, the console's statistics, and
-    the compaction catalog (bytes by level, and the log start DeleteRecords moves)."""
+class HttpMetadata(AdminStore, GroupStore, StatsReader, CompactionCatalog, SecurityStore, Protocol):
+    """The metadata roles the routes call: topics and their admin, groups, the console's statistics, the
+    compaction catalog (bytes by level, and the log start DeleteRecords moves), and ACLs and users."""
 
     url: str
 

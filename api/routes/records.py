@@ -20,6 +20,7 @@ from agents.buffer import Reservation
 from agents.chunks import decode_fetch
 from agents.delete_records import delete_records as delete_records_below
 from agents.permissions import TOPIC, route
+from agents.principals import ANYONE
 from api import authz, models
 from api._recordjson import render_offsets
 from api.context import HttpContext
@@ -46,6 +47,15 @@ def _reservation(request: Request, ctx: HttpContext) -> Reservation:
     """The memory the middleware reserved for this body (an empty one if admission did not apply)."""
     held: Reservation | None = request.scope.get(RESERVATION)
     return held if held is not None else ctx.agent.buffer.reserve(0)
+
+
+def _scoped(http: Request, key: str) -> str:
+    """The key as stored: with authentication, prefixed by the principal and a space (which no key holds),
+    so two principals sending the same key never see each other's answer."""
+    if not _IDEMPOTENCY_KEY_RE.fullmatch(key):
+        raise BadRequest("Idempotency-Key must be 1-200 printable ASCII characters")
+    who = authz.principal(http)
+    return key if who is None or who is ANYONE else f"{who.acl_principal} {key}"
 
 
 async def _body(http: Request) -> bytes:
@@ -95,8 +105,8 @@ async def produce(
             raise RecordTooLarge(
                 f"{len(recs)} records in one request; the limit is {ctx.limits.max_records_per_request}"
             )
-        if idempotency_key is not None and not _IDEMPOTENCY_KEY_RE.fullmatch(idempotency_key):
-            raise BadRequest("Idempotency-Key must be 1-200 printable ASCII characters")
+        if idempotency_key is not None:
+            idempotency_key = _scoped(http, idempotency_key)
         if isinstance(recs, TextRecords):
             # Encoded in one C loop; a record it declines sends the request through encode, which says why.
             request = agent.encode_text(cached, recs.items) or agent.encode(cached, recs.records())

@@ -92,9 +92,11 @@ async def _lookup(ctx: BrokerContext, name: str, auto_create: bool) -> TopicInfo
     try:
         return await asyncio.to_thread(ctx.metadata.get_topic, name)
     except UnknownTopic:
-        # Auto-creation creates a topic: only for a principal allowed to (CREATE on the name or cluster).
-        if not auto_create or not ctx.may(_AUTO_CREATE, name):
+        if not auto_create:
             raise
+    # Auto-creation creates a topic: only for a principal allowed to (CREATE on the name or the cluster);
+    # refused, Kafka answers TOPIC_AUTHORIZATION_FAILED.
+    ctx.require(_AUTO_CREATE, name)
     try:
         now = ctx.clock.now_ms()
         await asyncio.to_thread(ctx.metadata.create_topic, name, ctx.config.num_partitions, {}, now)
