@@ -280,7 +280,8 @@ def test_a_change_on_one_agent_is_seen_on_another(kafka_factory: Callable[..., A
         )["erin"].result(10)
         took_removal = _until(lambda: not scram_login(second, "erin", "erin-pw-0c2d"), bound_s)
         print(
-            f"seen on the other agent after {took:.3f} s (user), {took_acl:.3f} s (ACL), {took_removal:.3f} s (removal)"
+            f"seen on the other agent after {took:.3f} s (user), {took_acl:.3f} s (ACL),"
+            f" {took_removal:.3f} s (removal)"
         )
 
 
