@@ -7,8 +7,9 @@ one coordinator row per group and the ``group_offsets`` table, shared by both fr
 - States and member lists are shown as the coordinator would see them now: members past their session
   timeout are dropped first (``group_state.expire``, what the sweep stores within a second), so the view
   agrees with the reset's "has active members" check.
-- Permissions: listing and describing need read on the group; the partitions (and assigned topics) of
-  topics the principal may not read are left out. A reset needs admin on the group and read on the topic.
+- Permissions (agents/permissions.py): listing and describing need DESCRIBE on the group; the partitions
+  (and assigned topics) of topics the principal may not describe are left out. Setting or resetting
+  offsets needs READ on the group and on the topic, as Kafka's OffsetCommit.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ async def list_groups(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> gm.GroupListOut:
-    """The groups the principal may read, by id, a page at a time (Kafka's ListGroups)."""
+    """The groups the principal may describe, by id, a page at a time (Kafka's ListGroups)."""
     _no_nul("prefix", prefix)
     _no_nul("after", after)
     found: list[tuple[str, GroupRow | None]] = []
@@ -78,7 +79,7 @@ async def list_groups(
 @router.get("/v1/groups/{group}", response_model=gm.GroupOut, responses=ERRORS)
 async def describe_group(http: Request, ctx: CtxDep, group: str) -> gm.GroupOut:
     """The group's state, members with their assignments, and each partition's committed offset and lag
-    (``kafka-consumer-groups --describe``): read on the group."""
+    (``kafka-consumer-groups --describe``): DESCRIBE on the group."""
     gid = group_id(group)
     authz.check(http, _DESCRIBE.need(GROUP), gid)
     row = await asyncio.to_thread(ctx.metadata.load_group, gid)
@@ -204,7 +205,7 @@ async def commit_offsets(
 
 @router.get("/v1/groups/{group}/offsets", response_model=models.GroupOffsetsOut, responses=ERRORS)
 async def read_offsets(http: Request, ctx: CtxDep, group: str) -> models.GroupOffsetsOut:
-    """The group's offsets (Kafka's OffsetFetch): read on the group; topics the principal may not read
+    """The group's offsets (Kafka's OffsetFetch): DESCRIBE on the group; topics the principal may not describe
     are left out."""
     gid = group_id(group)
     authz.check(http, _OFFSETS.need(GROUP), gid)

@@ -82,7 +82,7 @@ async def list_topics(
         bool, Query(description=f"add a summary per topic of the page (page size {DETAIL_PAGE} by default)")
     ] = False,
 ) -> cm.TopicListOut:
-    """The topics this principal may read or write (as Kafka's Metadata lists only describable topics),
+    """The topics this principal may describe (as Kafka's Metadata lists only those),
     sorted by name (code points). With ``limit`` or ``detail``, one page of them and ``next_after``."""
     names = await asyncio.to_thread(ctx.metadata.list_topics)
     # Names only, filtered here: thousands of names are a small answer, and a page must count only the
