@@ -64,11 +64,23 @@ def test_acl_routes(secured: RunningServer) -> None:
     # carol's ACLs are in force at once on this agent.
     secured.runtime.metadata.create_topic("audit.x", 1, {}, 0)
     assert c.get("/v1/topics", headers=basic("carol")).json()["topics"] == ["audit.x"]
+    # The host is the client's address: an ACL for another host does not apply to this client.
+    secured.runtime.metadata.create_topic("hosted", 1, {}, 0)
+    elsewhere = {**acl, "resource_name": "hosted", "pattern_type": "LITERAL", "host": "10.9.9.9"}
+    assert c.post("/v1/acls", json={"acls": [elsewhere]}, headers=ADMIN).status_code == 201
+    assert c.get("/v1/topics", headers=basic("carol")).json()["topics"] == ["audit.x"]
+    here = {**elsewhere, "host": "127.0.0.1"}
+    assert c.post("/v1/acls", json={"acls": [here]}, headers=ADMIN).status_code == 201
+    assert c.get("/v1/topics", headers=basic("carol")).json()["topics"] == ["audit.x", "hosted"]
     bad = c.post("/v1/acls", json={"acls": [{**acl, "resource_type": "CLUSTER"}]}, headers=ADMIN)
     assert (bad.status_code, bad.json()["error_code"]) == (400, 40001)
     assert "kafka-cluster" in bad.json()["message"]
     assert c.delete("/v1/acls", headers=ADMIN).json()["error_code"] == 40001  # a bare DELETE
-    deleted = c.delete("/v1/acls", params={"principal": "User:carol", "operation": "WRITE"}, headers=ADMIN)
+    deleted = c.delete(
+        "/v1/acls",
+        params={"principal": "User:carol", "operation": "WRITE", "resource_name": "audit."},
+        headers=ADMIN,
+    )
     assert [a["operation"] for a in deleted.json()["deleted"]] == ["WRITE"]
     for method, path in (("GET", "/v1/acls"), ("POST", "/v1/acls"), ("DELETE", "/v1/acls?principal=x")):
         refused = c.request(method, path, json={"acls": [acl]}, headers=basic("alice"))
