@@ -89,13 +89,6 @@ class AclBinding:
     operation: Operation
     permission: Permission
 
-    def describe(self) -> str:
-        """One line for logs and error messages (an ACL holds no secret)."""
-        return (
-            f"{self.permission.name} {self.principal} from {self.host} {self.operation.name} on "
-            f"{self.resource_type.name} {self.pattern_type.name} {self.resource_name!r}"
-        )
-
 
 def validate_binding(binding: AclBinding) -> AclBinding:
     """BadRequest (Kafka's INVALID_REQUEST) for a binding Kafka's controller would refuse to store."""
@@ -118,7 +111,18 @@ def validate_binding(binding: AclBinding) -> AclBinding:
         )
     if not binding.host:
         raise BadRequest("host should not be empty: '*' is every host")
+    for text in (binding.resource_name, binding.principal, binding.host):
+        if "\x00" in text or not _encodable(text):
+            raise BadRequest("resource names, principals and hosts must be UTF-8 text without NUL")
     return binding
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, which JSON can carry and UTF-8 cannot
+        return False
+    return True
 
 
 E = TypeVar("E", ResourceType, PatternType, Operation, Permission)

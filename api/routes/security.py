@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import os
 from typing import Annotated
 
@@ -161,7 +160,7 @@ def _salted(mechanism: str, body: sm.ScramIn) -> tuple[bytes, bytes]:
             return base64.b64decode(body.salt, validate=True), base64.b64decode(
                 body.salted_password, validate=True
             )
-        except binascii.Error:
+        except ValueError:  # binascii.Error, or a character outside ASCII
             raise InvalidPayload("salt and salted_password must be base64") from None
     raise InvalidPayload("send either password, or salt and salted_password")
 
