@@ -1,4 +1,5 @@
-"""Who may do what: the principals of both front doors, their credentials and their permissions.
+"""The principals file: who the principals are, the credentials they authenticate with, and the grants
+that seed Kafka's ACLs.
 
 One source for both doors: a TOML file (``--principals-file``) names each principal once, with
 the password its Kafka clients authenticate with over SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and HTTP
@@ -7,15 +8,16 @@ clients with Basic auth, the bearer tokens its HTTP clients may send instead, an
     [principals.alice]
     password = "alice-secret"
     tokens = ["alice-token"]          # optional
-    superuser = false                 # optional: every operation on every name
+    superuser = false                 # optional: a Kafka super user, allowed every operation
     topics = { read = ["orders."], write = ["orders."], admin = [] }
     groups = { read = ["billing-"] }
 
-A grant is an operation on the names starting with a prefix; ``"*"`` is every name. The operations:
-- topics: ``read`` (fetch, list offsets, describe, commit a group's offset for it), ``write`` (produce) and
-  ``admin`` (create, delete, alter configs, add partitions, compact);
-- groups: ``read`` (join, commit, fetch offsets, describe) and ``admin`` (delete a group or its offsets).
-``admin`` implies ``read`` and ``write`` on the same names, as Kafka's ALL implies every operation.
+A grant is an operation on the names starting with a prefix; ``"*"`` is every name. Grants are not checked
+themselves: at start-up each becomes a Kafka ACL in the metadata store (``file_acls``), which is what every
+request is checked against (agents/security.py), beside the ACLs added at run time:
+- topics: ``read`` -> ALLOW READ, ``write`` -> ALLOW WRITE, ``admin`` -> ALLOW ALL on TOPIC;
+- groups: ``read`` -> ALLOW READ, ``admin`` -> ALLOW ALL on GROUP;
+- a prefix -> a PREFIXED pattern, ``"*"`` -> the LITERAL name ``*``; principal ``User:<name>``, host ``*``.
 
 TOML because it is in the standard library (``tomllib``) and is what people write configuration in. The
 file holds passwords in clear, like Kafka's JAAS file for PLAIN: keep it readable by Strata only. SCRAM's
@@ -31,74 +33,46 @@ import hashlib
 import hmac
 import os
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 
 from scramp import ScramException, ScramMechanism
 
-from storage.errors import Forbidden, GroupForbidden, SettingsError
+from agents.scram import SCRAM_ITERATIONS, SCRAM_MECHANISMS, ScramCredential
+from storage.acl_model import (
+    WILDCARD,
+    AclBinding,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+    user_principal,
+)
+from storage.errors import SettingsError
 
-SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-# RFC 7677's minimum; Kafka's kafka-configs --add-config SCRAM-SHA-256=[iterations=4096,...] default.
-SCRAM_ITERATIONS = 4096
-
-
-class Resource(Enum):
-    TOPIC = "topics"
-    GROUP = "groups"
-
-
-class Op(Enum):
-    READ = "read"
-    WRITE = "write"
-    ADMIN = "admin"
-
-
-# Which operations may be granted on which resource.
-GRANTABLE: dict[Resource, frozenset[Op]] = {
-    Resource.TOPIC: frozenset({Op.READ, Op.WRITE, Op.ADMIN}),
-    Resource.GROUP: frozenset({Op.READ, Op.ADMIN}),
+# The grants a principals file may give, per resource, and the ACL operation each becomes.
+GRANTS: dict[str, tuple[ResourceType, dict[str, Operation]]] = {
+    "topics": (
+        ResourceType.TOPIC,
+        {"read": Operation.READ, "write": Operation.WRITE, "admin": Operation.ALL},
+    ),
+    "groups": (ResourceType.GROUP, {"read": Operation.READ, "admin": Operation.ALL}),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class ScramCredential:
-    salt: bytes
-    stored_key: bytes = field(repr=False)
-    server_key: bytes = field(repr=False)
-    iterations: int = SCRAM_ITERATIONS
 
 
 @dataclass(frozen=True, slots=True)
 class Principal:
     name: str
     superuser: bool = False
-    # (resource, op) -> name prefixes; "*" matches every name.
-    grants: Mapping[tuple[Resource, Op], tuple[str, ...]] = field(default_factory=dict)
+    # The ACLs the file grants this principal (seeded into the metadata store, see the module docstring).
+    acls: tuple[AclBinding, ...] = ()
     password: str | None = field(default=None, repr=False)
     tokens: frozenset[str] = field(default=frozenset(), repr=False)
     scram: Mapping[str, ScramCredential] = field(default_factory=dict, repr=False)
 
-    def may(self, op: Op, resource: Resource, name: str | None) -> bool:
-        if name is None:
-            return False  # a null topic or group name (the Kafka door decodes them) matches no grant
-        if self.superuser:
-            return True
-        ops = (op, Op.ADMIN) if op is not Op.ADMIN else (Op.ADMIN,)
-        for granted in ops:
-            for prefix in self.grants.get((resource, granted), ()):
-                if prefix == "*" or name.startswith(prefix):
-                    return True
-        return False
-
-    def may_any(self, op: Op, resource: Resource) -> bool:
-        """Whether some name allows ``op`` (an idempotent producer needs write on some topic, as Kafka's
-        KIP-679 asks)."""
-        if self.superuser:
-            return True
-        ops = (op, Op.ADMIN) if op is not Op.ADMIN else (Op.ADMIN,)
-        return any(self.grants.get((resource, granted)) for granted in ops)
+    @property
+    def acl_principal(self) -> str:
+        return user_principal(self.name)
 
 
 # The principal of a bearer token from STRATA_API_TOKENS: those tokens predate principals and have always
@@ -107,34 +81,6 @@ TOKEN_SUPERUSER = "token"
 
 # Whoever uses a front door that runs without authentication: every operation is allowed.
 ANYONE = Principal("anyone", superuser=True)
-
-
-# The checks both front doors make (api/authz.py, broker/context.py), on the principal of the request:
-# ANYONE without authentication, None for a request that has not authenticated.
-
-
-def may(who: Principal | None, op: Op, resource: Resource, name: str | None) -> bool:
-    return who is not None and who.may(op, resource, name)
-
-
-def may_describe(who: Principal | None, topic: str | None) -> bool:
-    """Describing a topic (its partitions, offsets and configs): Kafka's DESCRIBE, which its READ and
-    WRITE imply. DescribeConfigs asks the same, where Kafka asks DESCRIBE_CONFIGS (implied only by
-    ALTER_CONFIGS): a topic's configs are no secret from those who may read or write it."""
-    return may(who, Op.READ, Resource.TOPIC, topic) or may(who, Op.WRITE, Resource.TOPIC, topic)
-
-
-def require(who: Principal | None, op: Op, resource: Resource, name: str | None) -> None:
-    """Forbidden (a topic) or GroupForbidden (a group) unless ``may``: HTTP 403, and on the Kafka door
-    TOPIC_/GROUP_AUTHORIZATION_FAILED."""
-    if not may(who, op, resource, name):
-        message = f"principal {who.name if who else '?'!r} may not {op.value} {resource.value[:-1]} {name!r}"
-        raise Forbidden(message) if resource is Resource.TOPIC else GroupForbidden(message)
-
-
-def require_describe(who: Principal | None, topic: str | None) -> None:
-    if not may_describe(who, topic):
-        require(who, Op.READ, Resource.TOPIC, topic)
 
 
 class Principals:
@@ -160,15 +106,24 @@ class Principals:
     def __len__(self) -> int:
         return len(self._by_name)
 
+    def __iter__(self) -> Iterator[Principal]:
+        return iter(self._by_name.values())
+
+    def file_acls(self) -> list[AclBinding]:
+        """Every principal's grants as ACL bindings: what start-up seeds into the metadata store."""
+        return sorted({b for p in self._by_name.values() for b in p.acls})
+
     def get(self, name: str) -> Principal | None:
         return self._by_name.get(name)
 
-    def scram_credential(self, mechanism: str, name: str) -> ScramCredential:
-        """The SCRAM credential of ``name``, or a made-up one that no password matches."""
+    def scram_credential(self, mechanism: str, name: str) -> ScramCredential | None:
+        """The SCRAM credential the file's password gives ``name`` (None: not a principal of the file, or
+        one without a password)."""
         principal = self._by_name.get(name)
-        credential = principal.scram.get(mechanism) if principal is not None else None
-        if credential is not None:
-            return credential
+        return principal.scram.get(mechanism) if principal is not None else None
+
+    def made_up_credential(self, mechanism: str, name: str) -> ScramCredential:
+        """A credential for a name that has none: no password matches it."""
         digest = hashlib.sha512 if mechanism.endswith("512") else hashlib.sha256
         salt = hmac.new(self._secret, name.encode(), digest).digest()[:16]
         stored, server = self._unknown_keys[mechanism]
@@ -254,26 +209,37 @@ def _principal(name: str, body: object, source: str) -> Principal:
         raise SettingsError(f"{where}: superuser must be true or false")
     if password is None and not tokens:
         raise SettingsError(f"{where} has neither a password nor tokens, so it could never authenticate")
-    grants: dict[tuple[Resource, Op], tuple[str, ...]] = {}
-    for resource in Resource:
-        section = body.get(resource.value, {})
-        if not isinstance(section, dict):
-            raise SettingsError(f"{where}: {resource.value} must be a table of operation = [prefixes]")
-        for op_name, prefixes in section.items():
-            try:
-                op = Op(op_name)
-            except ValueError:
-                op = None
-            if op is None or op not in GRANTABLE[resource]:
-                allowed = sorted(o.value for o in GRANTABLE[resource])
-                raise SettingsError(f"{where}: {resource.value}.{op_name} is not one of {allowed}")
-            if not isinstance(prefixes, list) or not all(isinstance(p, str) and p for p in prefixes):
-                raise SettingsError(
-                    f"{where}: {resource.value}.{op_name} must be a list of non-empty prefixes"
-                )
-            grants[(resource, op)] = tuple(prefixes)
+    acls = _grants(name, body, where)
     try:
         scram = {m: scram_credential(m, password) for m in SCRAM_MECHANISMS} if password is not None else {}
     except ScramException as exc:  # its message names the offending character class, not the password
         raise SettingsError(f"{where}: the password cannot be used with SCRAM (SASLprep): {exc}") from None
-    return Principal(name, superuser, grants, password, frozenset(tokens), scram)
+    return Principal(name, superuser, acls, password, frozenset(tokens), scram)
+
+
+def _grants(name: str, body: Mapping[str, object], where: str) -> tuple[AclBinding, ...]:
+    """The ``topics`` and ``groups`` tables of one principal as ALLOW bindings (module docstring)."""
+    acls: list[AclBinding] = []
+    for section_name, (resource_type, operations) in GRANTS.items():
+        section = body.get(section_name, {})
+        if not isinstance(section, dict):
+            raise SettingsError(f"{where}: {section_name} must be a table of operation = [prefixes]")
+        for op_name, prefixes in section.items():
+            if op_name not in operations:
+                raise SettingsError(f"{where}: {section_name}.{op_name} is not one of {sorted(operations)}")
+            if not isinstance(prefixes, list) or not all(isinstance(p, str) and p for p in prefixes):
+                raise SettingsError(f"{where}: {section_name}.{op_name} must be a list of non-empty prefixes")
+            for prefix in prefixes:
+                pattern = PatternType.LITERAL if prefix == WILDCARD else PatternType.PREFIXED
+                acls.append(
+                    AclBinding(
+                        resource_type,
+                        prefix,
+                        pattern,
+                        user_principal(name),
+                        WILDCARD,
+                        operations[op_name],
+                        Permission.ALLOW,
+                    )
+                )
+    return tuple(acls)

@@ -1,17 +1,21 @@
-"""Per-principal permissions on the HTTP door: the same grants (agents/principals.py) the Kafka door
-checks, asked of the principal the middleware (api/middleware.py) authenticated for this request.
+"""Per-principal permissions on the HTTP door: the permission table's needs (agents/permissions.py) asked
+of the principal the middleware (api/middleware.py) authenticated for this request, against the same ACLs
+the Kafka door checks (agents/security.py).
 
 A request carries its principal in the ASGI scope under ``PRINCIPAL``; the key is absent when the agent
-runs without authentication, and then everything is allowed. A denied request is 403: ``Forbidden``
-(40301) for a topic, ``GroupForbidden`` (40302) for a consumer group.
+runs without authentication, and then everything is allowed. A denied request is 403 with the code of the
+resource: ``Forbidden`` (40301) for a topic, ``GroupForbidden`` (40302) for a consumer group,
+``ClusterForbidden`` (40303) for the cluster.
 """
 
 from __future__ import annotations
 
 from fastapi import Request
 
-from agents import principals as access
-from agents.principals import ANYONE, Op, Principal, Resource
+from agents import security as access
+from agents.permissions import Need
+from agents.principals import ANYONE, Principal
+from agents.security import Security
 
 PRINCIPAL = "strata.principal"
 
@@ -24,17 +28,15 @@ def principal(request: Request) -> Principal | None:
     return found
 
 
-def check(request: Request, op: Op, resource: Resource, name: str) -> None:
-    access.require(principal(request), op, resource, name)
+def _host(request: Request) -> str:
+    return request.client.host if request.client is not None else ""
 
 
-def may(request: Request, op: Op, resource: Resource, name: str) -> bool:
-    return access.may(principal(request), op, resource, name)
+def may(request: Request, need: Need, name: str | None = None) -> bool:
+    security: Security | None = request.app.state.ctx.security
+    return access.permits(security, principal(request), _host(request), need, name)
 
 
-def may_describe(request: Request, topic: str) -> bool:
-    return access.may_describe(principal(request), topic)
-
-
-def check_describe(request: Request, topic: str) -> None:
-    access.require_describe(principal(request), topic)
+def check(request: Request, need: Need, name: str | None = None) -> None:
+    if not may(request, need, name):
+        raise access.refusal(need, principal(request), name)

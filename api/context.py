@@ -17,16 +17,17 @@ from agents.agent import Agent
 from agents.budget import ByteBudget
 from agents.metrics import Metrics
 from agents.metrics_history import MetricsHistory
-from agents.principals import Principals
+from agents.security import Security
 from storage.clock import Clock
 from storage.metadata.base import AdminStore, CompactionCatalog, StatsReader
 from storage.metadata.coordination import GroupStore
 from storage.metadata.rows import Job
+from storage.metadata.security import SecurityStore
 
 
-class HttpMetadata(AdminStore, GroupStore, StatsReader, CompactionCatalog, Protocol):
-    """The metadata roles the routes call: topics and their admin, groups, the console's statistics, and
-    the compaction catalog (bytes by level, and the log start DeleteRecords moves)."""
+class HttpMetadata(AdminStore, GroupStore, StatsReader, CompactionCatalog, SecurityStore, Protocol):
+    """The metadata roles the routes call: topics and their admin, groups, the console's statistics, the
+    compaction catalog (bytes by level, and the log start DeleteRecords moves), and ACLs and users."""
 
     url: str
 
@@ -73,8 +74,8 @@ class HttpContext:
     fetch_budget: ByteBudget
     limits: HttpLimits
     process: ThisProcess
-    # Who may use the HTTP door; None: no authentication, every request allowed.
-    principals: Principals | None
+    # Who may use the HTTP door and what they may do; None: no authentication, every request allowed.
+    security: Security | None
     # The Kafka listener as it is now (its port is known only once it listens); None when there is none.
     kafka_listener: Callable[[], KafkaListenerView | None]
     # Plan compaction of one topic now (``force``: whatever its dirty ratio), then wake the process's

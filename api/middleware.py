@@ -2,8 +2,11 @@
 
 Authentication (with STRATA_API_TOKENS or --principals-file): every path but the probes needs
 ``Authorization: Bearer <token>`` (a principal's token, or one of STRATA_API_TOKENS) or ``Authorization:
-Basic`` with a principal's name and password, the same password its Kafka clients use over SASL. The
-principal rides in the ASGI scope (api/authz.py) for the routes' permission checks.
+Basic`` with a principal's name and password, the same password its Kafka clients use over SASL (or a
+SCRAM credential stored at run time, agents/security.py). The principal rides in the ASGI scope
+(api/authz.py) for the routes' permission checks. A probe (the permission table's unauthenticated
+paths) is served without credentials; it carries the principal of valid ones, and None otherwise, so that
+it can tell an operator more than an anonymous caller.
 
 Admission: before a produce body is read, the agent's buffer is asked for a ``Reservation`` of its declared
 size (agents/buffer.py owns the budget). The reservation rides in the ASGI scope to the produce handler,
@@ -32,12 +35,14 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agents.buffer import Reservation
-from agents.principals import Principal, Principals
+from agents.permissions import UNAUTHENTICATED_PATHS
+from agents.principals import Principal
+from agents.security import Security
 from api.authz import PRINCIPAL
 from storage.errors import BadRequest, BufferFull, RecordTooLarge, RequestTimeout, StrataError, Unauthorized
 
 # Probes and scrapes stay reachable without a token, as load balancers and Prometheus expect.
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+OPEN_PATHS = UNAUTHENTICATED_PATHS
 # The scope key under which the produce handler finds the Reservation made for its body.
 RESERVATION = "strata.reservation"
 
@@ -76,7 +81,7 @@ class LimitsAndAuth:
         app: ASGIApp,
         *,
         max_body_bytes: int,
-        principals: Principals | None,
+        security: Security | None,
         on_error: Callable[[StrataError], Response],
         admission: Admission | None = None,
         body_timeout_s: float = 30.0,
@@ -84,7 +89,7 @@ class LimitsAndAuth:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
-        self.principals = principals
+        self.security = security
         self.on_error = on_error
         self.admission = admission
 
@@ -93,9 +98,9 @@ class LimitsAndAuth:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        if self.principals is not None and scope["path"] not in OPEN_PATHS:
-            principal = self._authenticate(headers, self.principals)
-            if principal is None:
+        if self.security is not None:
+            principal = self._authenticate(headers, self.security)
+            if principal is None and scope["path"] not in OPEN_PATHS:
                 await self.on_error(Unauthorized("missing or invalid credentials"))(scope, receive, send)
                 return
             scope[PRINCIPAL] = principal
@@ -178,7 +183,7 @@ class LimitsAndAuth:
         return RecordTooLarge(f"request body exceeds {self.max_body_bytes} bytes")
 
     @staticmethod
-    def _authenticate(headers: dict[bytes, bytes], principals: Principals) -> Principal | None:
+    def _authenticate(headers: dict[bytes, bytes], principals: Security) -> Principal | None:
         value = headers.get(b"authorization", b"").decode("latin-1")
         scheme, _, credentials = value.partition(" ")
         credentials = credentials.strip()

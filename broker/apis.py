@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import DeleteRecordsRequest
+from kafka.protocol.admin.acl import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 from kafka.protocol.admin.cluster import DescribeClusterRequest
 from kafka.protocol.admin.configs import (
     AlterConfigsRequest,
@@ -22,6 +23,7 @@ from kafka.protocol.admin.configs import (
 )
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.admin.topics import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+from kafka.protocol.admin.users import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.group import (
@@ -44,6 +46,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from broker import errors
 from broker.budget import Held
 from broker.context import BrokerContext
+from broker.handlers.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from broker.handlers.configs import (
     handle_alter_configs,
     handle_describe_configs,
@@ -58,6 +61,7 @@ from broker.handlers.groups import handle_heartbeat, handle_join_group, handle_l
 from broker.handlers.metadata import handle_describe_cluster, handle_metadata
 from broker.handlers.offsets import handle_list_offsets
 from broker.handlers.producer_id import handle_init_producer_id
+from broker.handlers.scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from broker.handlers.topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 
 # A handler answers with a response, None (no answer), or a response held against a budget until written.
@@ -112,6 +116,9 @@ TABLE: dict[int, Api] = {
         Api(20, 1, 4, DeleteTopicsRequest, handle_delete_topics),
         Api(21, 0, 2, DeleteRecordsRequest, handle_delete_records),
         Api(22, 0, 4, InitProducerIdRequest, handle_init_producer_id),
+        Api(29, 1, 3, DescribeAclsRequest, handle_describe_acls),
+        Api(30, 1, 3, CreateAclsRequest, handle_create_acls),
+        Api(31, 1, 3, DeleteAclsRequest, handle_delete_acls),
         Api(32, 1, 4, DescribeConfigsRequest, handle_describe_configs),
         Api(33, 0, 2, AlterConfigsRequest, handle_alter_configs),
         Api(36, 0, 2, SaslAuthenticateRequest, None),
@@ -119,6 +126,8 @@ TABLE: dict[int, Api] = {
         Api(42, 0, 2, DeleteGroupsRequest, handle_delete_groups),
         Api(44, 0, 1, IncrementalAlterConfigsRequest, handle_incremental_alter_configs),
         Api(47, 0, 0, OffsetDeleteRequest, handle_offset_delete),
+        Api(50, 0, 0, DescribeUserScramCredentialsRequest, handle_describe_user_scram_credentials),
+        Api(51, 0, 0, AlterUserScramCredentialsRequest, handle_alter_user_scram_credentials),
         Api(60, 0, 1, DescribeClusterRequest, handle_describe_cluster),
     )
 }

@@ -115,7 +115,7 @@ class Connection(ProduceAdmission, asyncio.BufferedProtocol):
         self._lost = False
         self._finishing = False  # answer what is owed, then close (a failed SASL exchange)
         self._tls = False
-        self._gate = SaslGate(ctx.principals, self._answers, self)
+        self._gate = SaslGate(ctx.security, self._answers, self)
         # The gate's exchange, read on every frame; None when the listener needs no authentication.
         self._sasl = self._gate.exchange
         # Produce requests waiting for their flush, and how many unanswered requests stop this client from

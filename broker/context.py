@@ -2,18 +2,21 @@
 the connection's principal.
 
 Each connection holds its own context: once SASL authenticates it, ``principal`` is set in that copy, so a
-handler asks ``ctx.may(...)`` and never sees another connection's identity."""
+handler asks ``ctx.may(need, name)`` with a need from the permission table (agents/permissions.py) and never
+sees another connection's identity."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
 
-from agents import principals as access
+from agents import security as access
 from agents.agent import Agent
 from agents.budget import ByteBudget
 from agents.buffer import ProduceBuffer
-from agents.principals import ANYONE, Op, Principal, Principals, Resource
+from agents.permissions import Need
+from agents.principals import ANYONE, Principal
+from agents.security import Security, client_host
 from broker.batch_checks import BatchChecks
 from broker.cluster import ClusterView
 from broker.config import BrokerConfig
@@ -41,8 +44,8 @@ class BrokerContext:
     # The live agents as brokers, with --kafka-cluster (set by the listener once registered).
     cluster: ClusterView | None = None
     # --principals-file: every connection authenticates with SASL first, and requests are checked against
-    # its principal's grants. None: no authentication, every request allowed.
-    principals: Principals | None = None
+    # the ACLs for its principal. None: no authentication, every request allowed.
+    security: Security | None = None
     principal: Principal | None = None
     # The client's address as Kafka's DescribeGroups shows a member's host ("/127.0.0.1"); set by the
     # connection, empty where the transport has no IP peer.
@@ -60,23 +63,15 @@ class BrokerContext:
     @property
     def who(self) -> Principal | None:
         """This connection's principal: ANYONE without authentication, None before it authenticates."""
-        return ANYONE if self.principals is None else self.principal
+        return ANYONE if self.security is None else self.principal
 
-    def may(self, op: Op, resource: Resource, name: str | None) -> bool:
-        return access.may(self.who, op, resource, name)
+    def may(self, need: Need, name: str | None = None) -> bool:
+        return access.permits(self.security, self.who, client_host(self.client_host), need, name)
 
-    def require(self, op: Op, resource: Resource, name: str | None) -> None:
-        access.require(self.who, op, resource, name)
-
-    def may_describe(self, topic: str) -> bool:
-        return access.may_describe(self.who, topic)
-
-    def require_describe(self, topic: str) -> None:
-        access.require_describe(self.who, topic)
-
-    def may_any(self, op: Op, resource: Resource) -> bool:
-        who = self.who
-        return who is not None and who.may_any(op, resource)
+    def require(self, need: Need, name: str | None = None) -> None:
+        """The need's Forbidden (the resource's *_AUTHORIZATION_FAILED) unless ``may``."""
+        if not self.may(need, name):
+            raise access.refusal(need, self.who, name)
 
     @property
     def brokers(self) -> list[tuple[int, str, int]]:

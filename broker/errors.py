@@ -12,6 +12,7 @@ from storage.errors import (
     BufferFull,
     ClusterForbidden,
     CorruptObject,
+    DuplicateResource,
     FencedInstanceId,
     Forbidden,
     GroupForbidden,
@@ -39,9 +40,12 @@ from storage.errors import (
     SaslAuthenticationFailed,
     StrataError,
     TopicExists,
+    TransactionalIdForbidden,
+    UnacceptableCredential,
     Unavailable,
     UnknownMemberId,
     UnknownPartition,
+    UnknownScramCredential,
     UnknownTopic,
     UnsupportedSaslMechanism,
 )
@@ -90,15 +94,23 @@ CLUSTER_AUTHORIZATION_FAILED = 31
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 SASL_AUTHENTICATION_FAILED = 58
+RESOURCE_NOT_FOUND = 91
+DUPLICATE_RESOURCE = 92
+UNACCEPTABLE_CREDENTIAL = 93
+SECURITY_DISABLED = 54
 
 # Most specific class first; the first match by isinstance wins.
 _BY_TYPE: tuple[tuple[type[StrataError], int], ...] = (
     (GroupForbidden, GROUP_AUTHORIZATION_FAILED),
     (ClusterForbidden, CLUSTER_AUTHORIZATION_FAILED),
+    (TransactionalIdForbidden, TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
     (Forbidden, TOPIC_AUTHORIZATION_FAILED),
     (SaslAuthenticationFailed, SASL_AUTHENTICATION_FAILED),
     (UnsupportedSaslMechanism, UNSUPPORTED_SASL_MECHANISM),
     (IllegalSaslState, ILLEGAL_SASL_STATE),
+    (UnknownScramCredential, RESOURCE_NOT_FOUND),
+    (DuplicateResource, DUPLICATE_RESOURCE),
+    (UnacceptableCredential, UNACCEPTABLE_CREDENTIAL),
     (UnknownTopic, UNKNOWN_TOPIC_OR_PARTITION),
     (UnknownPartition, UNKNOWN_TOPIC_OR_PARTITION),
     (InvalidTopicName, INVALID_TOPIC_EXCEPTION),

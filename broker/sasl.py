@@ -8,7 +8,7 @@ Mechanisms:
   server-final over two SaslAuthenticate round trips. The message syntax, nonces and proofs are scramp's
   (the SCRAM library pg8000 uses): a well-kept implementation of a protocol where a hand-written parser is
   an easy place for a mistake. An unknown user gets made-up credentials with a salt stable per name and
-  no hashing per attempt (``Principals.scram_credential``), so the exchange fails at the proof like a
+  no hashing per attempt (``Security.scram_credential``), so the exchange fails at the proof like a
   wrong password does and neither its salt nor its timing tells which names exist.
 
 The states: ``NEW`` (only ApiVersions and SaslHandshake are served) -> ``HANDSHAKEN`` (mechanism chosen)
@@ -20,7 +20,7 @@ answered with a bare size-prefixed token (``raw``), until the exchange completes
 but librdkafka reads "SASL handshake supported" from ApiVersions advertising v0, so v0 is offered and
 served.
 
-The gate: with principals configured (``ctx.principals``), a connection serves nothing but ApiVersions,
+The gate: with authentication configured (``ctx.security``), a connection serves nothing but ApiVersions,
 SaslHandshake and SaslAuthenticate until SASL succeeds; any other request closes it, as Kafka's broker
 does, and frames over ``SASL_MAX_FRAME`` are refused before that (Kafka's ``sasl.server.max.receive.size``).
 Frames read before authentication are reserved from a small budget of their own
@@ -45,7 +45,8 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 from scramp import ScramException, ScramMechanism
 
-from agents.principals import Principal, Principals
+from agents.principals import Principal
+from agents.security import Security
 from broker import apis, errors, frames
 from broker.answers import Answers
 from broker.codec import Decoded
@@ -69,8 +70,8 @@ _FAILED = "Authentication failed: invalid username or password"
 
 
 class SaslExchange:
-    def __init__(self, principals: Principals, mechanisms: tuple[str, ...] = MECHANISMS) -> None:
-        self._principals = principals
+    def __init__(self, security: Security, mechanisms: tuple[str, ...] = MECHANISMS) -> None:
+        self._security = security
         self.mechanisms = mechanisms
         self.state = State.NEW
         self.mechanism: str | None = None
@@ -117,7 +118,7 @@ class SaslExchange:
             raise SaslAuthenticationFailed("malformed SASL/PLAIN message") from None
         if authzid and authzid != name:
             raise SaslAuthenticationFailed("SASL/PLAIN authorization id must be empty or the user name")
-        principal = self._principals.by_password(name, password)
+        principal = self._security.by_password(name, password)
         if principal is None:
             raise SaslAuthenticationFailed(_FAILED)
         self._done(principal)
@@ -142,7 +143,7 @@ class SaslExchange:
             final = str(server.get_server_final()).encode()  # type: ignore[attr-defined]
         except ScramException:
             raise SaslAuthenticationFailed(_FAILED) from None
-        principal = self._principals.get(self._scram_user or "")
+        principal = self._security.principal_named(self._scram_user or "")
         if principal is None:  # unreachable: a made-up credential cannot produce a valid proof
             raise SaslAuthenticationFailed(_FAILED)
         self._done(principal)
@@ -152,7 +153,7 @@ class SaslExchange:
         """scramp's auth_fn: the user's salted credentials, or made-up ones for an unknown user."""
         assert self.mechanism is not None
         self._scram_user = name
-        credential = self._principals.scram_credential(self.mechanism, name)
+        credential = self._security.scram_credential(self.mechanism, name)
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 
     def _done(self, principal: Principal) -> None:
@@ -208,9 +209,9 @@ class Gated(Protocol):
 class SaslGate:
     """A connection's SASL requests, answered in order, and its deadline to authenticate."""
 
-    def __init__(self, principals: Principals | None, answers: Answers, connection: Gated) -> None:
+    def __init__(self, security: Security | None, answers: Answers, connection: Gated) -> None:
         # None when the listener needs no authentication.
-        self.exchange = SaslExchange(principals) if principals is not None else None
+        self.exchange = SaslExchange(security) if security is not None else None
         self._answers = answers
         self._connection = connection
         self._timer: asyncio.TimerHandle | None = None

@@ -19,6 +19,7 @@ from agents.group_model import GroupLimits
 from agents.metrics import Metrics
 from agents.metrics_history import MetricsHistory, RequestPrices
 from agents.principals import Principals, load_principals
+from agents.security import Security
 from api.context import HttpContext, HttpLimits, KafkaListenerView, ThisProcess
 from broker.config import BrokerConfig
 from pipeline.compaction import SparkCompactionConfig
@@ -27,6 +28,7 @@ from planner.metrics import CompactionMetrics
 from planner.planner import Planner, PlannerConfig
 from planner.round import CompactionRound, RoundConfig
 from storage.clock import Clock, SystemClock
+from storage.errors import SettingsError
 from storage.metadata import open_metadata_store
 from storage.metadata.base import MetadataStore
 from storage.metadata.rows import Job
@@ -62,9 +64,13 @@ class Runtime:
     _round: CompactionRound | None = None
     # The Kafka listener, on the same agent core as HTTP; None when disabled (--kafka-port -1, role worker).
     kafka: KafkaServer | None = None
-    # Who may use the HTTP door (--principals-file and STRATA_API_TOKENS); None: no authentication.
-    principals: Principals | None = None
+    # Principals, ACLs and stored SCRAM credentials (None in role worker, which has no door).
+    security: Security | None = None
+    # Whether the HTTP door authenticates (--principals-file or STRATA_API_TOKENS); the Kafka door does
+    # with --principals-file only.
+    http_authenticates: bool = False
     _sampler: asyncio.Task[None] | None = None
+    _security_poll: asyncio.Task[None] | None = None
 
     def planner(self) -> Planner:
         """A planner (cheap: no offset map), for planning from any role, such as the admin endpoint."""
@@ -123,7 +129,7 @@ class Runtime:
                 role=settings.role,
                 bucket_url=redact_password(settings.bucket_url),
             ),
-            principals=self.principals,
+            security=self.security if self.http_authenticates else None,
             kafka_listener=kafka_listener,
             compact_now=compact_now,
         )
@@ -134,6 +140,8 @@ class Runtime:
         if self.kafka is not None:
             await self.kafka.start()
         self._sampler = asyncio.create_task(self._sample_forever(self.history))
+        if self.security is not None:
+            self._security_poll = asyncio.create_task(self.security.keep_fresh(self.clock))
 
     async def _sample_forever(self, history: MetricsHistory) -> None:
         while True:
@@ -141,9 +149,10 @@ class Runtime:
             await self.clock.asleep(history.interval_ms / 1000)
 
     async def close(self) -> None:
-        if self._sampler is not None:
-            self._sampler.cancel()
-            await asyncio.gather(self._sampler, return_exceptions=True)
+        for task in (self._sampler, self._security_poll):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self.kafka is not None:
             await self.kafka.close()  # no new Kafka requests; then the agent flushes what it holds
         await self.agent.close()
@@ -254,15 +263,10 @@ def build_runtime(
         # Both doors use these files: a missing or unreadable one stops start-up with their names, before
         # any listener opens (uvicorn's own error would not say which file).
         broker_config(settings).ssl_context()
-    # The principals file is one source for both doors; STRATA_API_TOKENS adds HTTP-only superuser tokens.
-    sasl = load_principals(settings.principals_file) if settings.principals_file else None
-    http_principals = (sasl or Principals([])).with_tokens(settings.tokens)
-    if settings.tokens and sasl is None and settings.kafka_port >= 0 and settings.role != "worker":
-        log.warning(
-            "STRATA_API_TOKENS protects HTTP only: the Kafka listener serves anyone; "
-            "set --principals-file to authenticate Kafka clients too"
-        )
-    kafka = _kafka_listener(settings, agent, metadata, clock, sasl)
+    check_no_open_door(settings)
+    security = _security(settings, metadata)
+    kafka_security = security if settings.principals_file else None
+    kafka = _kafka_listener(settings, agent, metadata, clock, kafka_security)
     return Runtime(
         settings,
         clock,
@@ -281,9 +285,40 @@ def build_runtime(
         ),
         rng,
         kafka=kafka,
-        principals=http_principals if (sasl is not None or settings.tokens) else None,
+        security=security,
+        http_authenticates=bool(settings.principals_file or settings.tokens),
         http_fetch_budget=ByteBudget(settings.http_fetch_buffer_bytes),
     )
+
+
+def check_no_open_door(settings: Settings) -> None:
+    """SettingsError if HTTP authenticates (STRATA_API_TOKENS) while the Kafka listener would serve anyone
+    (no principals file), unless the operator says so (--allow-open-kafka): a door left open by mistake
+    would make HTTP's authentication pointless."""
+    kafka = settings.kafka_port >= 0 and settings.role != "worker"
+    if settings.tokens and not settings.principals_file and kafka and not settings.allow_open_kafka:
+        raise SettingsError(
+            "STRATA_API_TOKENS makes HTTP authenticate, but without --principals-file the Kafka listener "
+            f"on port {settings.kafka_port} would serve anyone: set --principals-file to authenticate Kafka "
+            "clients too, --kafka-port -1 to run without a Kafka listener, or --allow-open-kafka "
+            "(STRATA_ALLOW_OPEN_KAFKA=true) to run it open on purpose"
+        )
+
+
+def _security(settings: Settings, metadata: MetadataStore) -> Security | None:
+    """The principals file and STRATA_API_TOKENS' principal, with the stored ACLs and credentials loaded
+    and the file's grants seeded (None in role worker, which serves no door)."""
+    if settings.role == "worker":
+        return None
+    principals = load_principals(settings.principals_file) if settings.principals_file else Principals([])
+    security = Security(
+        principals.with_tokens(settings.tokens), metadata, refresh_ms=settings.security_refresh_ms
+    )
+    seeded = security.seed()
+    if seeded:
+        log.info("seeded %d ACLs from the principals file", seeded)
+    security.refresh()
+    return security
 
 
 def _object_stores(
@@ -310,7 +345,7 @@ def _object_stores(
 
 
 def _kafka_listener(
-    settings: Settings, agent: Agent, metadata: MetadataStore, clock: Clock, sasl: Principals | None
+    settings: Settings, agent: Agent, metadata: MetadataStore, clock: Clock, security: Security | None
 ) -> KafkaServer | None:
     """The Kafka door on the agent core, or None (--kafka-port -1, role worker)."""
     if settings.kafka_port < 0 or settings.role == "worker":
@@ -322,5 +357,7 @@ def _kafka_listener(
 
     config = broker_config(settings)
     return KafkaServer(
-        BrokerContext(agent, metadata, config, clock, ByteBudget(config.fetch_buffer_bytes), principals=sasl)
+        BrokerContext(
+            agent, metadata, config, clock, ByteBudget(config.fetch_buffer_bytes), security=security
+        )
     )

@@ -143,7 +143,21 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         "TOML file of principals (docs/operations.md): their passwords for Kafka SASL (PLAIN, "
         "SCRAM-SHA-256/512) and HTTP Basic, their bearer tokens, and their grants on topic and group "
-        "prefixes; set, both front doors authenticate every request and check its permissions",
+        "prefixes (seeded as ACLs); set, both front doors authenticate every request and check its ACLs",
+    ),
+    Setting(
+        "allow_open_kafka",
+        "STRATA_ALLOW_OPEN_KAFKA",
+        parse_bool,
+        False,
+        "Start although HTTP authenticates (API tokens) and the Kafka listener does not (no principals file)",
+    ),
+    Setting(
+        "security_refresh_ms",
+        "STRATA_SECURITY_REFRESH_MS",
+        int,
+        1000,
+        "How often an agent checks the metadata store for changed ACLs and SCRAM credentials",
     ),
     Setting(
         "orphan_grace_ms",
@@ -260,13 +274,7 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         "PEM certificate (chain) for TLS on the HTTP and Kafka listeners; with STRATA_TLS_KEY_FILE",
     ),
-    Setting(
-        "tls_key_file",
-        "STRATA_TLS_KEY_FILE",
-        str,
-        None,
-        "PEM private key of STRATA_TLS_CERT_FILE",
-    ),
+    Setting("tls_key_file", "STRATA_TLS_KEY_FILE", str, None, "PEM private key of STRATA_TLS_CERT_FILE"),
     Setting(
         "kafka_cluster",
         "STRATA_KAFKA_CLUSTER",
@@ -394,6 +402,8 @@ class Settings:
     role: str = "all"
     api_tokens: str | None = None
     principals_file: str | None = None
+    allow_open_kafka: bool = False
+    security_refresh_ms: int = 1000
     orphan_grace_ms: int = 3_600_000
     gc_grace_ms: int = 600_000
     worker_interval_ms: int = 5_000
@@ -470,8 +480,8 @@ def load_settings(
             raise SettingsError(f"{setting.env}: {value!r} is not one of {', '.join(setting.choices)}")
     known = {f.name for f in fields(Settings)}
     settings = Settings(**{k: v for k, v in values.items() if k in known})  # type: ignore[arg-type]
-    if settings.metrics_sample_ms < 100:
-        raise SettingsError("STRATA_METRICS_SAMPLE_MS: sample at most every 100 ms")
+    if settings.metrics_sample_ms < 100 or settings.security_refresh_ms < 10:
+        raise SettingsError("STRATA_METRICS_SAMPLE_MS >= 100 and STRATA_SECURITY_REFRESH_MS >= 10")
     try:
         check_rate(settings.compaction_max_read_bytes_per_second)
     except SettingsError as exc:

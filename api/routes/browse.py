@@ -15,7 +15,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 
 from agents.browse import Needles, Start, parse_cursor, scan_page, start_positions
-from agents.principals import Op, Resource
+from agents.permissions import TOPIC, route
 from api import authz
 from api import console_models as out
 from api.routes.common import ERRORS, CtxDep, TopicPath, topic_name
@@ -54,7 +54,7 @@ async def browse(
     before its high watermark; with ``start=timestamp``, at its first record at or after the timestamp
     (its high watermark if none). A start outside the log is clamped into it."""
     name = topic_name(topic)
-    authz.check(http, Op.READ, Resource.TOPIC, name)
+    authz.check(http, route("GET", "/v1/topics/{topic}/browse").need(TOPIC), name)
     states = {s.partition: s for s in await asyncio.to_thread(ctx.metadata.partition_states, name)}
     if partition is not None and partition not in states:
         raise UnknownPartition(

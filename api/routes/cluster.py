@@ -7,20 +7,25 @@ import asyncio
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
+from agents.permissions import CLUSTER, route
+from api import authz
 from api import console_models as out
 from api.routes.common import ERRORS, CtxDep
 from storage.errors import StrataError
 
 router = APIRouter()
+_CLUSTER = route("GET", "/v1/cluster").need(CLUSTER)
+_HISTORY = route("GET", "/v1/metrics/history").need(CLUSTER)
 
 
 @router.get("/v1/cluster", response_model=out.ClusterOut, responses=ERRORS)
-async def cluster(ctx: CtxDep) -> out.ClusterOut:
+async def cluster(http: Request, ctx: CtxDep) -> out.ClusterOut:
     """The agents, this one first, and the stores' state. A metadata store that does not answer is
     reported (``metadata.ok`` false, with the error's code), not raised: this is what an operator opens
-    when something is wrong."""
+    when something is wrong. DESCRIBE on the cluster."""
+    authz.check(http, _CLUSTER)
     process = ctx.process
     kafka = ctx.kafka_listener()
     node_id = kafka.node_id if kafka is not None else process.node_id
@@ -69,10 +74,12 @@ def _backend(url: str) -> str:
 
 @router.get("/v1/metrics/history", response_model=out.MetricsHistoryOut, responses=ERRORS)
 async def metrics_history(
-    ctx: CtxDep, since_ms: Annotated[int, Query(ge=0, le=2**62)] = 0
+    http: Request, ctx: CtxDep, since_ms: Annotated[int, Query(ge=0, le=2**62)] = 0
 ) -> out.MetricsHistoryOut:
     """This agent's metrics, one point per sampling interval (``--metrics-sample-ms``), oldest first, for
-    the last 180 intervals. Request cost is at the configured prices (S3 Standard list prices by default)."""
+    the last 180 intervals. Request cost is at the configured prices (S3 Standard list prices by default).
+    DESCRIBE on the cluster."""
+    authz.check(http, _HISTORY)
     history = ctx.history
     prices = history.prices
     return out.MetricsHistoryOut(

@@ -15,6 +15,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
+from agents.permissions import TOPIC, route
 from api import authz
 from api import compaction_models as out
 from api.routes.common import ERRORS, CtxDep, TopicPath, topic_name
@@ -24,6 +25,9 @@ from storage.metadata.rows import Job
 from storage.topic_config import MAX_PARTITIONS, TopicConfig
 
 router = APIRouter()
+_JOBS = route("GET", "/v1/compaction/jobs").need(TOPIC)
+_PARTITIONS = route("GET", "/v1/topics/{topic}/partitions").need(TOPIC)
+_COMPACTION = route("GET", "/v1/topics/{topic}/compaction").need(TOPIC)
 
 # A job page filtered by permissions reads at most this many pages of jobs; past that it answers with
 # what it found and a cursor, so a caller who may see few topics never makes one request scan every job.
@@ -47,12 +51,12 @@ async def list_jobs(
     name = None
     if topic is not None:
         name = topic_name(topic)
-        authz.check_describe(http, name)
+        authz.check(http, _JOBS, name)
     stored_state = out.STORED_STATES[state] if state is not None else None
     bound = None if before is None else min(before, MAX_MS)
 
     def visible(job: Job) -> bool:
-        return all(authz.may_describe(http, t) for t in job.topics)
+        return all(authz.may(http, _JOBS, t) for t in job.topics)
 
     jobs, next_before = await asyncio.to_thread(
         _page_of_jobs, ctx.metadata, visible, stored_state, name, bound, limit
@@ -99,7 +103,7 @@ async def list_partitions(
     """The topic's partitions ``after + 1`` on: offsets, live records and bytes, bytes by level, the dirty
     ratio (compacted topics) and the last compaction."""
     name = topic_name(topic)
-    authz.check_describe(http, name)
+    authz.check(http, _PARTITIONS, name)
     meta = ctx.metadata
     info = await asyncio.to_thread(meta.get_topic, name)
     details = await asyncio.to_thread(meta.partition_details, name, after, limit)
@@ -122,7 +126,7 @@ async def topic_compaction(
     """The dirty ratio now and as the compaction rounds sampled it since ``since_ms``, and the jobs that
     removed records of the topic since then (bytes and records each removed)."""
     name = topic_name(topic)
-    authz.check_describe(http, name)
+    authz.check(http, _COMPACTION, name)
     now = ctx.clock.now_ms()
     since = now - HISTORY_MS if since_ms is None else min(since_ms, MAX_MS)
     meta = ctx.metadata

@@ -7,8 +7,9 @@ one coordinator row per group and the ``group_offsets`` table, shared by both fr
 - States and member lists are shown as the coordinator would see them now: members past their session
   timeout are dropped first (``group_state.expire``, what the sweep stores within a second), so the view
   agrees with the reset's "has active members" check.
-- Permissions: listing and describing need read on the group; the partitions (and assigned topics) of
-  topics the principal may not read are left out. A reset needs admin on the group and read on the topic.
+- Permissions (agents/permissions.py): listing and describing need DESCRIBE on the group; the partitions
+  (and assigned topics) of topics the principal may not describe are left out. Setting or resetting
+  offsets needs READ on the group and on the topic, as Kafka's OffsetCommit.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from agents import group_state as gs
 from agents.consumer_protocol import assignment_partitions
 from agents.group_doc import group_from_json
 from agents.group_model import Group
-from agents.principals import Op, Resource
+from agents.permissions import GROUP, TOPIC, route
 from api import authz, models
 from api import group_models as gm
 from api.context import HttpContext
@@ -31,6 +32,12 @@ from storage.errors import BadRequest, GroupIdNotFound, UnknownPartition, Unknow
 from storage.metadata.rows import GroupRow, PartitionState
 
 router = APIRouter()
+_G = "/v1/groups/{group}"
+_LIST = route("GET", "/v1/groups").need(GROUP)
+_DESCRIBE = route("GET", _G)
+_COMMIT = route("PUT", _G + "/offsets")
+_OFFSETS = route("GET", _G + "/offsets")
+_RESET = route("POST", _G + "/offsets/reset")
 
 # The longest prefix and cursor taken. Both fit in one request line at 12 URL bytes per character (4-byte
 # UTF-8, percent-encoded) under uvicorn's 64 KiB, even one past the bound; a group id that long does not
@@ -49,7 +56,7 @@ async def list_groups(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> gm.GroupListOut:
-    """The groups the principal may read, by id, a page at a time (Kafka's ListGroups)."""
+    """The groups the principal may describe, by id, a page at a time (Kafka's ListGroups)."""
     _no_nul("prefix", prefix)
     _no_nul("after", after)
     found: list[tuple[str, GroupRow | None]] = []
@@ -58,7 +65,7 @@ async def list_groups(
     # after the store's page, so a sparse grant reads on until the page is full or the groups run out.
     while True:
         page = await asyncio.to_thread(ctx.metadata.list_groups_page, prefix, cursor, limit + 1)
-        found += [(gid, row) for gid, row in page if authz.may(http, Op.READ, Resource.GROUP, gid)]
+        found += [(gid, row) for gid, row in page if authz.may(http, _LIST, gid)]
         if len(found) > limit or len(page) <= limit:
             break
         cursor = page[-1][0]
@@ -72,9 +79,9 @@ async def list_groups(
 @router.get("/v1/groups/{group}", response_model=gm.GroupOut, responses=ERRORS)
 async def describe_group(http: Request, ctx: CtxDep, group: str) -> gm.GroupOut:
     """The group's state, members with their assignments, and each partition's committed offset and lag
-    (``kafka-consumer-groups --describe``): read on the group."""
+    (``kafka-consumer-groups --describe``): DESCRIBE on the group."""
     gid = group_id(group)
-    authz.check(http, Op.READ, Resource.GROUP, gid)
+    authz.check(http, _DESCRIBE.need(GROUP), gid)
     row = await asyncio.to_thread(ctx.metadata.load_group, gid)
     offsets = await asyncio.to_thread(ctx.metadata.group_offsets, gid)
     if row is None and not offsets:
@@ -89,13 +96,13 @@ async def describe_group(http: Request, ctx: CtxDep, group: str) -> gm.GroupOut:
             assignment=[
                 a
                 for a in _assignment(current.protocol_type, m.assignment)
-                if authz.may(http, Op.READ, Resource.TOPIC, a.topic)
+                if authz.may(http, _DESCRIBE.need(TOPIC), a.topic)
             ],
         )
         for m in current.members.values()
     ]
     committed = {
-        (o.topic, o.partition): o.offset for o in offsets if authz.may(http, Op.READ, Resource.TOPIC, o.topic)
+        (o.topic, o.partition): o.offset for o in offsets if authz.may(http, _DESCRIBE.need(TOPIC), o.topic)
     }
     wanted = set(committed) | {(a.topic, p) for m in members for a in m.assignment for p in a.partitions}
     states = await _partition_states(ctx, {topic for topic, _ in wanted})
@@ -188,20 +195,20 @@ async def commit_offsets(
     """Set the group's offsets (Kafka's OffsetCommit without a member): read on the group and on every
     topic committed for; 409 (40909) while the group has active Kafka members."""
     gid = group_id(group)
-    authz.check(http, Op.READ, Resource.GROUP, gid)
+    authz.check(http, _COMMIT.need(GROUP), gid)
     triples = [(topic_name(o.topic), o.partition, o.offset) for o in body.offsets]
     for topic in sorted({t for t, _, _ in triples}):
-        authz.check(http, Op.READ, Resource.TOPIC, topic)
+        authz.check(http, _COMMIT.need(TOPIC), topic)
     await ctx.agent.groups.commit_from_outside(gid, triples)
     return await _group_offsets(http, ctx, gid)
 
 
 @router.get("/v1/groups/{group}/offsets", response_model=models.GroupOffsetsOut, responses=ERRORS)
 async def read_offsets(http: Request, ctx: CtxDep, group: str) -> models.GroupOffsetsOut:
-    """The group's offsets (Kafka's OffsetFetch): read on the group; topics the principal may not read
+    """The group's offsets (Kafka's OffsetFetch): DESCRIBE on the group; topics the principal may not describe
     are left out."""
     gid = group_id(group)
-    authz.check(http, Op.READ, Resource.GROUP, gid)
+    authz.check(http, _OFFSETS.need(GROUP), gid)
     return await _group_offsets(http, ctx, gid)
 
 
@@ -212,7 +219,7 @@ async def _group_offsets(http: Request, ctx: HttpContext, gid: str) -> models.Gr
         offsets=[
             models.GroupOffsetOut(topic=r.topic, partition=r.partition, offset=r.offset)
             for r in rows
-            if authz.may(http, Op.READ, Resource.TOPIC, r.topic)
+            if authz.may(http, _OFFSETS.need(TOPIC), r.topic)
         ],
     )
 
@@ -220,12 +227,13 @@ async def _group_offsets(http: Request, ctx: HttpContext, gid: str) -> models.Gr
 @router.post("/v1/groups/{group}/offsets/reset", response_model=gm.OffsetResetOut, responses=ERRORS)
 async def reset_offsets(http: Request, ctx: CtxDep, group: str, body: gm.OffsetResetIn) -> gm.OffsetResetOut:
     """Reset the group's offsets of one topic (``kafka-consumer-groups --reset-offsets``; ``dry_run`` is
-    its default, ``--execute`` is ``dry_run: false``): admin on the group, read on the topic; 409 (40909)
+    its default, ``--execute`` is ``dry_run: false``): READ on the group and on the topic, as the tool's
+    OffsetCommit needs; 409 (40909)
     while the group has active members, even in a dry run, as the tool refuses an active group."""
     gid = group_id(group)
-    authz.check(http, Op.ADMIN, Resource.GROUP, gid)
+    authz.check(http, _RESET.need(GROUP), gid)
     topic = topic_name(body.topic)
-    authz.check(http, Op.READ, Resource.TOPIC, topic)
+    authz.check(http, _RESET.need(TOPIC), topic)
     # Refused before the by-timestamp lookups, which may read data files. A real reset is checked again
     # in its commit's transaction (commit_from_outside), so a member that joins meanwhile still wins.
     await ctx.agent.groups.require_inactive(gid)

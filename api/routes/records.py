@@ -19,7 +19,8 @@ from starlette.background import BackgroundTask
 from agents.buffer import Reservation
 from agents.chunks import decode_fetch
 from agents.delete_records import delete_records as delete_records_below
-from agents.principals import Op, Resource
+from agents.permissions import TOPIC, route
+from agents.principals import ANYONE
 from api import authz, models
 from api._recordjson import render_offsets
 from api.context import HttpContext
@@ -32,6 +33,11 @@ from storage.errors import BadRequest, BufferFull, RecordTooLarge, StrataError
 _IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
 
 router = APIRouter()
+_P = "/v1/topics/{topic}/partitions/{partition}"
+_PRODUCE = route("POST", "/v1/topics/{topic}/records").need(TOPIC)
+_FETCH = route("GET", _P + "/records").need(TOPIC)
+_OFFSETS = route("GET", _P + "/offsets").need(TOPIC)
+_DELETE = route("DELETE", _P + "/records").need(TOPIC)
 
 # A fetch whose wait is shorter still waits this long for fetch memory before it is told to retry.
 MIN_BUDGET_WAIT_S = 1.0
@@ -41,6 +47,15 @@ def _reservation(request: Request, ctx: HttpContext) -> Reservation:
     """The memory the middleware reserved for this body (an empty one if admission did not apply)."""
     held: Reservation | None = request.scope.get(RESERVATION)
     return held if held is not None else ctx.agent.buffer.reserve(0)
+
+
+def _scoped(http: Request, key: str) -> str:
+    """The key as stored: with authentication, prefixed by the principal and a space (which no key holds),
+    so two principals sending the same key never see each other's answer."""
+    if not _IDEMPOTENCY_KEY_RE.fullmatch(key):
+        raise BadRequest("Idempotency-Key must be 1-200 printable ASCII characters")
+    who = authz.principal(http)
+    return key if who is None or who is ANYONE else f"{who.acl_principal} {key}"
 
 
 async def _body(http: Request) -> bytes:
@@ -76,7 +91,7 @@ async def produce(
     try:
         body = await _body(http)
         name = topic_name(topic)
-        authz.check(http, Op.WRITE, Resource.TOPIC, name)
+        authz.check(http, _PRODUCE, name)
         # The topic first: from here until the request is queued nothing awaits, so at most one request
         # is in its parse window at a time (Admission's bound). Parsed while a topic lookup waited, every
         # request arriving meanwhile held its parsed body at once.
@@ -90,8 +105,8 @@ async def produce(
             raise RecordTooLarge(
                 f"{len(recs)} records in one request; the limit is {ctx.limits.max_records_per_request}"
             )
-        if idempotency_key is not None and not _IDEMPOTENCY_KEY_RE.fullmatch(idempotency_key):
-            raise BadRequest("Idempotency-Key must be 1-200 printable ASCII characters")
+        if idempotency_key is not None:
+            idempotency_key = _scoped(http, idempotency_key)
         if isinstance(recs, TextRecords):
             # Encoded in one C loop; a record it declines sends the request through encode, which says why.
             request = agent.encode_text(cached, recs.items) or agent.encode(cached, recs.records())
@@ -127,7 +142,7 @@ async def fetch(
     encoding: models.Encoding = "utf8",
 ) -> Response:
     name = topic_name(topic)
-    authz.check(http, Op.READ, Resource.TOPIC, name)
+    authz.check(http, _FETCH, name)
     started = ctx.clock.monotonic()
     grant = await _fetch_grant(ctx, max_bytes, max_wait_ms)
     try:
@@ -202,7 +217,7 @@ async def offsets(
     http: Request, ctx: CtxDep, topic: TopicPath, partition: PartitionPath
 ) -> models.OffsetsOut:
     name = topic_name(topic)
-    authz.check(http, Op.READ, Resource.TOPIC, name)
+    authz.check(http, _OFFSETS, name)
     state = await asyncio.to_thread(ctx.metadata.partition_state, name, partition)
     return models.OffsetsOut(log_start_offset=state.log_start_offset, high_watermark=state.high_watermark)
 
@@ -220,11 +235,11 @@ async def delete_records(
     before_offset: Annotated[int, Query(ge=0, le=models.MAX_OFFSET)],
 ) -> models.OffsetsOut:
     """Delete the partition's records below ``before_offset``: its log start moves up to it (never back),
-    as Kafka's DeleteRecords does (the same code answers both doors). Needs admin on the topic. 416
+    as Kafka's DeleteRecords does (the same code answers both doors). Needs DELETE on the topic. 416
     (41601) past the high watermark; 409 (40910) when the topic's cleanup.policy does not include delete.
     Answers the partition's offsets afterwards."""
     name = topic_name(topic)
-    authz.check(http, Op.ADMIN, Resource.TOPIC, name)
+    authz.check(http, _DELETE, name)
     state = await asyncio.to_thread(
         delete_records_below, ctx.metadata, name, partition, before_offset, ctx.clock.now_ms()
     )

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from agents.principals import Op, Resource
+from agents.permissions import CONFIGS, TOPIC, route
 from api import authz, models
 from api import compaction_models as cm
 from api.context import HttpContext
@@ -16,16 +16,26 @@ from api.routes.common import ERRORS, CtxDep, TopicPath, topic_name
 from storage.topic_config import check_config_name, effective_configs, validate_configs
 
 router = APIRouter()
+_T = "/v1/topics/{topic}"
+_CREATE = route("POST", "/v1/topics").need(TOPIC)
+_LIST = route("GET", "/v1/topics").need(TOPIC)
+_DESCRIBE = route("GET", _T).need(TOPIC)
+_DESCRIBE_CONFIGS = route("GET", _T).need(TOPIC, CONFIGS)
+_ALTER_CONFIGS = route("PATCH", _T + "/configs").need(TOPIC)
+_ADD_PARTITIONS = route("POST", _T + "/partitions").need(TOPIC)
+_DELETE = route("DELETE", _T).need(TOPIC)
+_COMPACT = route("POST", _T + "/compact").need(TOPIC)
 
 
-async def topic_out(ctx: HttpContext, name: str) -> models.TopicOut:
+async def topic_out(ctx: HttpContext, name: str, *, with_configs: bool = True) -> models.TopicOut:
+    """The topic as the API shows it; ``with_configs`` false leaves its configs out (an empty object)."""
     meta = ctx.metadata
     info = await asyncio.to_thread(meta.get_topic, name)
     stats = await asyncio.to_thread(meta.partition_stats, name)
     levels = await asyncio.to_thread(meta.level_stats, name)
     return models.TopicOut(
         name=info.name,
-        configs=effective_configs(info.configs),
+        configs=effective_configs(info.configs) if with_configs else {},
         partitions=[
             models.PartitionInfo(
                 partition=s.partition,
@@ -48,7 +58,7 @@ async def topic_out(ctx: HttpContext, name: str) -> models.TopicOut:
 @router.post("/v1/topics", status_code=201, response_model=models.TopicOut, responses=ERRORS)
 async def create_topic(http: Request, ctx: CtxDep, body: models.TopicCreate) -> models.TopicOut:
     name = topic_name(body.name)
-    authz.check(http, Op.ADMIN, Resource.TOPIC, name)
+    authz.check(http, _CREATE, name)
     configs = validate_configs(body.configs)
     now = ctx.clock.now_ms()
     await asyncio.to_thread(ctx.metadata.create_topic, name, body.partitions, configs, now)
@@ -72,7 +82,7 @@ async def list_topics(
         bool, Query(description=f"add a summary per topic of the page (page size {DETAIL_PAGE} by default)")
     ] = False,
 ) -> cm.TopicListOut:
-    """The topics this principal may read or write (as Kafka's Metadata lists only describable topics),
+    """The topics this principal may describe (as Kafka's Metadata lists only those),
     sorted by name (code points). With ``limit`` or ``detail``, one page of them and ``next_after``."""
     names = await asyncio.to_thread(ctx.metadata.list_topics)
     # Names only, filtered here: thousands of names are a small answer, and a page must count only the
@@ -82,7 +92,7 @@ async def list_topics(
         for n in names
         if (prefix is None or n.startswith(prefix))
         and (after is None or n > after)
-        and authz.may_describe(http, n)
+        and authz.may(http, _LIST, n)
     ]
     if limit is None and not detail:
         return cm.TopicListOut(topics=visible)
@@ -104,8 +114,9 @@ async def list_topics(
 @router.get("/v1/topics/{topic}", response_model=models.TopicOut, responses=ERRORS)
 async def describe_topic(http: Request, ctx: CtxDep, topic: TopicPath) -> models.TopicOut:
     name = topic_name(topic)
-    authz.check_describe(http, name)
-    return await topic_out(ctx, name)
+    authz.check(http, _DESCRIBE, name)
+    # Configs only with DESCRIBE_CONFIGS, as Kafka's DescribeConfigs asks.
+    return await topic_out(ctx, name, with_configs=authz.may(http, _DESCRIBE_CONFIGS, name))
 
 
 @router.patch("/v1/topics/{topic}/configs", response_model=models.TopicOut, responses=ERRORS)
@@ -113,7 +124,7 @@ async def patch_configs(
     http: Request, ctx: CtxDep, topic: TopicPath, body: models.TopicConfigsPatch
 ) -> models.TopicOut:
     name = topic_name(topic)
-    authz.check(http, Op.ADMIN, Resource.TOPIC, name)
+    authz.check(http, _ALTER_CONFIGS, name)
     changes: dict[str, str | None] = dict(
         validate_configs({k: v for k, v in body.configs.items() if v is not None})
     )
@@ -134,7 +145,7 @@ async def add_partitions(
     Keyed records produced afterwards are placed by murmur2 over the new count, as Kafka clients do.
     """
     name = topic_name(topic)
-    authz.check(http, Op.ADMIN, Resource.TOPIC, name)
+    authz.check(http, _ADD_PARTITIONS, name)
     await asyncio.to_thread(ctx.metadata.add_partitions, name, body.partitions)
     ctx.agent.forget_topic(name)
     return await topic_out(ctx, name)
@@ -143,7 +154,7 @@ async def add_partitions(
 @router.delete("/v1/topics/{topic}", status_code=204, responses=ERRORS)
 async def delete_topic(http: Request, ctx: CtxDep, topic: TopicPath) -> Response:
     name = topic_name(topic)
-    authz.check(http, Op.ADMIN, Resource.TOPIC, name)
+    authz.check(http, _DELETE, name)
     await asyncio.to_thread(ctx.metadata.delete_topic, name, ctx.clock.now_ms())
     ctx.agent.forget_topic(name)
     return Response(status_code=204)
@@ -158,7 +169,7 @@ async def compact_topic(http: Request, ctx: CtxDep, topic: TopicPath) -> models.
     The jobs run on this process's background loop (role all: woken at once) or on any worker process.
     """
     name = topic_name(topic)
-    authz.check(http, Op.ADMIN, Resource.TOPIC, name)
+    authz.check(http, _COMPACT, name)
     await asyncio.to_thread(ctx.metadata.get_topic, name)
     jobs = await ctx.compact_now(name)
     return models.CompactOut(

@@ -25,7 +25,8 @@ from kafka.protocol.admin.configs import (
     IncrementalAlterConfigsResponse,
 )
 
-from agents.principals import Op, Resource
+from agents.permissions import CLUSTER, KAFKA, ApiKey, Rule
+from agents.permissions import TOPIC as TOPIC_RESOURCE
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import BadRequest, InvalidConfig, StrataError
@@ -68,6 +69,9 @@ _Result = DescribeConfigsResponse.DescribeConfigsResult
 _Entry = _Result.DescribeConfigsResourceResult
 _Altered = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 _Replaced = AlterConfigsResponse.AlterConfigsResourceResponse
+_DESCRIBE = KAFKA[ApiKey.DESCRIBE_CONFIGS]
+_ALTER = KAFKA[ApiKey.ALTER_CONFIGS]
+_INCREMENTAL = KAFKA[ApiKey.INCREMENTAL_ALTER_CONFIGS]
 
 
 async def handle_describe_configs(ctx: BrokerContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
@@ -78,13 +82,14 @@ async def handle_describe_configs(ctx: BrokerContext, req: DescribeConfigsReques
 async def _describe(ctx: BrokerContext, resource: Any) -> Any:
     try:
         if resource.resource_type == TOPIC:
-            ctx.require_describe(resource.resource_name)
+            ctx.require(_DESCRIBE.need(TOPIC_RESOURCE), resource.resource_name)
             name = validate_topic_name(resource.resource_name)
             info = await asyncio.to_thread(ctx.metadata.get_topic, name)
             values = effective_configs(info.configs)
             sources = {k: _DYNAMIC_TOPIC_CONFIG if k in info.configs else _DEFAULT_CONFIG for k in values}
             read_only = False
         elif resource.resource_type == BROKER:
+            ctx.require(_DESCRIBE.need(CLUSTER))
             config = ctx.config
             values = {
                 "auto.create.topics.enable": str(config.auto_create_topics).lower(),
@@ -136,7 +141,12 @@ async def handle_incremental_alter_configs(
 ) -> IncrementalAlterConfigsResponse:
     responses = [
         await _alter(
-            ctx, resource, req.validate_only, _Altered, lambda current, r: _changes(current, r.configs)
+            ctx,
+            _INCREMENTAL,
+            resource,
+            req.validate_only,
+            _Altered,
+            lambda current, r: _changes(current, r.configs),
         )
         for resource in req.resources
     ]
@@ -145,13 +155,15 @@ async def handle_incremental_alter_configs(
 
 async def handle_alter_configs(ctx: BrokerContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     responses = [
-        await _alter(ctx, resource, req.validate_only, _Replaced, _replacement) for resource in req.resources
+        await _alter(ctx, _ALTER, resource, req.validate_only, _Replaced, _replacement)
+        for resource in req.resources
     ]
     return AlterConfigsResponse[req.API_VERSION](throttle_time_ms=0, responses=responses)
 
 
 async def _alter(
     ctx: BrokerContext,
+    rule: Rule,
     resource: Any,
     validate_only: bool,
     result: Any,
@@ -160,9 +172,11 @@ async def _alter(
     """One resource of an alter request: validated as a whole, applied unless ``validate_only``."""
     code, message = errors.NONE, None
     try:
+        if resource.resource_type == BROKER:
+            ctx.require(rule.need(CLUSTER))
         if resource.resource_type != TOPIC:
             raise InvalidConfig("only topic configs can be altered; broker settings are STRATA_* settings")
-        ctx.require(Op.ADMIN, Resource.TOPIC, resource.resource_name)
+        ctx.require(rule.need(TOPIC_RESOURCE), resource.resource_name)
         name = validate_topic_name(resource.resource_name)
         named = [c.name for c in resource.configs]
         if len(set(named)) != len(named):

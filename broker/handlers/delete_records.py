@@ -13,7 +13,7 @@ import asyncio
 from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 
 from agents.delete_records import delete_records
-from agents.principals import Op, Resource
+from agents.permissions import KAFKA, TOPIC, ApiKey
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import StrataError
@@ -30,7 +30,7 @@ async def handle_delete_records(ctx: BrokerContext, req: DeleteRecordsRequest) -
         partitions = []
         for p in topic.partitions:
             try:
-                ctx.require(Op.ADMIN, Resource.TOPIC, topic.name)
+                ctx.require(KAFKA[ApiKey.DELETE_RECORDS].need(TOPIC), topic.name)
                 before = None if p.offset == HIGH_WATERMARK else p.offset
                 state = await asyncio.to_thread(
                     delete_records, ctx.metadata, topic.name, p.partition_index, before, ctx.clock.now_ms()

@@ -24,7 +24,7 @@ from kafka.protocol.consumer.fetch import FetchRequest
 
 from agents.chunks import BatchRead
 from agents.fetch import POLL_INTERVAL_S
-from agents.principals import Op, Resource
+from agents.permissions import KAFKA, TOPIC, ApiKey
 from broker import errors
 from broker.budget import Held
 from broker.context import BrokerContext
@@ -57,7 +57,7 @@ async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> Held:
     ]
     reads = []
     for r in every:
-        if ctx.may(Op.READ, Resource.TOPIC, r.topic):
+        if ctx.may(_READ, r.topic):
             reads.append(r)
         else:
             r.error_code = errors.TOPIC_AUTHORIZATION_FAILED  # answered at once, with the others' records
@@ -93,6 +93,7 @@ async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> Held:
 
 # How long a Fetch whose deadline has passed still waits for fetch budget before answering without records.
 MIN_BUDGET_WAIT_S = 0.1
+_READ = KAFKA[ApiKey.FETCH].need(TOPIC)
 
 
 def _nothing() -> None:

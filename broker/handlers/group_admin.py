@@ -20,7 +20,7 @@ from kafka.protocol.admin.groups import (
 )
 
 from agents.group_model import GroupPhase
-from agents.principals import Op, Resource
+from agents.permissions import GROUP, KAFKA, ApiKey
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import StrataError
@@ -29,6 +29,7 @@ _Listed = ListGroupsResponse.ListedGroup
 _Described = DescribeGroupsResponse.DescribedGroup
 _DescribedMember = _Described.DescribedGroupMember
 _Deleted = DeleteGroupsResponse.DeletableGroupResult
+_LIST = KAFKA[ApiKey.LIST_GROUPS].need(GROUP)
 
 
 async def handle_list_groups(ctx: BrokerContext, req: ListGroupsRequest) -> ListGroupsResponse:
@@ -49,7 +50,7 @@ async def handle_list_groups(ctx: BrokerContext, req: ListGroupsRequest) -> List
             group_type="classic",
         )
         for s in summaries
-        if ctx.may(Op.READ, Resource.GROUP, s.group_id)  # Kafka lists only the groups one may describe
+        if ctx.may(_LIST, s.group_id)  # Kafka lists only the groups one may describe
         and (not states or s.phase.lower() in states)
         and (not types or "classic" in types)
     ]
@@ -61,7 +62,7 @@ async def handle_describe_groups(ctx: BrokerContext, req: DescribeGroupsRequest)
     described = []
     for group_id in req.groups:
         try:
-            ctx.require(Op.READ, Resource.GROUP, group_id)
+            ctx.require(KAFKA[ApiKey.DESCRIBE_GROUPS].need(GROUP), group_id)
             group = await ctx.agent.groups.describe(group_id)
         except StrataError as exc:
             described.append(_dead(group_id, errors.kafka_group_error(exc)))
@@ -120,7 +121,7 @@ async def handle_delete_groups(ctx: BrokerContext, req: DeleteGroupsRequest) -> 
     results = []
     for group_id in req.groups_names:
         try:
-            ctx.require(Op.ADMIN, Resource.GROUP, group_id)
+            ctx.require(KAFKA[ApiKey.DELETE_GROUPS].need(GROUP), group_id)
             await ctx.agent.groups.delete(group_id)
             code = errors.NONE
         except StrataError as exc:

@@ -23,7 +23,7 @@ from kafka.protocol.consumer.group import (
     OffsetFetchResponse,
 )
 
-from agents.principals import Op, Resource
+from agents.permissions import GROUP, KAFKA, TOPIC, ApiKey
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import StrataError
@@ -38,6 +38,11 @@ _FTopic = OffsetFetchResponse.OffsetFetchResponseTopic
 _FPartition = _FTopic.OffsetFetchResponsePartition
 
 
+_COMMIT = KAFKA[ApiKey.OFFSET_COMMIT]
+_FETCH = KAFKA[ApiKey.OFFSET_FETCH]
+_DELETE = KAFKA[ApiKey.OFFSET_DELETE]
+
+
 async def handle_offset_commit(ctx: BrokerContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
     version = req.API_VERSION
     codes: dict[tuple[str, int], int] = {}
@@ -49,13 +54,13 @@ async def handle_offset_commit(ctx: BrokerContext, req: OffsetCommitRequest) -> 
             if metadata is not None and len(metadata.encode()) > MAX_METADATA:
                 codes[key] = errors.OFFSET_METADATA_TOO_LARGE
                 continue
-            if not ctx.may(Op.READ, Resource.TOPIC, topic.name):  # Kafka: READ on each topic committed
+            if not ctx.may(_COMMIT.need(TOPIC), topic.name):
                 codes[key] = errors.TOPIC_AUTHORIZATION_FAILED
                 continue
             epoch = p.committed_leader_epoch if version >= 6 else -1
             offsets.append(OffsetToCommit(topic.name, p.partition_index, p.committed_offset, metadata, epoch))
     try:
-        ctx.require(Op.READ, Resource.GROUP, req.group_id)
+        ctx.require(_COMMIT.need(GROUP), req.group_id)
         refused = await ctx.agent.groups.commit(
             req.group_id,
             req.member_id,
@@ -88,7 +93,7 @@ async def handle_offset_commit(ctx: BrokerContext, req: OffsetCommitRequest) -> 
 async def handle_offset_fetch(ctx: BrokerContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     version = req.API_VERSION
     try:
-        ctx.require(Op.READ, Resource.GROUP, req.group_id)
+        ctx.require(_FETCH.need(GROUP), req.group_id)
         committed = {(o.topic, o.partition): o for o in await ctx.agent.groups.offsets(req.group_id)}
     except StrataError as exc:
         return OffsetFetchResponse[version](
@@ -97,14 +102,14 @@ async def handle_offset_fetch(ctx: BrokerContext, req: OffsetFetchRequest) -> Of
     if req.topics is None:  # v2+: every partition the group committed
         wanted: dict[str, list[int]] = {}
         for topic, partition in sorted(committed):
-            if ctx.may(Op.READ, Resource.TOPIC, topic):  # Kafka leaves out topics not readable
+            if ctx.may(_FETCH.need(TOPIC), topic):  # Kafka leaves out topics not describable
                 wanted.setdefault(topic, []).append(partition)
     else:
         wanted = {t.name: list(t.partition_indexes) for t in req.topics}
     topics = []
     for name, partitions in wanted.items():
         rows = []
-        readable = ctx.may(Op.READ, Resource.TOPIC, name)
+        readable = ctx.may(_FETCH.need(TOPIC), name)
         for index in partitions:
             o = committed.get((name, index)) if readable else None
             rows.append(
@@ -127,12 +132,12 @@ _DPartition = _DTopic.OffsetDeleteResponsePartition
 async def handle_offset_delete(ctx: BrokerContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
     version = req.API_VERSION
     # Kafka: DELETE on the group, and READ on each topic (a partition of a topic not readable is refused).
-    unreadable = {t.name for t in req.topics if not ctx.may(Op.READ, Resource.TOPIC, t.name)}
+    unreadable = {t.name for t in req.topics if not ctx.may(_DELETE.need(TOPIC), t.name)}
     partitions = [
         (t.name, p.partition_index) for t in req.topics for p in t.partitions if t.name not in unreadable
     ]
     try:
-        ctx.require(Op.ADMIN, Resource.GROUP, req.group_id)  # Kafka: DELETE on the group
+        ctx.require(_DELETE.need(GROUP), req.group_id)
         kept = await ctx.agent.groups.delete_offsets(req.group_id, partitions)
     except StrataError as exc:
         return OffsetDeleteResponse[version](

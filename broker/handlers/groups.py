@@ -21,7 +21,7 @@ from kafka.protocol.consumer.group import (
 )
 
 from agents import group_state as gs
-from agents.principals import Op, Resource
+from agents.permissions import GROUP, KAFKA, ApiKey
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import MemberIdRequired, StrataError
@@ -60,7 +60,7 @@ async def handle_join_group(ctx: BrokerContext, req: JoinGroupRequest) -> JoinGr
         require_known_member_id=version >= 4,
     )
     try:
-        ctx.require(Op.READ, Resource.GROUP, req.group_id)
+        ctx.require(KAFKA[ApiKey.JOIN_GROUP].need(GROUP), req.group_id)
         result = await ctx.agent.groups.join(req.group_id, join)
     except MemberIdRequired as exc:
         return _join_error(version, errors.MEMBER_ID_REQUIRED, exc.member_id)
@@ -99,7 +99,7 @@ def _join_error(version: int, code: int, member_id: str) -> JoinGroupResponse:
 async def handle_sync_group(ctx: BrokerContext, req: SyncGroupRequest) -> SyncGroupResponse:
     version = req.API_VERSION
     try:
-        ctx.require(Op.READ, Resource.GROUP, req.group_id)
+        ctx.require(KAFKA[ApiKey.SYNC_GROUP].need(GROUP), req.group_id)
         result = await ctx.agent.groups.sync(
             req.group_id,
             req.member_id,
@@ -130,7 +130,7 @@ async def handle_sync_group(ctx: BrokerContext, req: SyncGroupRequest) -> SyncGr
 async def handle_heartbeat(ctx: BrokerContext, req: HeartbeatRequest) -> HeartbeatResponse:
     version = req.API_VERSION
     try:
-        ctx.require(Op.READ, Resource.GROUP, req.group_id)
+        ctx.require(KAFKA[ApiKey.HEARTBEAT].need(GROUP), req.group_id)
         await ctx.agent.groups.heartbeat(
             req.group_id, req.member_id, req.group_instance_id if version >= 3 else None, req.generation_id
         )
@@ -147,7 +147,7 @@ async def handle_leave_group(ctx: BrokerContext, req: LeaveGroupRequest) -> Leav
     else:
         members = [(req.member_id, None)]
     try:
-        ctx.require(Op.READ, Resource.GROUP, req.group_id)
+        ctx.require(KAFKA[ApiKey.LEAVE_GROUP].need(GROUP), req.group_id)
         outcomes = await ctx.agent.groups.leave(req.group_id, members)
     except StrataError as exc:
         return LeaveGroupResponse[version](

@@ -18,7 +18,7 @@ from typing import Any
 from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
-from agents.principals import Op, Resource
+from agents.permissions import AUTO_CREATE, CLUSTER, KAFKA, TOPIC, ApiKey
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import StrataError, TopicExists, UnknownTopic
@@ -28,6 +28,10 @@ from storage.topic_config import validate_topic_name
 _Topic = MetadataResponse.MetadataResponseTopic
 _Partition = _Topic.MetadataResponsePartition
 _ZERO_UUID = uuid.UUID(int=0)
+_RULE = KAFKA[ApiKey.METADATA]
+_DESCRIBE = _RULE.need(TOPIC)
+_AUTO_CREATE = _RULE.need(TOPIC, AUTO_CREATE)
+_CLUSTER = KAFKA[ApiKey.DESCRIBE_CLUSTER].need(CLUSTER)
 
 
 async def handle_metadata(ctx: BrokerContext, req: MetadataRequest) -> MetadataResponse:
@@ -35,7 +39,7 @@ async def handle_metadata(ctx: BrokerContext, req: MetadataRequest) -> MetadataR
     node = ctx.config.node_id
     if req.topics is None or (version == 0 and not req.topics):
         # Every topic this principal may describe (Kafka lists only those, without an error).
-        names = [n for n in await asyncio.to_thread(ctx.metadata.list_topics) if ctx.may_describe(n)]
+        names = [n for n in await asyncio.to_thread(ctx.metadata.list_topics) if ctx.may(_DESCRIBE, n)]
         auto_create = False
     else:
         names = [t.name for t in req.topics]
@@ -84,13 +88,15 @@ async def _topic(ctx: BrokerContext, name: str, auto_create: bool) -> Any:
 
 async def _lookup(ctx: BrokerContext, name: str, auto_create: bool) -> TopicInfo:
     validate_topic_name(name)
-    ctx.require_describe(name)
+    ctx.require(_DESCRIBE, name)
     try:
         return await asyncio.to_thread(ctx.metadata.get_topic, name)
     except UnknownTopic:
-        # Auto-creation creates a topic: only for a principal allowed to (admin on the name).
-        if not auto_create or not ctx.may(Op.ADMIN, Resource.TOPIC, name):
+        if not auto_create:
             raise
+    # Auto-creation creates a topic: only for a principal allowed to (CREATE on the name or the cluster);
+    # refused, Kafka answers TOPIC_AUTHORIZATION_FAILED.
+    ctx.require(_AUTO_CREATE, name)
     try:
         now = ctx.clock.now_ms()
         await asyncio.to_thread(ctx.metadata.create_topic, name, ctx.config.num_partitions, {}, now)
@@ -100,6 +106,16 @@ async def _lookup(ctx: BrokerContext, name: str, auto_create: bool) -> TopicInfo
 
 
 async def handle_describe_cluster(ctx: BrokerContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
+    if not ctx.may(_CLUSTER):
+        return DescribeClusterResponse[req.API_VERSION](
+            throttle_time_ms=0,
+            error_code=errors.CLUSTER_AUTHORIZATION_FAILED,
+            error_message="not allowed to describe the cluster",
+            endpoint_type=1,
+            cluster_id=ctx.config.cluster_id,
+            controller_id=-1,
+            brokers=[],
+        )
     brokers = [
         DescribeClusterResponse.DescribeClusterBroker(broker_id=lane, host=host, port=port, rack=None)
         for lane, host, port in ctx.brokers

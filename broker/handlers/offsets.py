@@ -14,7 +14,7 @@ from collections import Counter
 
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 
-from agents.principals import Op, Resource
+from agents.permissions import KAFKA, TOPIC, ApiKey
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import StrataError, UnknownPartition
@@ -64,7 +64,7 @@ async def handle_list_offsets(ctx: BrokerContext, req: ListOffsetsRequest) -> Li
 
 
 async def _lookup(ctx: BrokerContext, topic: str, partition: int, spec: int) -> tuple[int, int]:
-    ctx.require(Op.READ, Resource.TOPIC, topic)  # Kafka's DESCRIBE, implied by READ
+    ctx.require(KAFKA[ApiKey.LIST_OFFSETS].need(TOPIC), topic)
     fetcher = ctx.agent.fetcher
     cached = await ctx.agent.topic(topic)
     if not 0 <= partition < cached.info.partitions:

@@ -27,7 +27,7 @@ from agents.agent import CachedTopic
 from agents.buffer import PartitionBatch, Reservation
 from agents.buffer import ProduceRequest as AgentRequest
 from agents.offsets import FIRST_RECORD, RecordOffsets
-from agents.principals import Op, Resource
+from agents.permissions import KAFKA, TOPIC, ApiKey
 from broker import errors
 from broker.batches import BatchRejected, check_batches, codecs_in
 from broker.budget import Answer
@@ -52,6 +52,7 @@ class _PartitionResult:
 
 # A topic's name and its partitions' results, in request order: what its answer is encoded from.
 _TopicPlan = tuple[str, list[_PartitionResult]]
+_WRITE = KAFKA[ApiKey.PRODUCE].need(TOPIC)
 
 
 Topics = dict[str, CachedTopic | StrataError]
@@ -79,7 +80,7 @@ async def check_off_loop(ctx: BrokerContext, req: ProduceRequest, topics: Topics
     if _refusal(req) is None:
         for ti, topic_data in enumerate(req.topic_data):
             cached = topics[topic_data.name]
-            if not isinstance(cached, CachedTopic) or not ctx.may(Op.WRITE, Resource.TOPIC, topic_data.name):
+            if not isinstance(cached, CachedTopic) or not ctx.may(_WRITE, topic_data.name):
                 continue
             for pi, pdata in enumerate(topic_data.partition_data):
                 if 0 <= pdata.index < cached.info.partitions:
@@ -230,7 +231,7 @@ def _admit_topic(
 ) -> _TopicPlan:
     plan = (topic_data.name, [_PartitionResult(p.index) for p in topic_data.partition_data])
     refusal = _refusal(req)
-    if refusal is None and not ctx.may(Op.WRITE, Resource.TOPIC, topic_data.name):
+    if refusal is None and not ctx.may(_WRITE, topic_data.name):
         # Before the topic's existence, as Kafka: a denied principal cannot probe which topics exist.
         refusal = errors.TOPIC_AUTHORIZATION_FAILED, f"not allowed to write topic {topic_data.name!r}"
     cached = topics[topic_data.name]

@@ -16,7 +16,7 @@ import asyncio
 
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 
-from agents.principals import Op, Resource
+from agents.permissions import CLUSTER, KAFKA, TRANSACTIONAL_ID, ApiKey
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import ProducerFenced, StrataError
@@ -24,14 +24,17 @@ from storage.metadata.rows import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdA
 
 # The first version whose clients understand PRODUCER_FENCED (KIP-588).
 _FENCED_FROM_VERSION = 4
+_RULE = KAFKA[ApiKey.INIT_PRODUCER_ID]
 
 
 async def handle_init_producer_id(ctx: BrokerContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
     version = req.API_VERSION
     if req.transactional_id is not None:
+        # WRITE on the transactional id is checked as Kafka does, but either way there are no transactions.
+        ctx.may(_RULE.need(TRANSACTIONAL_ID), req.transactional_id)
         return _response(version, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if not ctx.may_any(Op.WRITE, Resource.TOPIC):
-        # Kafka's IDEMPOTENT_WRITE, which write on any topic implies (KIP-679).
+    if not ctx.may(_RULE.need(CLUSTER)):
+        # IDEMPOTENT_WRITE on the cluster, which WRITE on any topic implies (KIP-679).
         return _response(version, errors.CLUSTER_AUTHORIZATION_FAILED)
     # v0-2 have no such fields: the defaults are -1.
     producer_id = req.producer_id if version >= 3 else NO_PRODUCER_ID

@@ -21,7 +21,7 @@ from kafka.protocol.admin.topics import (
     DeleteTopicsResponse,
 )
 
-from agents.principals import Op, Resource
+from agents.permissions import KAFKA, TOPIC, ApiKey
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import InvalidConfig, InvalidPartitionCount, StrataError
@@ -44,7 +44,7 @@ async def _create(
 ) -> Any:
     partitions = topic.num_partitions if topic.num_partitions != -1 else ctx.config.num_partitions
     try:
-        ctx.require(Op.ADMIN, Resource.TOPIC, topic.name)
+        ctx.require(KAFKA[ApiKey.CREATE_TOPICS].need(TOPIC), topic.name)
         if topic.assignments:
             checked = _assignment(ctx, topic)
             if isinstance(checked, tuple):
@@ -109,7 +109,7 @@ async def handle_delete_topics(ctx: BrokerContext, req: DeleteTopicsRequest) -> 
         try:
             if name is None:
                 raise InvalidConfig("deleting a topic by id is not supported")
-            ctx.require(Op.ADMIN, Resource.TOPIC, name)
+            ctx.require(KAFKA[ApiKey.DELETE_TOPICS].need(TOPIC), name)
             validate_topic_name(name)
             await asyncio.to_thread(ctx.metadata.delete_topic, name, ctx.clock.now_ms())
             ctx.agent.forget_topic(name)
@@ -163,7 +163,7 @@ async def handle_create_partitions(
     for topic in req.topics:
         code, message = errors.NONE, None
         try:
-            ctx.require(Op.ADMIN, Resource.TOPIC, topic.name)
+            ctx.require(KAFKA[ApiKey.CREATE_PARTITIONS].need(TOPIC), topic.name)
             validate_topic_name(topic.name)
             if not 1 <= topic.count <= MAX_PARTITIONS:
                 raise InvalidPartitionCount(f"partitions must be 1..{MAX_PARTITIONS}, got {topic.count}")

@@ -60,10 +60,31 @@ class GroupForbidden(Forbidden):
 
 
 class ClusterForbidden(Forbidden):
-    """The principal may not do this cluster-wide (Kafka CLUSTER_AUTHORIZATION_FAILED): an idempotent
-    producer id for a principal that may write no topic."""
+    """The principal may not do this cluster-wide (Kafka CLUSTER_AUTHORIZATION_FAILED): describe the
+    cluster, manage ACLs or SCRAM credentials, or get an idempotent producer id without write on a topic."""
 
     code = 40303
+
+
+class TransactionalIdForbidden(Forbidden):
+    """The principal may not use this transactional id (Kafka TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+
+    code = 40304
+
+
+class UnacceptableCredential(StrataError):
+    """A SCRAM credential Kafka would refuse: an empty user name, too few or too many iterations, an empty
+    salt or salted password (Kafka's UNACCEPTABLE_CREDENTIAL)."""
+
+    kind = ErrorKind.INVALID
+    code = 40008
+
+
+class DuplicateResource(StrataError):
+    """One request names the same user (and mechanism) twice (Kafka's DUPLICATE_RESOURCE)."""
+
+    kind = ErrorKind.INVALID
+    code = 40009
 
 
 class NotAcceptable(StrataError):
@@ -153,6 +174,13 @@ class UnknownTopic(StrataError):
 class UnknownPartition(StrataError):
     kind = ErrorKind.NOT_FOUND
     code = 40402
+
+
+class UnknownScramCredential(StrataError):
+    """The user has no stored SCRAM credential (for this mechanism); Kafka's RESOURCE_NOT_FOUND."""
+
+    kind = ErrorKind.NOT_FOUND
+    code = 40406
 
 
 class UnknownJob(StrataError):

@@ -20,6 +20,7 @@ implements them all, and ``MetadataStore`` is their union, for the composition r
 - ``FileCatalog``, garbage collection's: which object keys have a files row, obsolete files, forgetting them.
 - ``AdminStore``: topics created, reconfigured and deleted; consumer group offsets.
 - ``ProducerStore``: idempotent producers' ids and epochs (InitProducerId).
+- ``SecurityStore`` (``storage.metadata.security``): Kafka's ACLs and run-time SCRAM credentials.
 - ``StatsReader``: what the HTTP API shows of compaction and sizes: jobs with their reports, partition
   details, topic summaries, dirty-ratio samples.
 
@@ -90,6 +91,7 @@ from storage.metadata.rows import (
     TopicInfo,
     TopicSummary,
 )
+from storage.metadata.security import SecurityStore
 
 T = TypeVar("T")
 
@@ -417,6 +419,7 @@ class MetadataStore(
     ProducerStore,
     GroupStore,
     DamageLog,
+    SecurityStore,
     Protocol,
 ):
     """Every role at once: what the composition root opens and hands out by role."""

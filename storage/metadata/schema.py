@@ -318,6 +318,41 @@ def _v7(t: _Types) -> tuple[str, ...]:
     )
 
 
+def _v8(t: _Types) -> tuple[str, ...]:
+    return (
+        # Kafka's ACLs, one row per binding (storage/acl_model.py); enums by their Kafka names. The
+        # binding is the key: creating one that exists changes nothing, as Kafka's CreateAcls.
+        f"""CREATE TABLE acls (
+            resource_type TEXT NOT NULL,
+            resource_name TEXT NOT NULL,
+            pattern_type TEXT NOT NULL,
+            principal TEXT NOT NULL,
+            host TEXT NOT NULL,
+            operation TEXT NOT NULL,
+            permission TEXT NOT NULL,
+            PRIMARY KEY (resource_type, resource_name, pattern_type, principal, host, operation, permission)
+        ){t.table_options}""",
+        # SCRAM credentials added at run time: the salt and the keys derived from the salted password
+        # (RFC 5802), base64; never the password. One row per (user, mechanism), as Kafka keeps them.
+        f"""CREATE TABLE scram_credentials (
+            user_name TEXT NOT NULL,
+            mechanism TEXT NOT NULL,
+            salt TEXT NOT NULL,
+            stored_key TEXT NOT NULL,
+            server_key TEXT NOT NULL,
+            iterations {t.small} NOT NULL,
+            PRIMARY KEY (user_name, mechanism)
+        ){t.table_options}""",
+        # One row: bumped by every transaction that changes acls or scram_credentials, so an agent finds
+        # out whether to reload them with one cheap read.
+        f"""CREATE TABLE security_version (
+            id {t.small} PRIMARY KEY CHECK (id = 1),
+            version {t.big} NOT NULL
+        ){t.table_options}""",
+        "INSERT INTO security_version (id, version) VALUES (1, 0)",
+    )
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_SQLITE)),
     Migration(2, "compaction: cleaner checkpoint, job file claims", _v2(_SQLITE)),
@@ -326,6 +361,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "cluster: registered agents", _v5(_SQLITE)),
     Migration(6, "compaction reports: job stats and topics, dirty-ratio samples", _v6(_SQLITE)),
     Migration(7, "damaged ranges and their quarantine", _v7(_SQLITE)),
+    Migration(8, "ACLs and SCRAM credentials, and their version", _v8(_SQLITE)),
 )
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_POSTGRES)),
@@ -335,6 +371,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "cluster: registered agents", _v5(_POSTGRES)),
     Migration(6, "compaction reports: job stats and topics, dirty-ratio samples", _v6(_POSTGRES)),
     Migration(7, "damaged ranges and their quarantine", _v7(_POSTGRES)),
+    Migration(8, "ACLs and SCRAM credentials, and their version", _v8(_POSTGRES)),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {

@@ -268,7 +268,7 @@ def test_group_offsets(server: RunningServer) -> None:
 
 
 def test_auth_tokens(server_factory: Callable[..., Any]) -> None:
-    with server_factory(api_tokens="s3cret,other") as srv:
+    with server_factory(api_tokens="s3cret,other", kafka_port=-1) as srv:
         assert srv.client.get("/v1/topics").status_code == 401
         assert srv.client.get("/healthz").status_code == 200
         ok = srv.client.get("/v1/topics", headers={"Authorization": "Bearer other"})

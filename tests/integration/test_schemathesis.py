@@ -47,6 +47,10 @@ MAX_WAIT_MS = 50
 #   42207  topic configs are checked by storage/topic_config.py, not by the schema.
 #   42208  a record timestamp outside the topic's message.timestamp.before/after.max.ms window around now.
 #   42209  a partition count that does not grow the topic (the schema cannot know today's count).
+#   40001  (ACLs) a binding Kafka refuses: a CLUSTER not named kafka-cluster, a principal without a type,
+#          a name that is not UTF-8 text without NUL; a DELETE /v1/acls without any filter field.
+#   40008  a SCRAM user name with ',', '=', ':' or an unprintable character; an empty salt.
+#   40406  removing a SCRAM credential the user does not have.
 POSITIVE_REJECTIONS: dict[tuple[str, str], frozenset[int]] = {
     ("GET", "/v1/topics"): frozenset(),
     ("POST", "/v1/topics"): frozenset({40002, 40003, 42206, 42207}),
@@ -76,6 +80,12 @@ POSITIVE_REJECTIONS: dict[tuple[str, str], frozenset[int]] = {
     ("GET", "/v1/topics/{topic}/browse"): frozenset({40001, 40003, 40401, 40402}),
     ("GET", "/v1/cluster"): frozenset(),
     ("GET", "/v1/metrics/history"): frozenset(),
+    ("GET", "/v1/acls"): frozenset(),
+    ("POST", "/v1/acls"): frozenset({40001, 42206}),
+    ("DELETE", "/v1/acls"): frozenset({40001}),
+    ("GET", "/v1/users"): frozenset(),
+    ("PUT", "/v1/users/{user}/scram/{mechanism}"): frozenset({40008, 42206}),
+    ("DELETE", "/v1/users/{user}/scram/{mechanism}"): frozenset({40008, 40406}),
     ("GET", "/healthz"): frozenset(),
     ("GET", "/readyz"): frozenset(),
     # Last: half of its positive cases delete the shared topic (the fixture below recreates it).
@@ -94,6 +104,7 @@ NOTHING_TO_NEGATE = {
     ("GET", "/readyz"),
     ("GET", "/v1/cluster"),
     ("DELETE", "/v1/topics/{topic}"),
+    ("GET", "/v1/users"),
 }
 CASES = [
     pytest.param(method, path, mode, id=f"{method} {path} {mode.value}")

@@ -271,9 +271,18 @@ def test_console_needs_credentials_and_the_api_permissions(browser: Browser, tmp
         page.click("#confirm-ok")
         expect(page.locator("#flash .msg.error").last).to_contain_text("40301")
         assert srv.client.get("/v1/topics/orders.eu", auth=admin).status_code == 200
-        # Resetting a group's offsets needs the admin permission on the group: bob only reads billing-*.
+        # Resetting a group's offsets needs READ on the group (Kafka's OffsetCommit): a DENY of READ on
+        # billing-eu takes it from bob, while DESCRIBE, which his ALLOW READ implies, still shows the page.
         offsets = {"offsets": [{"topic": "orders.eu", "partition": 0, "offset": 0}]}
         assert srv.client.put("/v1/groups/billing-eu/offsets", json=offsets, auth=admin).status_code == 200
+        deny = {
+            "resource_type": "GROUP",
+            "resource_name": "billing-eu",
+            "principal": "User:bob",
+            "operation": "READ",
+            "permission": "DENY",
+        }
+        assert srv.client.post("/v1/acls", json={"acls": [deny]}, auth=admin).status_code == 201
         page.goto(f"{srv.url}/ui#/groups/billing-eu")
         expect(page.locator("#group-state")).to_have_text("Empty")
         page.select_option("#reset-to", "latest")
@@ -288,6 +297,22 @@ def test_console_needs_credentials_and_the_api_permissions(browser: Browser, tmp
             http_credentials={"username": "carol", "password": PASSWORDS["carol"]},
         )
         expect(page.locator("main table tbody")).to_contain_text("No topics yet")
+        # The Access page: the ACLs (the file's grants and the DENY above) for whoever may describe the
+        # cluster; bob may not, and sees the API's refusal.
+        page = open_page(
+            browser,
+            f"{srv.url}/ui#/access",
+            http_credentials={"username": "admin", "password": PASSWORDS["admin"]},
+        )
+        expect(page.locator("main table").first).to_contain_text("User:bob")
+        expect(page.locator("main table").first).to_contain_text("DENY")
+        expect(page.locator("main table").first).to_contain_text("billing-eu")
+        page.fill("#acl-principal", "User:alice")
+        page.click("main form button")
+        expect(page.locator("main table").first).not_to_contain_text("User:bob")
+        expect(page.locator("main table").first).to_contain_text("orders.")
+        page = open_page(browser, f"{srv.url}/ui#/access", http_credentials=creds)
+        expect(page.locator("#access-error")).to_contain_text("40303")
 
 
 def test_topic_list_pages_through_many_topics(browser: Browser, srv: RunningServer) -> None:

@@ -1,22 +1,27 @@
-"""The principals file and its grants (agents/principals.py), and the SASL exchange (broker/sasl.py) driven
-by scramp's client: sans-IO, so every rule is checked without a socket."""
+"""The principals file and the ACLs its grants seed (agents/principals.py), and the SASL exchange
+(broker/sasl.py) driven by scramp's client: sans-IO over a SQLite store, so every rule is checked without
+a socket."""
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from scramp import ScramClient
 
-from agents.principals import Op, Principals, Resource, load_principals, parse_principals
+from agents.principals import Principals, load_principals, parse_principals
+from agents.security import Security
 from broker.sasl import SaslExchange, State
+from storage.acl_model import AclBinding, Operation, PatternType, Permission, ResourceType
 from storage.errors import (
     IllegalSaslState,
     SaslAuthenticationFailed,
     SettingsError,
     UnsupportedSaslMechanism,
 )
+from storage.metadata import open_metadata_store
 from tests.fixtures.principals import BOB_TOKEN, PASSWORDS, PRINCIPALS_TOML
 
 
@@ -25,26 +30,51 @@ def principals() -> Principals:
     return parse_principals(tomllib.loads(PRINCIPALS_TOML))
 
 
-def test_grants_follow_prefixes_and_admin_implies_read_and_write(principals: Principals) -> None:
-    alice, bob, carol, admin = (principals.get(n) for n in ("alice", "bob", "carol", "admin"))
-    assert alice is not None and bob is not None and carol is not None and admin is not None  # noqa: PT018
-    for op in Op:
-        assert alice.may(op, Resource.TOPIC, "orders.eu")  # admin implies read and write
-        assert not alice.may(op, Resource.TOPIC, "orders")  # the prefix is "orders."
-        assert admin.may(op, Resource.TOPIC, "anything")
-        assert admin.may(op, Resource.GROUP, "anything")
-        assert not carol.may(op, Resource.TOPIC, "orders.eu")
-    assert bob.may(Op.READ, Resource.TOPIC, "orders.eu")
-    assert not bob.may(Op.WRITE, Resource.TOPIC, "orders.eu")
-    assert not bob.may(Op.ADMIN, Resource.TOPIC, "orders.eu")
-    assert bob.may(Op.READ, Resource.GROUP, "billing-1")
-    assert not bob.may(Op.ADMIN, Resource.GROUP, "billing-1")
-    assert not bob.may(Op.READ, Resource.GROUP, "other")
-    assert alice.may_any(Op.WRITE, Resource.TOPIC)
-    assert not bob.may_any(Op.WRITE, Resource.TOPIC)
-    star = parse_principals({"principals": {"s": {"password": "p", "topics": {"read": ["*"]}}}}).get("s")
-    assert star is not None
-    assert star.may(Op.READ, Resource.TOPIC, "x")
+@pytest.fixture
+def security(principals: Principals, tmp_path: Path) -> Iterator[Security]:
+    store = open_metadata_store(f"sqlite:///{tmp_path / 'm.db'}")
+    try:
+        found = Security(principals, store)
+        found.seed()
+        found.refresh()
+        yield found
+    finally:
+        store.close()
+
+
+def _allow(
+    principal: str, resource: ResourceType, name: str, pattern: PatternType, op: Operation
+) -> AclBinding:
+    return AclBinding(resource, name, pattern, principal, "*", op, Permission.ALLOW)
+
+
+def test_grants_become_acls(principals: Principals) -> None:
+    """topics read/write/admin -> READ/WRITE/ALL, groups read/admin -> READ/ALL; prefixes PREFIXED and
+    "*" LITERAL; superuser stays a super user (no ACL)."""
+    t, g, pre = ResourceType.TOPIC, ResourceType.GROUP, PatternType.PREFIXED
+    assert set(principals.file_acls()) == {
+        _allow("User:alice", t, "orders.", pre, Operation.ALL),
+        _allow("User:alice", g, "billing-", pre, Operation.READ),
+        _allow("User:bob", t, "orders.", pre, Operation.READ),
+        _allow("User:bob", g, "billing-", pre, Operation.READ),
+    }
+    admin = principals.get("admin")
+    assert admin is not None
+    assert admin.superuser
+    doc = {"principals": {"s": {"password": "p", "topics": {"read": ["*"], "write": ["a"], "admin": ["b"]}}}}
+    assert set(parse_principals(doc).file_acls()) == {
+        _allow("User:s", t, "*", PatternType.LITERAL, Operation.READ),
+        _allow("User:s", t, "a", pre, Operation.WRITE),
+        _allow("User:s", t, "b", pre, Operation.ALL),
+    }
+
+
+def test_seeding_is_idempotent(security: Security) -> None:
+    version = security.version
+    assert security.seed() == 0  # a restart with the same file adds nothing
+    assert not security.refresh()
+    assert security.version == version
+    assert len(security.acls) == 4
 
 
 def test_credentials_are_checked_and_never_shown(principals: Principals) -> None:
@@ -107,8 +137,8 @@ def test_the_file_itself(tmp_path: Path) -> None:
         parse_principals({"principals": {"token": {"password": "p"}}}).with_tokens({"t"})
 
 
-def test_plain_exchange(principals: Principals) -> None:
-    ok = SaslExchange(principals)
+def test_plain_exchange(principals: Principals, security: Security) -> None:
+    ok = SaslExchange(security)
     ok.handshake("PLAIN")
     assert ok.authenticate(f"\0alice\0{PASSWORDS['alice']}".encode()) == b""
     assert ok.state is State.AUTHENTICATED
@@ -119,7 +149,7 @@ def test_plain_exchange(principals: Principals) -> None:
         b"\xff\xfe",
         b"alice",
     ):
-        bad = SaslExchange(principals)
+        bad = SaslExchange(security)
         bad.handshake("PLAIN")
         with pytest.raises(SaslAuthenticationFailed):
             bad.authenticate(token)
@@ -128,13 +158,13 @@ def test_plain_exchange(principals: Principals) -> None:
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_scram_exchange(principals: Principals, mechanism: str) -> None:
+def test_scram_exchange(principals: Principals, security: Security, mechanism: str) -> None:
     for user, password, works in (
         ("bob", PASSWORDS["bob"], True),
         ("bob", "wrong", False),
         ("nobody", "wrong", False),
     ):
-        exchange = SaslExchange(principals)
+        exchange = SaslExchange(security)
         exchange.handshake(mechanism)
         client = ScramClient([mechanism], user, password)
         client.set_server_first(exchange.authenticate(client.get_client_first().encode()).decode())
@@ -148,14 +178,14 @@ def test_scram_exchange(principals: Principals, mechanism: str) -> None:
             assert exchange.principal is None
 
 
-def test_exchange_order(principals: Principals) -> None:
-    early = SaslExchange(principals)
+def test_exchange_order(security: Security) -> None:
+    early = SaslExchange(security)
     with pytest.raises(IllegalSaslState):
         early.authenticate(b"\0a\0b")
-    unknown = SaslExchange(principals)
+    unknown = SaslExchange(security)
     with pytest.raises(UnsupportedSaslMechanism):
         unknown.handshake("GSSAPI")
-    twice = SaslExchange(principals)
+    twice = SaslExchange(security)
     twice.handshake("PLAIN")
     twice.authenticate(f"\0bob\0{PASSWORDS['bob']}".encode())
     with pytest.raises(IllegalSaslState):

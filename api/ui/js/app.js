@@ -7,6 +7,7 @@ import * as topics from "./topics.js";
 import * as records from "./records.js";
 import * as groups from "./groups.js";
 import * as compaction from "./compaction.js";
+import * as access from "./access.js";
 
 const ROUTES = [
   [/^#?\/?$/, overview.render, "overview"],
@@ -16,6 +17,7 @@ const ROUTES = [
   [/^#\/groups$/, groups.renderList, "groups"],
   [/^#\/groups\/([^/]+)$/, groups.renderGroup, "groups"],
   [/^#\/compaction$/, compaction.render, "compaction"],
+  [/^#\/access$/, access.render, "access"],
 ];
 
 let stop = null;

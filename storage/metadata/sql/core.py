@@ -27,6 +27,8 @@ a transaction that takes no other lock, and deleted with their topic by ``delete
 A ``consumer_groups`` row (one group's coordinator state) is taken first in its transaction, before 1 and
 7; no transaction holding a lock above takes one (``groups``).
 One ``producer_ids`` row is locked alone, by ``init_producer_id``, in a transaction of its own.
+The ``security_version`` row is locked first by every transaction that changes ``acls`` or
+``scram_credentials`` (``security``), and those transactions take no other lock.
 Every transaction that deletes chunk rows (``delete_topic``, ``apply_retention``, ``commit_compaction``)
 first locks the rows' partitions, so once ``commit_compaction`` holds its partitions, its inputs can no
 longer disappear underneath it, and a re-read tells it whether they are all still there.

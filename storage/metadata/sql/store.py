@@ -12,6 +12,7 @@ from storage.metadata.sql.groups import GroupQueries
 from storage.metadata.sql.jobs import JobQueries
 from storage.metadata.sql.producers import ProducerQueries
 from storage.metadata.sql.reads import ReadQueries
+from storage.metadata.sql.security import SecurityQueries
 from storage.metadata.sql.stats import StatsQueries
 from storage.metadata.sql.topics import TopicQueries
 
@@ -28,6 +29,7 @@ class SqlMetadataStore(
     ProducerQueries,  # ProducerStore
     AgentQueries,  # AgentRegistry
     DamageQueries,  # DamageLog
+    SecurityQueries,  # SecurityStore
     MetadataStore,
 ):
     """``MetadataStore`` over any ``Backend``. Thread-safe: every call is one backend transaction.

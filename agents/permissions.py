@@ -1,0 +1,274 @@
+"""The one permission table: for every Kafka API the listener advertises and every HTTP route, the
+permission(s) it needs, as Kafka names them (resource type, operation, where the resource name comes from).
+
+Call sites never name an operation: a handler or route takes its ``Need`` from here (``KAFKA[key].need``,
+``HTTP[method, path].need``) and asks the door's context whether the request's principal has it. So what
+this table says is what is enforced, and tests/unit/test_permission_table.py walks it: every advertised API
+and every route has an entry, and for each need a principal holding every other permission is denied.
+
+The Kafka entries follow Kafka's own (KafkaApis and the table of operations per protocol in Kafka's
+authorization documentation). The HTTP routes take the Kafka API they correspond to: produce is
+Produce's WRITE, reading records is Fetch's READ, offsets are ListOffsets' DESCRIBE, a group's offsets
+OffsetCommit's and OffsetFetch's, and the cluster views DescribeCluster's DESCRIBE on the cluster.
+
+A need either refuses (the request, or the one topic or group of it the need names, answers the
+resource's *_AUTHORIZATION_FAILED code or HTTP 403) or ``filters``: what it does not allow is left out of
+a listing, as Kafka's Metadata leaves out topics one may not describe. An entry with no need is open, and
+says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+
+from storage.acl_model import Operation, ResourceType
+
+TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = (
+    ResourceType.TOPIC,
+    ResourceType.GROUP,
+    ResourceType.CLUSTER,
+    ResourceType.TRANSACTIONAL_ID,
+)
+
+
+class ApiKey(IntEnum):
+    """The Kafka APIs Strata serves (broker/apis.py advertises exactly these)."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_CLUSTER = 60
+
+
+class Name(Enum):
+    """Where the resource name of a need comes from."""
+
+    TOPIC = "each topic the request names"
+    GROUP = "the group the request names"
+    CLUSTER = "the cluster (kafka-cluster)"
+    TRANSACTIONAL_ID = "the transactional id"
+    SOME_TOPIC = "any topic: some topic name allows it (Kafka's authorizeByResourceType, KIP-679)"
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    resource: ResourceType
+    operation: Operation
+    name: Name
+    # Left out of a listing where denied, instead of refused.
+    filters: bool = False
+    # Also allowed by this need (Kafka's CreateTopics: CREATE on the cluster or on the topic).
+    alternative: Need | None = None
+    # Tells apart two needs of one entry on the same resource type ("" where there is one).
+    key: str = ""
+
+    def describe(self) -> str:
+        text = f"{self.operation.name} on {self.resource.name} ({self.name.value})"
+        if self.alternative is not None:
+            text += f", or {self.alternative.describe()}"
+        return text + (": filters" if self.filters else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    needs: tuple[Need, ...] = ()
+    # Why an entry without needs is open: to any authenticated principal, or (``unauthenticated``) to
+    # anyone at all.
+    open: str = ""
+    unauthenticated: bool = False
+
+    def __post_init__(self) -> None:
+        refusing = [n for n in self.needs if not n.filters]
+        if (refusing and self.open) or not (self.needs or self.open):
+            raise ValueError("an entry has needs that refuse, or says why it is open; not both, not neither")
+
+    def need(self, resource: ResourceType, key: str = "") -> Need:
+        """This entry's need on ``resource`` (with ``key``, where two needs share a resource type)."""
+        found = [n for n in self.needs if n.resource is resource and n.key == key]
+        if len(found) != 1:
+            raise KeyError(f"{len(found)} needs on {resource.name} {key!r} in {self}")
+        return found[0]
+
+
+def needs(*items: Need) -> Rule:
+    return Rule(items)
+
+
+def open_to_any(reason: str) -> Rule:
+    return Rule(open=reason)
+
+
+def _n(
+    resource: ResourceType,
+    op: Operation,
+    name: Name,
+    *,
+    filters: bool = False,
+    alternative: Need | None = None,
+    key: str = "",
+) -> Need:
+    return Need(resource, op, name, filters, alternative, key)
+
+
+Op = Operation
+# Keys of the second need on one resource type: Metadata's auto-creation, a described topic's configs.
+AUTO_CREATE = "auto-create"
+CONFIGS = "configs"
+_CREATE_TOPIC = _n(TOPIC, Op.CREATE, Name.TOPIC, alternative=_n(CLUSTER, Op.CREATE, Name.CLUSTER))
+
+KAFKA: dict[int, Rule] = {
+    ApiKey.PRODUCE: needs(_n(TOPIC, Op.WRITE, Name.TOPIC)),
+    ApiKey.FETCH: needs(_n(TOPIC, Op.READ, Name.TOPIC)),
+    ApiKey.LIST_OFFSETS: needs(_n(TOPIC, Op.DESCRIBE, Name.TOPIC)),
+    # Topics not named are listed only where DESCRIBE allows; a named one that does not exist is created
+    # (auto.create.topics.enable) only with CREATE.
+    ApiKey.METADATA: needs(
+        _n(TOPIC, Op.DESCRIBE, Name.TOPIC),
+        _n(TOPIC, Op.CREATE, Name.TOPIC, alternative=_n(CLUSTER, Op.CREATE, Name.CLUSTER), key=AUTO_CREATE),
+    ),
+    ApiKey.OFFSET_COMMIT: needs(_n(GROUP, Op.READ, Name.GROUP), _n(TOPIC, Op.READ, Name.TOPIC)),
+    ApiKey.OFFSET_FETCH: needs(
+        _n(GROUP, Op.DESCRIBE, Name.GROUP), _n(TOPIC, Op.DESCRIBE, Name.TOPIC, filters=True)
+    ),
+    ApiKey.FIND_COORDINATOR: needs(
+        _n(GROUP, Op.DESCRIBE, Name.GROUP), _n(TRANSACTIONAL_ID, Op.DESCRIBE, Name.TRANSACTIONAL_ID)
+    ),
+    ApiKey.JOIN_GROUP: needs(_n(GROUP, Op.READ, Name.GROUP)),
+    ApiKey.HEARTBEAT: needs(_n(GROUP, Op.READ, Name.GROUP)),
+    ApiKey.LEAVE_GROUP: needs(_n(GROUP, Op.READ, Name.GROUP)),
+    ApiKey.SYNC_GROUP: needs(_n(GROUP, Op.READ, Name.GROUP)),
+    ApiKey.DESCRIBE_GROUPS: needs(_n(GROUP, Op.DESCRIBE, Name.GROUP)),
+    ApiKey.LIST_GROUPS: needs(
+        _n(GROUP, Op.DESCRIBE, Name.GROUP, filters=True, alternative=_n(CLUSTER, Op.DESCRIBE, Name.CLUSTER))
+    ),
+    ApiKey.SASL_HANDSHAKE: open_to_any("authentication itself: served before a principal is known"),
+    ApiKey.API_VERSIONS: open_to_any("what the listener serves: asked before authenticating"),
+    ApiKey.CREATE_TOPICS: needs(_CREATE_TOPIC),
+    ApiKey.DELETE_TOPICS: needs(_n(TOPIC, Op.DELETE, Name.TOPIC)),
+    ApiKey.DELETE_RECORDS: needs(_n(TOPIC, Op.DELETE, Name.TOPIC)),
+    ApiKey.INIT_PRODUCER_ID: needs(
+        _n(CLUSTER, Op.IDEMPOTENT_WRITE, Name.CLUSTER, alternative=_n(TOPIC, Op.WRITE, Name.SOME_TOPIC)),
+        _n(TRANSACTIONAL_ID, Op.WRITE, Name.TRANSACTIONAL_ID),
+    ),
+    ApiKey.DESCRIBE_ACLS: needs(_n(CLUSTER, Op.DESCRIBE, Name.CLUSTER)),
+    ApiKey.CREATE_ACLS: needs(_n(CLUSTER, Op.ALTER, Name.CLUSTER)),
+    ApiKey.DELETE_ACLS: needs(_n(CLUSTER, Op.ALTER, Name.CLUSTER)),
+    ApiKey.DESCRIBE_CONFIGS: needs(
+        _n(TOPIC, Op.DESCRIBE_CONFIGS, Name.TOPIC), _n(CLUSTER, Op.DESCRIBE_CONFIGS, Name.CLUSTER)
+    ),
+    ApiKey.ALTER_CONFIGS: needs(
+        _n(TOPIC, Op.ALTER_CONFIGS, Name.TOPIC), _n(CLUSTER, Op.ALTER_CONFIGS, Name.CLUSTER)
+    ),
+    ApiKey.SASL_AUTHENTICATE: open_to_any("authentication itself: served before a principal is known"),
+    ApiKey.CREATE_PARTITIONS: needs(_n(TOPIC, Op.ALTER, Name.TOPIC)),
+    ApiKey.DELETE_GROUPS: needs(_n(GROUP, Op.DELETE, Name.GROUP)),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: needs(
+        _n(TOPIC, Op.ALTER_CONFIGS, Name.TOPIC), _n(CLUSTER, Op.ALTER_CONFIGS, Name.CLUSTER)
+    ),
+    ApiKey.OFFSET_DELETE: needs(_n(GROUP, Op.DELETE, Name.GROUP), _n(TOPIC, Op.READ, Name.TOPIC)),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: needs(_n(CLUSTER, Op.DESCRIBE, Name.CLUSTER)),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: needs(_n(CLUSTER, Op.ALTER, Name.CLUSTER)),
+    ApiKey.DESCRIBE_CLUSTER: needs(_n(CLUSTER, Op.DESCRIBE, Name.CLUSTER)),
+}
+
+_T = "/v1/topics/{topic}"
+_P = _T + "/partitions/{partition}"
+_G = "/v1/groups/{group}"
+_CLUSTER_DESCRIBE = needs(_n(CLUSTER, Op.DESCRIBE, Name.CLUSTER))
+_CLUSTER_ALTER = needs(_n(CLUSTER, Op.ALTER, Name.CLUSTER))
+_PROBE = Rule(
+    open="a probe or scrape: load balancers and Prometheus call it without credentials", unauthenticated=True
+)
+# Why the agent is not ready (the metadata store's error, which names where it is) only to a principal
+# that may describe the cluster; anyone else learns only that it is not.
+_READY = Rule(
+    (_n(CLUSTER, Op.DESCRIBE, Name.CLUSTER, filters=True),),
+    open="a probe: load balancers call it without credentials",
+    unauthenticated=True,
+)
+_PAGE = open_to_any("the console and the API's documentation: static, and every call they make is checked")
+
+# (method, path template) -> the route's rule. Mounted static files are keyed by their mount path.
+HTTP: dict[tuple[str, str], Rule] = {
+    ("GET", "/healthz"): _PROBE,
+    ("GET", "/readyz"): _READY,
+    ("GET", "/metrics"): _PROBE,
+    ("GET", "/openapi.json"): _PAGE,
+    ("GET", "/docs"): _PAGE,
+    ("GET", "/docs/oauth2-redirect"): _PAGE,
+    ("GET", "/redoc"): _PAGE,
+    ("GET", "/ui"): _PAGE,
+    ("GET", "/ui/"): _PAGE,
+    ("GET", "/ui/assets"): _PAGE,
+    ("POST", "/v1/topics"): needs(_CREATE_TOPIC),
+    ("GET", "/v1/topics"): needs(_n(TOPIC, Op.DESCRIBE, Name.TOPIC, filters=True)),
+    ("GET", _T): needs(
+        _n(TOPIC, Op.DESCRIBE, Name.TOPIC),
+        _n(TOPIC, Op.DESCRIBE_CONFIGS, Name.TOPIC, filters=True, key=CONFIGS),
+    ),
+    ("PATCH", _T + "/configs"): needs(_n(TOPIC, Op.ALTER_CONFIGS, Name.TOPIC)),
+    ("POST", _T + "/partitions"): needs(_n(TOPIC, Op.ALTER, Name.TOPIC)),
+    ("DELETE", _T): needs(_n(TOPIC, Op.DELETE, Name.TOPIC)),
+    ("POST", _T + "/compact"): needs(_n(TOPIC, Op.ALTER, Name.TOPIC)),
+    ("POST", _T + "/records"): needs(_n(TOPIC, Op.WRITE, Name.TOPIC)),
+    ("GET", _P + "/records"): needs(_n(TOPIC, Op.READ, Name.TOPIC)),
+    ("DELETE", _P + "/records"): needs(_n(TOPIC, Op.DELETE, Name.TOPIC)),
+    ("GET", _P + "/offsets"): needs(_n(TOPIC, Op.DESCRIBE, Name.TOPIC)),
+    ("GET", _T + "/browse"): needs(_n(TOPIC, Op.READ, Name.TOPIC)),
+    ("GET", _T + "/partitions"): needs(_n(TOPIC, Op.DESCRIBE, Name.TOPIC)),
+    ("GET", _T + "/compaction"): needs(_n(TOPIC, Op.DESCRIBE, Name.TOPIC)),
+    # Jobs of topics one may not describe are left out; asking for one such topic is refused.
+    ("GET", "/v1/compaction/jobs"): needs(_n(TOPIC, Op.DESCRIBE, Name.TOPIC, filters=True)),
+    ("GET", "/v1/groups"): needs(_n(GROUP, Op.DESCRIBE, Name.GROUP, filters=True)),
+    ("GET", _G): needs(_n(GROUP, Op.DESCRIBE, Name.GROUP), _n(TOPIC, Op.DESCRIBE, Name.TOPIC, filters=True)),
+    ("PUT", _G + "/offsets"): needs(_n(GROUP, Op.READ, Name.GROUP), _n(TOPIC, Op.READ, Name.TOPIC)),
+    ("GET", _G + "/offsets"): needs(
+        _n(GROUP, Op.DESCRIBE, Name.GROUP), _n(TOPIC, Op.DESCRIBE, Name.TOPIC, filters=True)
+    ),
+    ("POST", _G + "/offsets/reset"): needs(_n(GROUP, Op.READ, Name.GROUP), _n(TOPIC, Op.READ, Name.TOPIC)),
+    ("GET", "/v1/cluster"): _CLUSTER_DESCRIBE,
+    ("GET", "/v1/metrics/history"): _CLUSTER_DESCRIBE,
+    ("GET", "/v1/acls"): _CLUSTER_DESCRIBE,
+    ("POST", "/v1/acls"): _CLUSTER_ALTER,
+    ("DELETE", "/v1/acls"): _CLUSTER_ALTER,
+    ("GET", "/v1/users"): _CLUSTER_DESCRIBE,
+    ("PUT", "/v1/users/{user}/scram/{mechanism}"): _CLUSTER_ALTER,
+    ("DELETE", "/v1/users/{user}/scram/{mechanism}"): _CLUSTER_ALTER,
+}
+
+# Paths open without authentication (the middleware lets them through without credentials).
+UNAUTHENTICATED_PATHS = frozenset(path for (_, path), rule in HTTP.items() if rule.unauthenticated)
+
+
+def route(method: str, path: str) -> Rule:
+    """A route's rule; KeyError for a route the table does not know (a route added without an entry)."""
+    return HTTP[(method, path)]
