@@ -76,7 +76,9 @@ async def test_list_offsets_refuses_what_kafka_refuses(broker_parts: BrokerParts
     broker_parts.metadata.create_topic("t", 2, {}, 0)
     await produce(broker_parts, "t", [10])
     # A partition asked twice: one answer for it, INVALID_REQUEST; the other partition is answered.
-    answer = await call(broker_parts.ctx, list_offsets_request("t", [(0, LATEST), (1, LATEST), (0, EARLIEST)]))
+    answer = await call(
+        broker_parts.ctx, list_offsets_request("t", [(0, LATEST), (1, LATEST), (0, EARLIEST)])
+    )
     got = [(p.partition_index, p.error_code, p.offset) for p in answer.topics[0].partitions]
     assert got == [(0, errors.INVALID_REQUEST, -1), (1, errors.NONE, 0)]
     # MAX_TIMESTAMP came with version 7.
