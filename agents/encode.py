@@ -6,8 +6,12 @@ live here, so every front door applies them identically:
 - ``max.message.bytes`` per record (with Kafka's per-record framing overhead);
 - a compacted topic needs a key on every record;
 - timestamps: within what every consumer can represent (``MAX_TIMESTAMP_MS``: Python's ``datetime`` and
-  Spark's microsecond ``TimestampType`` both stop near there), and within Kafka's
+  Spark's microsecond ``TimestampType`` both stop near there), and, on a CreateTime topic, within Kafka's
   ``message.timestamp.before.max.ms`` / ``message.timestamp.after.max.ms`` of the agent's clock;
+- ``message.timestamp.type=LogAppendTime``: each batch is written with attributes bit 3 set and the
+  agent's time as maxTimestamp, which every reader gives each of its records; a record's own timestamp (the
+  one given, or the agent's time) is written as Kafka leaves a producer's, and is not checked against the
+  window, as Kafka checks it for CreateTime only;
 - an explicit partition must exist; otherwise a key picks the partition with Kafka's murmur2 partitioner,
   and a null key goes round robin.
 """
@@ -26,7 +30,7 @@ from storage import records
 from storage.errors import InvalidPayload, InvalidTimestamp, RecordTooLarge, UnknownPartition
 from storage.metadata.rows import TopicInfo
 from storage.partitioner import partition_for_key
-from storage.topic_config import TopicConfig
+from storage.topic_config import LONG_MAX, TopicConfig
 
 # Per-record framing overhead counted against max.message.bytes (Kafka counts the batch framing too).
 RECORD_OVERHEAD = 70
@@ -46,12 +50,16 @@ class ProduceRecord:
 
 
 def check_timestamp(index: int, ts: int, now_ms: int, config: TopicConfig) -> None:
-    """Kafka's CreateTime checks (LogValidator.validateTimestamp), plus the representable range."""
+    """Kafka's CreateTime checks (LogValidator.validateTimestamp), plus the representable range. A
+    LogAppendTime topic checks the range only: Kafka skips the window there, since the append time, not
+    the record's, is what readers see."""
     if not 0 <= ts <= MAX_TIMESTAMP_MS:
         raise InvalidTimestamp(
             f"record {index} has timestamp {ts}; timestamps must be between 0 and {MAX_TIMESTAMP_MS} "
             "(9999-12-31T23:59:59.999Z)"
         )
+    if config.log_append_time:
+        return
     if now_ms - ts > config.message_timestamp_before_max_ms:
         raise InvalidTimestamp(
             f"record {index} has timestamp {ts}, more than message.timestamp.before.max.ms="
@@ -98,6 +106,7 @@ class RequestEncoder:
             batch.append(records.Record(len(batch), ts, rec.key, rec.value, rec.headers))
         batches: list[PartitionBatch] = []
         batch_index: dict[int, int] = {}
+        append_time = now_ms if config.log_append_time else None
         for partition, batch_records in by_partition.items():
             batch_index[partition] = len(batches)
             timestamps = [r.timestamp for r in batch_records]
@@ -105,11 +114,16 @@ class RequestEncoder:
                 PartitionBatch(
                     info.name,
                     partition,
-                    # compression.type "producer" (None) stores what this producer sends: uncompressed.
-                    records.encode_batch(batch_records, codec=config.compression_codec or 0),
+                    records.encode_batch(
+                        batch_records,
+                        # compression.type "producer" (None) stores what this producer sends: uncompressed.
+                        codec=config.compression_codec or 0,
+                        log_append_time=append_time,
+                    ),
                     len(batch_records),
-                    min(timestamps),
-                    max(timestamps),
+                    # The chunk index's times: what readers see, the append time on a LogAppendTime topic.
+                    min(timestamps) if append_time is None else append_time,
+                    max(timestamps) if append_time is None else append_time,
                 )
             )
         return ProduceRequest(
@@ -128,14 +142,19 @@ class RequestEncoder:
             # The start ``partition`` would draw for the topic's first null key, drawn once either way.
             self._round_robin[info.name] = self.rng.randrange(info.partitions)
         start = self._round_robin[info.name]
+        append_time = now_ms if config.log_append_time else None
+        # A LogAppendTime topic has no window: bounds no timestamp can pass keep the loop's range check
+        # only (0..MAX_TIMESTAMP_MS, so its subtractions from now_ms cannot overflow).
+        before_max = config.message_timestamp_before_max_ms if append_time is None else LONG_MAX
+        after_max = config.message_timestamp_after_max_ms if append_time is None else LONG_MAX
         encoded = encode_records(
             items,
             info.partitions,
             config.compacted,
             config.max_message_bytes,
             now_ms,
-            config.message_timestamp_before_max_ms,
-            config.message_timestamp_after_max_ms,
+            before_max,
+            after_max,
             MAX_TIMESTAMP_MS,
             start,
         )
@@ -145,7 +164,7 @@ class RequestEncoder:
         self._round_robin[info.name] = start + null_keys
         codec = config.compression_codec or 0
         # ``pairs`` is already an order (agents/offsets.py): no Python object per record.
-        if not codec:
+        if not codec and append_time is None:
             # Whole batches written in C, side by side in one buffer as _contiguous would leave them.
             joined = memoryview(assemble_batches(parts))
             batches = []
@@ -157,14 +176,16 @@ class RequestEncoder:
                 )
                 position = end
             return ProduceRequest(info.name, batches, pairs)
+        # The C loop writes CreateTime headers only (assemble_batches), so a LogAppendTime topic's batches
+        # take their headers here, from the same record sections.
         batches = [
             PartitionBatch(
                 info.name,
                 partition,
-                records.batch_of_records(section, count, first, highest, codec),
+                records.batch_of_records(section, count, first, highest, codec, append_time),
                 count,
-                lowest,
-                highest,
+                lowest if append_time is None else append_time,
+                highest if append_time is None else append_time,
             )
             for partition, section, count, first, lowest, highest in parts
         ]

@@ -15,7 +15,9 @@ accepted only if every check Kafka's broker makes on it (LogValidator) holds her
   maxTimestamp is the largest record timestamp, and on a compacted topic it has a key (INVALID_RECORD,
   with the record's index for Produce v8's ``record_errors``; a stream that does not decompress is
   CORRUPT_MESSAGE);
-- every record timestamp inside the topic's window (INVALID_TIMESTAMP), from the smallest and largest.
+- on a CreateTime topic, every record timestamp inside the topic's window (INVALID_TIMESTAMP), from the
+  smallest and largest. A LogAppendTime topic checks no record timestamp: Kafka validates timestamps for
+  CreateTime only, and no reader reads a LogAppendTime batch's record timestamps.
 
 A batch that only passes its CRC is never stored: a record no reader can decode would stop every reader
 of its partition at its offset. Checking a compressed batch costs its decompression, which the Kafka door
@@ -23,12 +25,19 @@ runs off the event loop (``broker/handlers/produce.py``), so that a small batch 
 delays no other producer.
 
 Otherwise the bytes go to the buffer as they came (the flusher patches only baseOffset, which the CRC does
-not cover), with one exception: the topic's ``compression.type``. ``producer`` (the default) stores every
-batch as sent. A codec name (or ``uncompressed``) stores a batch as sent when it already uses that codec,
-and otherwise stores it re-compressed with that codec (``records.recompress_batch``: the same records and
-header fields, a new CRC), as Kafka's broker re-compresses; the re-compressed batch must fit
-``max.message.bytes`` too. The HTTP produce path (agents/encode.py) writes its batches with the topic's
-codec, uncompressed for ``producer``.
+not cover), with two exceptions, each made on a copy of that batch only (a batch kept as sent stays a
+view into the request frame):
+- ``message.timestamp.type=LogAppendTime`` stamps every batch as Kafka's broker does
+  (``DefaultRecordBatch.setMaxTimestamp``): attributes bit 3 set, maxTimestamp = the agent's time when
+  the batch is checked, a new CRC (``records.stamp_log_append_time``); baseTimestamp and the records stay
+  as sent. The chunk index takes the append time as the batch's smallest and largest timestamp, so
+  ListOffsets by time and max timestamp find it.
+- ``compression.type``: ``producer`` (the default) stores every batch as sent. A codec name (or
+  ``uncompressed``) stores a batch as sent when it already uses that codec, and otherwise stores it
+  re-compressed with that codec (``records.recompress_batch``: the same records and header fields, a new
+  CRC, and on a LogAppendTime topic the stamp), as Kafka's broker re-compresses; the re-compressed batch
+  must fit ``max.message.bytes`` too. The HTTP produce path (agents/encode.py) writes its batches with
+  the topic's codec, uncompressed for ``producer``.
 """
 
 from __future__ import annotations
@@ -78,9 +87,11 @@ def check_batches(
     zstd_allowed: bool = True,
 ) -> list[PartitionBatch]:
     """One PartitionBatch per producer batch in ``data``, or BatchRejected. ``zstd_allowed``: the request's
-    version may carry zstd (Produce v7 and later)."""
+    version may carry zstd (Produce v7 and later). On a LogAppendTime topic every batch is stamped with
+    ``now_ms``, which is then each PartitionBatch's min and max timestamp."""
     view = memoryview(data)
     end = len(view)
+    append_time = now_ms if config.log_append_time else None
     target = config.compression_codec
     compacted = config.compacted
     max_bytes = config.max_message_bytes
@@ -108,27 +119,25 @@ def check_batches(
                     f"a batch of producer {header.producer_id} has sequence {header.base_sequence} and"
                     f" epoch {header.producer_epoch}; both must be >= 0",
                 )
-            # A view into the request frame: the batch is stored from the frame's buffer, never copied.
+            # A view into the request frame: the batch is stored from the frame's buffer, copied only when
+            # its bytes change (a LogAppendTime stamp, a re-compression).
             batch: bytes | memoryview = view[pos : pos + size]
             pos += size
+            # Refuses a batch that sets bit 3 itself: only the broker stamps LogAppendTime.
             checked = check_batch(batch, header, compacted)
-            check_timestamp(0, checked.min_timestamp, now_ms, config)
-            check_timestamp(0, checked.max_timestamp, now_ms, config)
-            if target is not None and codec != target:
-                batch = records.recompress_batch(batch, header, target, checked.records)
-                if len(batch) > max_bytes:
-                    raise RecordTooLarge(
-                        f"a batch stored with compression.type={config.compression_type} takes "
-                        f"{len(batch)} bytes, over max.message.bytes={max_bytes}"
-                    )
+            if append_time is None:  # Kafka checks record timestamps, range included, for CreateTime only
+                check_timestamp(0, checked.min_timestamp, now_ms, config)
+                check_timestamp(0, checked.max_timestamp, now_ms, config)
+            if (target is not None and codec != target) or append_time is not None:
+                batch = _rewritten(batch, header, codec, checked.records, config, append_time)
             out.append(
                 PartitionBatch(
                     topic,
                     partition,
                     batch,
                     header.records_count,
-                    header.base_timestamp,
-                    header.max_timestamp,
+                    header.base_timestamp if append_time is None else append_time,
+                    header.max_timestamp if append_time is None else append_time,
                     # Kafka's "no producer" is -1; anything below it means the same.
                     max(header.producer_id, -1),
                     header.producer_epoch,
@@ -146,6 +155,31 @@ def check_batches(
     if not out:
         raise _reject(errors.INVALID_RECORD, "no record batch")
     return out
+
+
+def _rewritten(
+    batch: bytes | memoryview,
+    header: records.BatchHeader,
+    codec: int,
+    expanded: bytes | None,
+    config: TopicConfig,
+    append_time: int | None,
+) -> bytes | memoryview:
+    """The batch as the topic stores it: re-compressed to its ``compression.type`` when that names another
+    codec, stamped LogAppendTime when ``append_time`` is given. ``expanded``: its records decompressed
+    by the check, if it is compressed."""
+    target = config.compression_codec
+    if target is not None and codec != target:
+        stored = records.recompress_batch(batch, header, target, expanded, append_time)
+        if len(stored) > config.max_message_bytes:
+            raise RecordTooLarge(
+                f"a batch stored with compression.type={config.compression_type} takes "
+                f"{len(stored)} bytes, over max.message.bytes={config.max_message_bytes}"
+            )
+        return stored
+    if append_time is None:
+        return batch
+    return records.stamp_log_append_time(batch, header, append_time)
 
 
 def _headers(data: bytes | memoryview) -> Iterator[tuple[int, int]]:

@@ -90,6 +90,7 @@ class PartitionResponse:
     base_offset: int
     error_message: str | None = None
     record_errors: list[tuple[int, str]] = field(default_factory=list)
+    log_append_time_ms: int = -1
 
 
 def _uv(data: bytes | bytearray, pos: int) -> tuple[int, int]:
@@ -237,6 +238,8 @@ class PartitionResult(Protocol):
     base_offset: int
     error_message: str | None
     record_errors: list[tuple[int, str]]
+    # The batches' append time on a LogAppendTime topic, else -1 (Kafka's answer).
+    log_append_time_ms: int
 
 
 _THROTTLE = wire.I32.pack(0)
@@ -256,9 +259,9 @@ def encode_response(
         append(wire.count(len(partitions), flexible))
         for p in partitions:
             if version >= 5:
-                append(_PARTITION.pack(p.index, p.error_code, p.base_offset, -1, -1))
+                append(_PARTITION.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms, -1))
             else:
-                append(_PARTITION_V3.pack(p.index, p.error_code, p.base_offset, -1))
+                append(_PARTITION_V3.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms))
             if version >= 8:
                 append(wire.count(len(p.record_errors), flexible))
                 for batch_index, message in p.record_errors:

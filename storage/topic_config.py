@@ -92,13 +92,9 @@ TIMESTAMP_LOG_APPEND_TIME = "LogAppendTime"
 
 
 def _timestamp_type(raw: str) -> str:
-    # Kafka's values, case as written. Kafka Streams sets CreateTime on every internal topic it creates.
-    if raw == TIMESTAMP_LOG_APPEND_TIME:
-        raise InvalidConfig(
-            "message.timestamp.type=LogAppendTime is not supported: Strata stores the producer's timestamps"
-            " (CreateTime)"
-        )
-    if raw != TIMESTAMP_CREATE_TIME:
+    # Kafka's values, case as written (its validator is ValidString.in("CreateTime", "LogAppendTime")).
+    # Kafka Streams sets CreateTime on every internal topic it creates.
+    if raw not in (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME):
         raise InvalidConfig(f"message.timestamp.type must be CreateTime or LogAppendTime; got {raw!r}")
     return raw
 
@@ -137,6 +133,9 @@ _SPEC: dict[str, tuple[Callable[[str], object], str]] = {
     # hour in the future.
     "message.timestamp.before.max.ms": (_long(0), str(LONG_MAX)),
     "message.timestamp.after.max.ms": (_long(0), str(HOUR_MS)),
+    # LogAppendTime: each batch is stamped with the agent's time when produce accepts it (its maxTimestamp,
+    # attributes bit 3), and the CreateTime window above does not apply, as in Kafka. A change applies to
+    # batches produced afterwards; stored batches keep the type they were written with.
     "message.timestamp.type": (_timestamp_type, TIMESTAMP_CREATE_TIME),
     "compression.type": (_compression_type, COMPRESSION_PRODUCER),
 }
@@ -203,6 +202,7 @@ class TopicConfig:
     max_message_bytes: int
     message_timestamp_before_max_ms: int
     message_timestamp_after_max_ms: int
+    message_timestamp_type: str
     compression_type: str
 
     @property
@@ -210,6 +210,12 @@ class TopicConfig:
         """The codec batches are stored with (``storage.records.compression`` ids), None to keep the
         producer's."""
         return COMPRESSION_TYPES.get(self.compression_type)
+
+    @property
+    def log_append_time(self) -> bool:
+        """Whether produce stamps batches with the agent's time (LogAppendTime) instead of checking the
+        producer's timestamps against the CreateTime window."""
+        return self.message_timestamp_type == TIMESTAMP_LOG_APPEND_TIME
 
     @property
     def compacted(self) -> bool:
@@ -238,6 +244,7 @@ class TopicConfig:
             max_message_bytes=long("max.message.bytes"),
             message_timestamp_before_max_ms=long("message.timestamp.before.max.ms"),
             message_timestamp_after_max_ms=long("message.timestamp.after.max.ms"),
+            message_timestamp_type=merged["message.timestamp.type"],
             compression_type=merged["compression.type"],
         )
 

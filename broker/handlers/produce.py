@@ -44,6 +44,10 @@ class _PartitionResult:
     # (index of the record in its batch, why): Produce v8's record_errors, for INVALID_RECORD.
     record_errors: list[tuple[int, str]] = field(default_factory=list)
     base_offset: int = -1
+    # The batches' LogAppendTime stamp (a LogAppendTime topic's), answered once they commit; -1 otherwise,
+    # as Kafka answers CreateTime topics and failed partitions.
+    append_time: int = -1
+    log_append_time_ms: int = -1
     # The agent request of this partition's batches, once admitted: its one offset is the partition's.
     future: asyncio.Future[RecordOffsets] | None = None
     # Whether the batches carry a producer id: an idempotent producer's (broker/waiting.py).
@@ -259,6 +263,10 @@ def _admit_topic(
                     raise outcome
                 batches = outcome
             result.idempotent = any(batch.producer_id >= 0 for batch in batches[:1])
+            if cached.config.log_append_time:
+                # check_batches stamped every batch with one time, also each batch's max timestamp; taken
+                # from the batches because they may have been checked off the loop, at another now.
+                result.append_time = batches[0].max_timestamp
             # The first record of the partition's first batch.
             result.future = ctx.agent.enqueue(
                 AgentRequest(topic_data.name, batches, FIRST_RECORD), reservation
@@ -293,6 +301,7 @@ def _settle(results: list[_PartitionResult]) -> None:
             result.error_code, result.error_message = errors.kafka_error(exc), exc.message
         else:
             [(_, result.base_offset)] = future.result()
+            result.log_append_time_ms = result.append_time
 
 
 def _ignore(future: asyncio.Future[RecordOffsets]) -> None:

@@ -5,8 +5,9 @@
 - ``storage/records/encode.py``: the pure-Python reference encoder, and base-offset patching.
 - ``storage/records/scan.py``: rewriting stored batches: compaction's ``filter_batch`` (survivors copied
   byte for byte, delete horizon set), ``scan_batch_reference`` (keys and record spans, values skipped:
-  the reference of compaction's C column scan, ``storage/records/columns.py``), and ``recompress_batch`` (a
-  batch's records in another codec) for the ``compression.type`` topic config.
+  the reference of compaction's C column scan, ``storage/records/columns.py``), ``recompress_batch`` (a
+  batch's records in another codec) for the ``compression.type`` topic config, and
+  ``stamp_log_append_time`` for ``message.timestamp.type=LogAppendTime``.
 - ``storage/records/compiled.py``: ``decode_records`` and ``encode_batch`` compiled (aiokafka's Cython
   codec), with exactly the reference's bytes, records and errors.
 - ``storage/records/compression.py``: the four codecs of compressed batches, bounded decompression.
@@ -35,7 +36,13 @@ from storage.records.codec import (
 )
 from storage.records.compiled import decode_records, encode_batch
 from storage.records.encode import batch_of_records, set_base_offset
-from storage.records.scan import RecordSpan, filter_batch, filter_ranges, recompress_batch
+from storage.records.scan import (
+    RecordSpan,
+    filter_batch,
+    filter_ranges,
+    recompress_batch,
+    stamp_log_append_time,
+)
 
 __all__ = [
     "DELETE_HORIZON_FLAG",
@@ -61,4 +68,5 @@ __all__ = [
     "read_header",
     "recompress_batch",
     "set_base_offset",
+    "stamp_log_append_time",
 ]

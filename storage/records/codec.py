@@ -65,11 +65,14 @@ uncompressed hot path gains no per-record work. Positions inside a batch (``Reco
 positions in the expanded form. Decompression is bounded by ``compression.output_limit`` of the
 compressed size (a bomb is a ``CodecError``); recordsCount is checked against the decompressed size.
 
-Strata itself writes non-transactional, non-control batches with CreateTime timestamps, no producer id
-(-1), no sequence (-1) and no leader epoch (-1), uncompressed unless asked for a codec; Kafka producers'
-batches are stored as they came, compressed or not. Control batches are rejected with
-:class:`~storage.errors.CodecError`; LogAppendTime batches are read as Kafka reads them (every record
-takes ``maxTimestamp``).
+Strata itself writes non-transactional, non-control batches with no producer id (-1), no sequence (-1)
+and no leader epoch (-1), uncompressed unless asked for a codec, with CreateTime timestamps, or on a
+``message.timestamp.type=LogAppendTime`` topic with bit 3 set and the agent's time as maxTimestamp;
+Kafka producers' batches are stored as they came, compressed or not, except that a LogAppendTime topic
+stamps them the same way (bit 3, maxTimestamp, a new CRC: ``stamp_log_append_time``). Control batches are
+rejected with :class:`~storage.errors.CodecError`; LogAppendTime batches are read as Kafka reads them
+(every record takes ``maxTimestamp``; the records' own timestamps, which Kafka leaves as the producer
+wrote them, are not read).
 
 Every malformed input (truncation, a bad magic or CRC, a length pointing past the end, a record count that
 does not match the bytes, invalid utf-8 in a header key, trailing bytes too short to be a batch, an unknown

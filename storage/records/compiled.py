@@ -154,6 +154,7 @@ def encode_batch(
     delete_horizon_ms: int | None = None,
     last_offset_delta: int | None = None,
     codec: int = compression.NONE,
+    log_append_time: int | None = None,
 ) -> bytes:
     """Encode ``records`` as one RecordBatch v2, uncompressed unless ``codec`` names one (1-4).
 
@@ -161,6 +162,8 @@ def encode_batch(
     keeps the offsets its input had. Timestamps may go backwards (a negative ``timestampDelta``).
     ``delete_horizon_ms`` sets the delete-horizon flag and stores the horizon as baseTimestamp (KIP-534).
     ``last_offset_delta`` keeps a filtered batch's original span (it must cover the last record).
+    ``log_append_time`` makes the batch LogAppendTime with that maxTimestamp; the records keep their own
+    timestamps, as Kafka leaves them.
     Raises ``ValueError`` for input that cannot be encoded; ``CodecError`` is reserved for bytes read back.
     The same bytes as ``encode_batch_reference``, written by aiokafka's builder (see the module doc).
     """
@@ -169,16 +172,17 @@ def encode_batch(
         built = _write(records, base_offset)
     if built is not None and len(built) - LOG_OVERHEAD <= _INT32_MAX:
         _, span, base_timestamp, max_timestamp, _, _, _, count = _CRC_HEADER.unpack_from(built, _CRC_START)
-        if last_offset_delta is None and codec == compression.NONE:
+        if last_offset_delta is None and codec == compression.NONE and log_append_time is None:
             # The builder's batch, header and CRC included, but for baseOffset (it writes 0; outside the CRC).
             _BASE_OFFSET.pack_into(built, 0, base_offset)
             return bytes(built)
         if last_offset_delta is None or span <= last_offset_delta <= _INT32_MAX:
             covered = _CRC_HEADER.pack(
-                codec,  # CreateTime, not transactional, not control, no delete horizon
+                # Not transactional, not control, no delete horizon; CreateTime unless log_append_time.
+                codec if log_append_time is None else codec | _LOG_APPEND_TIME,
                 span if last_offset_delta is None else last_offset_delta,
                 base_timestamp,
-                max_timestamp,
+                max_timestamp if log_append_time is None else log_append_time,
                 -1,  # producerId
                 -1,  # producerEpoch
                 -1,  # baseSequence
@@ -192,6 +196,7 @@ def encode_batch(
         delete_horizon_ms=delete_horizon_ms,
         last_offset_delta=last_offset_delta,
         codec=codec,
+        log_append_time=log_append_time,
     )
 
 

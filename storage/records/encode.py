@@ -28,6 +28,7 @@ from storage.records.codec import (
     _INT32_MAX,
     _INT64_MAX,
     _INT64_MIN,
+    _LOG_APPEND_TIME,
     _PREFIX,
     DELETE_HORIZON_FLAG,
     MAGIC,
@@ -87,6 +88,7 @@ def encode_batch_reference(
     delete_horizon_ms: int | None = None,
     last_offset_delta: int | None = None,
     codec: int = compression.NONE,
+    log_append_time: int | None = None,
 ) -> bytes:
     """The pure-Python reference of ``storage.records.encode_batch`` (compiled, ``record_compiled.py``):
     ``records`` as one RecordBatch v2, uncompressed unless ``codec`` names one (1-4).
@@ -95,6 +97,8 @@ def encode_batch_reference(
     keeps the offsets its input had. Timestamps may go backwards (a negative ``timestampDelta``).
     ``delete_horizon_ms`` sets the delete-horizon flag and stores the horizon as baseTimestamp (KIP-534).
     ``last_offset_delta`` keeps a filtered batch's original span (it must cover the last record).
+    ``log_append_time`` makes the batch LogAppendTime with that maxTimestamp (every reader then gives each
+    record that time); the records keep their own timestamps, as Kafka leaves them.
     Raises ``ValueError`` for input that cannot be encoded; ``CodecError`` is reserved for bytes read back.
     """
     if codec not in compression.CODEC_NAMES:
@@ -160,9 +164,13 @@ def encode_batch_reference(
         if not span <= last_offset_delta <= _INT32_MAX:
             raise ValueError(f"lastOffsetDelta {last_offset_delta} does not cover the last record")
         span = last_offset_delta
+    attributes = codec | (0 if delete_horizon_ms is None else DELETE_HORIZON_FLAG)
+    if log_append_time is not None:
+        attributes |= _LOG_APPEND_TIME
+        max_timestamp = log_append_time
     covered_header = _CRC_HEADER.pack(
-        # CreateTime, not transactional, not control; maybe compressed, maybe a delete horizon.
-        codec | (0 if delete_horizon_ms is None else DELETE_HORIZON_FLAG),
+        # Not transactional, not control; maybe compressed, a delete horizon, LogAppendTime.
+        attributes,
         span,  # lastOffsetDelta
         base_timestamp,
         max_timestamp,
@@ -200,12 +208,22 @@ def _assemble_batch(
 
 
 def batch_of_records(
-    records_bytes: bytes | bytearray, count: int, first_timestamp: int, max_timestamp: int, codec: int = 0
+    records_bytes: bytes | bytearray,
+    count: int,
+    first_timestamp: int,
+    max_timestamp: int,
+    codec: int = 0,
+    log_append_time: int | None = None,
 ) -> bytes:
-    """The batch ``encode_batch`` writes for ``count`` records with offsets 0..count-1, CreateTime, no
-    producer, given their encoded records (``records_bytes``, uncompressed) and timestamps: for encoders
-    that write the records themselves (``agents/_encode.c``). Tests hold it to ``encode_batch``."""
-    covered = _CRC_HEADER.pack(codec, count - 1, first_timestamp, max_timestamp, -1, -1, -1, count)
+    """The batch ``encode_batch`` writes for ``count`` records with offsets 0..count-1, no producer, given
+    their encoded records (``records_bytes``, uncompressed) and timestamps: for encoders that write the
+    records themselves (``agents/_encode.c``). CreateTime, or LogAppendTime with ``log_append_time`` as
+    its maxTimestamp. Tests hold it to ``encode_batch``."""
+    attributes = codec
+    if log_append_time is not None:
+        attributes |= _LOG_APPEND_TIME
+        max_timestamp = log_append_time
+    covered = _CRC_HEADER.pack(attributes, count - 1, first_timestamp, max_timestamp, -1, -1, -1, count)
     # As bytes when compressed: cramjam's lz4 compressor takes no other buffer type.
     return _assemble_batch(0, covered, bytes(records_bytes) if codec else records_bytes)
 

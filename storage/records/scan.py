@@ -20,8 +20,11 @@ re-encodes that one batch with the reference.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from crc32c import crc32c
 
 from storage.errors import CodecError
 from storage.records import compression
@@ -30,7 +33,9 @@ from storage.records import compression
 from storage.records.codec import (
     _BASE_OFFSET,
     _COMPRESSION_MASK,
+    _CRC_FIELD,
     _CRC_HEADER,
+    _CRC_START,
     _LOG_APPEND_TIME,
     _MIN_RECORD_SIZE,
     RECORD_BATCH_OVERHEAD,
@@ -42,7 +47,19 @@ from storage.records.codec import (
 from storage.records.decode import decode_batch
 from storage.records.encode import _assemble_batch, encode_batch_reference
 
-__all__ = ["RecordSpan", "filter_batch", "filter_ranges", "recompress_batch", "scan_batch_reference"]
+__all__ = [
+    "RecordSpan",
+    "filter_batch",
+    "filter_ranges",
+    "recompress_batch",
+    "scan_batch_reference",
+    "stamp_log_append_time",
+]
+
+# attributes .. maxTimestamp (bytes 21-42): the part of the CRC-covered header a LogAppendTime stamp
+# rewrites; lastOffsetDelta and baseTimestamp between them are copied.
+_STAMPED = struct.Struct(">hiqq")
+_STAMPED_END = _CRC_START + _STAMPED.size
 
 
 @dataclass(slots=True)
@@ -199,6 +216,8 @@ def filter_ranges(
             delete_horizon_ms=delete_horizon_ms,
             last_offset_delta=header.last_offset_delta,
             codec=codec,
+            # A LogAppendTime batch stays one, with its append time (decode gave every record that time).
+            log_append_time=header.append_time,
         )
     if codec and len(offsets) == header.records_count:
         # Nothing removed: the stored bytes are the answer. Compressing again would cost CPU and could
@@ -221,7 +240,11 @@ def filter_ranges(
 
 
 def recompress_batch(
-    batch: bytes | memoryview, header: BatchHeader, codec: int, records: bytes | None = None
+    batch: bytes | memoryview,
+    header: BatchHeader,
+    codec: int,
+    records: bytes | None = None,
+    log_append_time: int | None = None,
 ) -> bytes:
     """``batch`` (one whole batch, as ``iter_batches`` yields it) with its records stored with ``codec``.
 
@@ -229,6 +252,7 @@ def recompress_batch(
     id, epoch and sequence, recordsCount); the records are the same bytes, in ``codec``'s stream (0 =
     uncompressed); the CRC is computed again. The partitionLeaderEpoch becomes -1. ``records``: the
     batch's records section already decompressed (by the produce check), so it is not decompressed twice.
+    ``log_append_time``: also stamp the batch LogAppendTime with that time (``stamp_log_append_time``).
     """
     if codec not in compression.CODEC_NAMES:
         raise ValueError(f"unknown compression codec {codec}")
@@ -237,14 +261,32 @@ def recompress_batch(
         section: bytes | memoryview = memoryview(expanded)[start + RECORD_BATCH_OVERHEAD : end]
     else:
         section = records
+    attributes = (header.attributes & ~_COMPRESSION_MASK) | codec
+    if log_append_time is not None:
+        attributes |= _LOG_APPEND_TIME
     covered = _CRC_HEADER.pack(
-        (header.attributes & ~_COMPRESSION_MASK) | codec,
+        attributes,
         header.last_offset_delta,
         header.base_timestamp,
-        header.max_timestamp,
+        header.max_timestamp if log_append_time is None else log_append_time,
         header.producer_id,
         header.producer_epoch,
         header.base_sequence,
         header.records_count,
     )
     return _assemble_batch(header.base_offset, covered, section)
+
+
+def stamp_log_append_time(batch: bytes | memoryview, header: BatchHeader, append_time: int) -> bytes:
+    """A copy of ``batch`` (one whole batch) stamped LogAppendTime, as Kafka's broker stamps a batch
+    appended to a LogAppendTime topic (``DefaultRecordBatch.setMaxTimestamp``): attributes bit 3 set,
+    maxTimestamp = ``append_time``, the CRC computed again over attributes..end. Everything else is kept
+    byte for byte: the records (compressed or not) with their own timestamps and deltas, baseTimestamp,
+    the other attribute bits, the producer fields and the partitionLeaderEpoch."""
+    view = memoryview(batch)
+    stamped = _STAMPED.pack(
+        header.attributes | _LOG_APPEND_TIME, header.last_offset_delta, header.base_timestamp, append_time
+    )
+    rest = view[_STAMPED_END : header.size]
+    crc = crc32c(rest, crc32c(stamped))
+    return b"".join((view[: _CRC_START - _CRC_FIELD.size], _CRC_FIELD.pack(crc), stamped, rest))

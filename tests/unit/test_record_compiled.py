@@ -300,8 +300,14 @@ def test_encode_gives_the_reference_bytes(
     span = records[-1].offset - base_offset
     last_offset_delta = data.draw(st.none() | st.integers(span, span + 10) | st.just(span - 1))
     horizon = data.draw(st.none() | st.integers(0, 2**45))
+    append_time = data.draw(st.none() | st.integers(0, 2**45))
     kind, _ = same_encode(
-        records, base_offset, codec=codec, last_offset_delta=last_offset_delta, delete_horizon_ms=horizon
+        records,
+        base_offset,
+        codec=codec,
+        last_offset_delta=last_offset_delta,
+        delete_horizon_ms=horizon,
+        log_append_time=append_time,
     )
     assert kind == ("ValueError" if last_offset_delta is not None and last_offset_delta < span else "ok")
     if horizon is None and records[0].timestamp != -1:
