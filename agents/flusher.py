@@ -156,9 +156,10 @@ class Flusher:
             elif base is not None:
                 if not req.future.done():
                     batches = req.batches
+                    starts = [conflict.log_starts.get((req.topic, b.partition), -1) for b in batches]
                     req.future.set_result(
                         RecordOffsets(
-                            [b.partition for b in batches], [base] * len(batches), req.request.order
+                            [b.partition for b in batches], [base] * len(batches), req.request.order, starts
                         )
                     )
             else:
@@ -235,6 +236,7 @@ class Flusher:
             seconds=self.clock.monotonic() - started,
         )
         bases = result.base_offsets
+        log_starts = result.log_starts or [-1] * len(bases)
         partition_of = [chunk.partition for chunk in built.chunks]
         deleted = {chunk_index for chunk_index, base in enumerate(bases) if base < 0}
         for req, span in zip(requests, spans, strict=True):
@@ -248,6 +250,7 @@ class Flusher:
                     [partition_of[c] for c, _ in span],
                     [bases[c] + start for c, start in span],
                     req.request.order,
+                    [log_starts[c] for c, _ in span],
                 )
             )
 

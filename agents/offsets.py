@@ -47,15 +47,20 @@ FIRST_RECORD: Order = order_of([(0, 0)])
 class RecordOffsets(Sequence[tuple[int, int]]):
     """(partition, offset) of each record an order names, in its order; stored per batch.
 
-    Invariant: every batch index in ``order`` is below ``len(partitions) == len(bases)``.
+    Invariant: every batch index in ``order`` is below ``len(partitions) == len(bases)``. ``log_starts``,
+    when known, is aligned with ``bases``: each batch's partition's log start offset at its commit (the
+    Kafka door answers it).
     """
 
-    __slots__ = ("bases", "order", "partitions")
+    __slots__ = ("bases", "log_starts", "order", "partitions")
 
-    def __init__(self, partitions: list[int], bases: list[int], order: Order) -> None:
+    def __init__(
+        self, partitions: list[int], bases: list[int], order: Order, log_starts: list[int] | None = None
+    ) -> None:
         self.partitions = partitions
         self.bases = bases
         self.order = order
+        self.log_starts = log_starts
 
     @classmethod
     def of_pairs(cls, pairs: Sequence[tuple[int, int]]) -> RecordOffsets:

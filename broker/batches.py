@@ -2,7 +2,10 @@
 
 The batch layout is the RecordBatch v2 documented in storage/records/codec.py. A producer's batch is
 accepted only if every check Kafka's broker makes on it (LogValidator) holds here too:
-- magic 2, a whole number of batches, and a CRC-32C that matches (CORRUPT_MESSAGE otherwise);
+- magic 2 (CORRUPT_MESSAGE otherwise); a whole number of well-framed batches: a truncated batch, an
+  impossible length or record count, or a control batch is INVALID_RECORD, as Kafka answers (clients do
+  not retry it); a CRC-32C that does not match is CORRUPT_MESSAGE (clients may retry: the bytes may have
+  been damaged on the way);
 - a codec Kafka defines: none, gzip, snappy, lz4 or zstd (codec ids 5-7: UNSUPPORTED_COMPRESSION_TYPE);
   zstd only from Produce v7 on, and served only to Fetch v10 on (KIP-110; UNSUPPORTED_COMPRESSION_TYPE);
 - not transactional and not a control batch (INVALID_RECORD): Strata has no transactions;
@@ -11,8 +14,8 @@ accepted only if every check Kafka's broker makes on it (LogValidator) holds her
 - a batch with a producer id (>= 0) has a sequence and an epoch >= 0 (INVALID_RECORD, as Kafka's
   LogValidator for the sequence); its producer fields go with it to the commit's sequence check;
 - every record of the batch, walked in C (``storage/records/check.py``; a compressed batch decompressed
-  once, within ``compression.output_limit``): it parses, its offset delta is its index, the header's
-  maxTimestamp is the largest record timestamp, and on a compacted topic it has a key (INVALID_RECORD,
+  once, within ``compression.output_limit``): it parses, its offset delta is its index, and on a
+  compacted topic it has a key (INVALID_RECORD,
   with the record's index for Produce v8's ``record_errors``; a stream that does not decompress is
   CORRUPT_MESSAGE);
 - on a CreateTime topic, every record timestamp inside the topic's window (INVALID_TIMESTAMP), from the
@@ -25,8 +28,11 @@ runs off the event loop (``broker/handlers/produce.py``), so that a small batch 
 delays no other producer.
 
 Otherwise the bytes go to the buffer as they came (the flusher patches only baseOffset, which the CRC does
-not cover), with two exceptions, each made on a copy of that batch only (a batch kept as sent stays a
+not cover), with three exceptions, each made on a copy of that batch only (a batch kept as sent stays a
 view into the request frame):
+- on a CreateTime topic, a batch whose maxTimestamp is not its largest record timestamp, or which sets
+  the LogAppendTime bit itself, is stored with the right maxTimestamp, CreateTime, and a new CRC
+  (``records.set_max_timestamp``), as Kafka's broker rewrites every batch it appends; the records stay.
 - ``message.timestamp.type=LogAppendTime`` stamps every batch as Kafka's broker does
   (``DefaultRecordBatch.setMaxTimestamp``): attributes bit 3 set, maxTimestamp = the agent's time when
   the batch is checked, a new CRC (``records.stamp_log_append_time``); baseTimestamp and the records stay
@@ -59,6 +65,7 @@ _ATTRIBUTES = struct.Struct(">h")
 _ATTRIBUTES_AT = 21
 _MAGIC_AT = 16
 _COMPRESSION = 0x07
+_LOG_APPEND_TIME = 0x08
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 
@@ -101,33 +108,23 @@ def check_batches(
         # One pass, no generator: this runs once per partition of every Produce request, on the loop.
         while pos < end:
             codec = _precheck(view, pos, zstd_allowed)
-            header = records.read_header(view, pos, True)
-            if header.attributes & (_TRANSACTIONAL | _CONTROL):
-                raise _reject(errors.INVALID_RECORD, "transactional and control batches are not supported")
-            if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
-                raise _reject(
-                    errors.INVALID_RECORD,
-                    f"a batch with {header.records_count} records has lastOffsetDelta "
-                    f"{header.last_offset_delta}; expected records at relative offsets 0..n-1",
-                )
+            header = _framed(view, pos)
+            _check_header(header, max_bytes)
             size = header.size
-            if size > max_bytes:
-                raise RecordTooLarge(f"a batch of {size} bytes exceeds max.message.bytes={max_bytes}")
-            if header.producer_id >= 0 and (header.base_sequence < 0 or header.producer_epoch < 0):
-                raise _reject(
-                    errors.INVALID_RECORD,
-                    f"a batch of producer {header.producer_id} has sequence {header.base_sequence} and"
-                    f" epoch {header.producer_epoch}; both must be >= 0",
-                )
             # A view into the request frame: the batch is stored from the frame's buffer, copied only when
             # its bytes change (a LogAppendTime stamp, a re-compression).
             batch: bytes | memoryview = view[pos : pos + size]
             pos += size
-            # Refuses a batch that sets bit 3 itself: only the broker stamps LogAppendTime.
             checked = check_batch(batch, header, compacted)
             if append_time is None:  # Kafka checks record timestamps, range included, for CreateTime only
                 check_timestamp(0, checked.min_timestamp, now_ms, config)
                 check_timestamp(0, checked.max_timestamp, now_ms, config)
+                if header.max_timestamp != checked.max_timestamp or header.attributes & _LOG_APPEND_TIME:
+                    # As Kafka's setMaxTimestamp: the header says what the records say, CreateTime.
+                    batch = records.set_max_timestamp(batch, header, False, checked.max_timestamp)
+                    header = header._replace(
+                        attributes=header.attributes & ~_LOG_APPEND_TIME, max_timestamp=checked.max_timestamp
+                    )
             if (target is not None and codec != target) or append_time is not None:
                 batch = _rewritten(batch, header, codec, checked.records, config, append_time)
             out.append(
@@ -136,8 +133,8 @@ def check_batches(
                     partition,
                     batch,
                     header.records_count,
-                    header.base_timestamp if append_time is None else append_time,
-                    header.max_timestamp if append_time is None else append_time,
+                    checked.min_timestamp if append_time is None else append_time,
+                    checked.max_timestamp if append_time is None else append_time,
                     # Kafka's "no producer" is -1; anything below it means the same.
                     max(header.producer_id, -1),
                     header.producer_epoch,
@@ -155,6 +152,39 @@ def check_batches(
     if not out:
         raise _reject(errors.INVALID_RECORD, "no record batch")
     return out
+
+
+def _check_header(header: records.BatchHeader, max_bytes: int) -> None:
+    """The rules on a batch's header fields: no transactions, offsets 0..n-1, the size, producer fields."""
+    if header.attributes & (_TRANSACTIONAL | _CONTROL):
+        raise _reject(errors.INVALID_RECORD, "transactional and control batches are not supported")
+    if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
+        raise _reject(
+            errors.INVALID_RECORD,
+            f"a batch with {header.records_count} records has lastOffsetDelta "
+            f"{header.last_offset_delta}; expected records at relative offsets 0..n-1",
+        )
+    if header.size > max_bytes:
+        raise RecordTooLarge(f"a batch of {header.size} bytes exceeds max.message.bytes={max_bytes}")
+    if header.producer_id >= 0 and (header.base_sequence < 0 or header.producer_epoch < 0):
+        raise _reject(
+            errors.INVALID_RECORD,
+            f"a batch of producer {header.producer_id} has sequence {header.base_sequence} and"
+            f" epoch {header.producer_epoch}; both must be >= 0",
+        )
+
+
+def _framed(view: memoryview, pos: int) -> records.BatchHeader:
+    """The header of the batch at ``pos``. As Kafka's broker answers: a batch whose framing is wrong
+    (truncated, an impossible length or count, a control batch) is INVALID_RECORD, which clients do not
+    retry; a CRC that does not match its bytes is CORRUPT_MESSAGE, which they may (the bytes may have been
+    damaged on the way)."""
+    try:
+        header = records.read_header(view, pos, False)
+    except CodecError as exc:
+        raise _reject(errors.INVALID_RECORD, exc.message) from None
+    records.verify_crc(view, pos, header)  # CodecError: CORRUPT_MESSAGE, below
+    return header
 
 
 def _rewritten(

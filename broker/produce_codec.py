@@ -91,6 +91,7 @@ class PartitionResponse:
     error_message: str | None = None
     record_errors: list[tuple[int, str]] = field(default_factory=list)
     log_append_time_ms: int = -1
+    log_start_offset: int = -1
 
 
 def _uv(data: bytes | bytearray, pos: int) -> tuple[int, int]:
@@ -240,6 +241,8 @@ class PartitionResult(Protocol):
     record_errors: list[tuple[int, str]]
     # The batches' append time on a LogAppendTime topic, else -1 (Kafka's answer).
     log_append_time_ms: int
+    # The partition's log start offset as the commit saw it, -1 when unknown (a failed partition).
+    log_start_offset: int
 
 
 _THROTTLE = wire.I32.pack(0)
@@ -259,7 +262,11 @@ def encode_response(
         append(wire.count(len(partitions), flexible))
         for p in partitions:
             if version >= 5:
-                append(_PARTITION.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms, -1))
+                append(
+                    _PARTITION.pack(
+                        p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset
+                    )
+                )
             else:
                 append(_PARTITION_V3.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms))
             if version >= 8:

@@ -48,6 +48,7 @@ class _PartitionResult:
     # as Kafka answers CreateTime topics and failed partitions.
     append_time: int = -1
     log_append_time_ms: int = -1
+    log_start_offset: int = -1
     # The agent request of this partition's batches, once admitted: its one offset is the partition's.
     future: asyncio.Future[RecordOffsets] | None = None
     # Whether the batches carry a producer id: an idempotent producer's (broker/waiting.py).
@@ -300,8 +301,11 @@ def _settle(results: list[_PartitionResult]) -> None:
             assert isinstance(exc, StrataError)
             result.error_code, result.error_message = errors.kafka_error(exc), exc.message
         else:
-            [(_, result.base_offset)] = future.result()
+            offsets = future.result()
+            [(_, result.base_offset)] = offsets
             result.log_append_time_ms = result.append_time
+            if offsets.log_starts:
+                result.log_start_offset = offsets.log_starts[0]
 
 
 def _ignore(future: asyncio.Future[RecordOffsets]) -> None:

@@ -71,6 +71,8 @@ class ProducerConflict(Conflict):
         super().__init__(f"{len(duplicates)} duplicate and {len(rejected)} rejected producer append(s)")
         self.duplicates = duplicates
         self.rejected = rejected
+        # (topic, partition) -> log start offset, as the refused commit saw it: for the duplicates' answers.
+        self.log_starts: dict[tuple[str, int], int] = {}
 
 
 class OutOfOrderSequence(StrataError):

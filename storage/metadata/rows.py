@@ -138,6 +138,9 @@ class ProducerIdAndEpoch:
 class FlushResult:
     base_offsets: list[int]  # aligned with the commit's chunks
     request_offsets: dict[str, list[tuple[int, int]]]  # idempotency key -> [(partition, offset)]
+    # Each chunk's partition's log start offset as the commit saw it (-1 where the base is -1): Kafka's
+    # Produce answer carries it, and its Java producer reads it after UNKNOWN_PRODUCER_ID.
+    log_starts: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

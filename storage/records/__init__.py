@@ -33,6 +33,7 @@ from storage.records.codec import (
     expand_records,
     iter_batches,
     read_header,
+    verify_crc,
 )
 from storage.records.compiled import decode_records, encode_batch
 from storage.records.encode import batch_of_records, set_base_offset
@@ -41,6 +42,7 @@ from storage.records.scan import (
     filter_batch,
     filter_ranges,
     recompress_batch,
+    set_max_timestamp,
     stamp_log_append_time,
 )
 
@@ -68,5 +70,7 @@ __all__ = [
     "read_header",
     "recompress_batch",
     "set_base_offset",
+    "set_max_timestamp",
     "stamp_log_append_time",
+    "verify_crc",
 ]

@@ -9,8 +9,12 @@ once, within ``compression.output_limit``, when the batch is compressed) with th
 - every record parses by the reference decoder's rules (storage/records/decode.py): lengths and varints
   inside the record and the batch, offset deltas exactly 0..n-1, key and value lengths -1 or inside the
   record, header names UTF-8, each record ending at its length, no bytes after the last one;
-- the header's maxTimestamp is the largest record timestamp (readers index time by it);
 - on a compacted topic, every record has a key.
+
+The header's maxTimestamp and timestamp type are not the producer's to get right: as Kafka's broker
+(``LogValidator`` calls ``setMaxTimestamp`` on every batch it appends), the caller writes them again when
+they differ from what the records say and the topic's ``message.timestamp.type`` (``Checked`` gives the
+largest record timestamp; ``records.set_max_timestamp`` rewrites the header).
 
 A failure is ``InvalidRecord`` (Kafka's INVALID_RECORD), naming the record's index in its batch where one
 record is at fault; a stream that does not decompress, or would pass the bound, is ``CodecError`` (Kafka's
@@ -31,7 +35,7 @@ from dataclasses import dataclass
 from storage._recordcheck import check_records
 from storage.errors import CodecError, InvalidRecord
 from storage.records import compression
-from storage.records.codec import _COMPRESSION_MASK, _LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, BatchHeader
+from storage.records.codec import _COMPRESSION_MASK, RECORD_BATCH_OVERHEAD, BatchHeader
 
 # check_records' verdicts (storage/_recordcheck.c).
 _OK, _MALFORMED, _TRAILING, _NO_KEY, _MAX_TIMESTAMP = range(5)
@@ -49,8 +53,6 @@ class Checked:
 
 def check_batch(batch: bytes | memoryview, header: BatchHeader, compacted: bool) -> Checked:
     """Check every record of ``batch`` (one whole batch, its header read by ``read_header``)."""
-    if header.attributes & _LOG_APPEND_TIME:
-        raise InvalidRecord("a producer's batch may not use LogAppendTime; the broker sets that", None)
     codec = header.attributes & _COMPRESSION_MASK
     expanded: bytes | None = None
     if codec:
@@ -70,7 +72,8 @@ def check_batch(batch: bytes | memoryview, header: BatchHeader, compacted: bool)
         header.max_timestamp,
         compacted,
     )
-    if verdict != _OK:
+    # A wrong maxTimestamp is found only after every record passed: the caller corrects the header.
+    if verdict not in (_OK, _MAX_TIMESTAMP):
         raise _refusal(verdict, index, header)
     return Checked(smallest, largest, expanded)
 
@@ -84,13 +87,9 @@ def _refusal(verdict: int, index: int, header: BatchHeader) -> InvalidRecord:
             " runs outside the record or its batch, or its offset delta is out of order",
             index,
         )
-    if verdict == _TRAILING:
-        return InvalidRecord(
-            f"the batch has bytes after its {header.records_count} records (recordsCount is wrong)", None
-        )
+    assert verdict == _TRAILING, verdict
     return InvalidRecord(
-        f"the batch's maxTimestamp {header.max_timestamp} is not the largest of its records' timestamps",
-        None,
+        f"the batch has bytes after its {header.records_count} records (recordsCount is wrong)", None
     )
 
 

@@ -116,6 +116,7 @@ __all__ = [
     "expand_records",
     "iter_batches",
     "read_header",
+    "verify_crc",
 ]
 
 MAGIC = 2
@@ -273,6 +274,13 @@ def read_header(data: bytes | memoryview, pos: int, verify_crc: bool) -> BatchHe
         records_count,
         size,
     )
+
+
+def verify_crc(data: bytes | memoryview, pos: int, header: BatchHeader) -> None:
+    """``CodecError`` unless the CRC-32C of the batch at ``pos`` (its header read without the check)
+    matches its bytes."""
+    if crc32c(memoryview(data)[pos + _CRC_START : pos + header.size]) != header.crc:
+        raise CodecError(f"record batch at position {pos} fails its CRC-32C check")
 
 
 def iter_batches(

@@ -53,6 +53,7 @@ __all__ = [
     "filter_ranges",
     "recompress_batch",
     "scan_batch_reference",
+    "set_max_timestamp",
     "stamp_log_append_time",
 ]
 
@@ -283,10 +284,21 @@ def stamp_log_append_time(batch: bytes | memoryview, header: BatchHeader, append
     maxTimestamp = ``append_time``, the CRC computed again over attributes..end. Everything else is kept
     byte for byte: the records (compressed or not) with their own timestamps and deltas, baseTimestamp,
     the other attribute bits, the producer fields and the partitionLeaderEpoch."""
+    return set_max_timestamp(batch, header, True, append_time)
+
+
+def set_max_timestamp(
+    batch: bytes | memoryview, header: BatchHeader, log_append_time: bool, max_timestamp: int
+) -> bytes:
+    """A copy of ``batch`` with the timestamp type bit (3) and maxTimestamp given and the CRC computed
+    again, all else byte for byte: Kafka's ``DefaultRecordBatch.setMaxTimestamp``, which its broker
+    applies to every batch it appends. On a CreateTime topic that corrects a producer's batch whose
+    maxTimestamp is not its largest record timestamp, or which claims LogAppendTime itself."""
     view = memoryview(batch)
-    stamped = _STAMPED.pack(
-        header.attributes | _LOG_APPEND_TIME, header.last_offset_delta, header.base_timestamp, append_time
-    )
+    attributes = header.attributes & ~_LOG_APPEND_TIME
+    if log_append_time:
+        attributes |= _LOG_APPEND_TIME
+    stamped = _STAMPED.pack(attributes, header.last_offset_delta, header.base_timestamp, max_timestamp)
     rest = view[_STAMPED_END : header.size]
     crc = crc32c(rest, crc32c(stamped))
     return b"".join((view[: _CRC_START - _CRC_FIELD.size], _CRC_FIELD.pack(crc), stamped, rest))

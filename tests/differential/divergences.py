@@ -93,6 +93,17 @@ INTENDED: tuple[Divergence, ...] = (
         ("delete-records/after -1 at -3/*",),
     ),
     Divergence(
+        "refused-log-start",
+        "For a partition whose batches are refused (a record validation error, an out-of-order sequence) "
+        "Strata answers log_start_offset -1 (unknown), as for every failed partition; Kafka fills it in "
+        "for those errors. Kafka's Java producer reads it only after UNKNOWN_PRODUCER_ID, which Strata "
+        "never answers (it accepts an unknown producer at any sequence).",
+        (
+            "bad-batches/*/log_start_offset",
+            "idempotent-producer/gap/*/log_start_offset",
+        ),
+    ),
+    Divergence(
         "duplicate-append-time",
         "For a duplicate idempotent batch Kafka returns the stored batch's timestamp as log_append_time_ms "
         "even on a CreateTime topic; Strata returns -1, as for every CreateTime answer.",

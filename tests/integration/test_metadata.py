@@ -272,6 +272,17 @@ def test_replayed_commit_returns_the_recorded_result(metadata_store: MetadataSto
     assert [s.high_watermark for s in metadata_store.partition_states("t")] == [2, 3]
 
 
+def test_commit_reports_each_chunks_log_start(metadata_store: MetadataStore) -> None:
+    metadata_store.create_topic("t", 2, {}, NOW)
+    metadata_store.commit_flush(new_file(), [chunk("t", 0, 5)], [], NOW)
+    metadata_store.apply_retention("t", 0, 3, NOW)
+    result = metadata_store.commit_flush(
+        new_file(), [chunk("t", 1, 1), chunk("t", 0, 2), chunk("u", 0, 1)], [], NOW
+    )
+    assert result.base_offsets == [0, 5, -1]
+    assert result.log_starts == [0, 3, -1]  # a topic that is not there: unknown
+
+
 # --- idempotency ----------------------------------------------------------------------------------------
 
 

@@ -118,13 +118,22 @@ def test_the_create_time_window_does_not_apply(timestamps: list[int]) -> None:
     assert [r.timestamp for r in records.decode_records(stored.data)] == [NOW] * len(timestamps)
 
 
-def test_a_producer_may_still_not_set_the_bit_itself() -> None:
-    stamped = records.stamp_log_append_time(producer_batch([NOW]), only_header(producer_batch([NOW])), NOW)
-    for topic_config in (config(), lat_config()):
-        with pytest.raises(BatchRejected) as refused:
-            check_batches("t", 0, stamped, topic_config, NOW)
-        assert refused.value.code == errors.INVALID_RECORD
-        assert "LogAppendTime" in refused.value.message
+def test_a_producers_own_timestamp_type_and_max_timestamp_are_the_brokers_to_set() -> None:
+    # As Kafka's broker (setMaxTimestamp on every appended batch): a batch that claims LogAppendTime, or
+    # whose maxTimestamp is not its largest record timestamp, is stored with the topic's type and the
+    # right maxTimestamp; its records are kept byte for byte.
+    sent = producer_batch([NOW - 5_000, NOW - 3_000, NOW - 4_000])
+    header = only_header(sent)
+    claims = records.stamp_log_append_time(sent, header, NOW + 77)
+    lies = records.set_max_timestamp(sent, header, False, NOW + 77)
+    for bad in (claims, lies):
+        (stored,) = check_batches("t", 0, bad, config(), NOW)
+        got = only_header(stored.data)
+        assert (got.attributes, got.max_timestamp) == (header.attributes, NOW - 3_000)
+        assert (stored.min_timestamp, stored.max_timestamp) == (NOW - 5_000, NOW - 3_000)
+        assert bytes(stored.data) == sent
+        (stamped,) = check_batches("t", 0, bad, lat_config(), NOW)
+        assert only_header(stamped.data).append_time == NOW
 
 
 @pytest.mark.parametrize(

@@ -341,28 +341,35 @@ def lock_partitions(
     Batches are taken in ``keys`` order and rows within a batch in the same (binary) order, so the
     locks are acquired in one global order.
     """
-    found: dict[tuple[str, int], int] = {}
+    return {key: next_offset for key, (next_offset, _) in lock_partition_offsets(tx, d, keys, lock).items()}
+
+
+def lock_partition_offsets(
+    tx: Tx, d: Dialect, keys: Sequence[tuple[str, int]], lock: str
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """``lock_partitions``, returning (next_offset, log_start_offset) of each partition that exists."""
+    found: dict[tuple[str, int], tuple[int, int]] = {}
     if not d.row_locks:
         # One row for the whole batch: the sqlite3 module gives up and wins back the GIL for every row it
         # steps through (see insert_chunks), and there are no row locks to take.
         for batch in batches(keys):
             row = tx.one(
-                "SELECT json_group_array(json_array(topic, partition_id, next_offset)) FROM partitions"
-                f" WHERE (topic, partition_id) IN (VALUES {values(len(batch), 2)})",
+                "SELECT json_group_array(json_array(topic, partition_id, next_offset, log_start_offset))"
+                f" FROM partitions WHERE (topic, partition_id) IN (VALUES {values(len(batch), 2)})",
                 [v for key in batch for v in key],
             )
-            for topic, partition, next_offset in json.loads(str(row[0])) if row is not None else ():
-                found[(str(topic), int(partition))] = int(next_offset)
+            for topic, partition, next_offset, start in json.loads(str(row[0])) if row is not None else ():
+                found[(str(topic), int(partition))] = (int(next_offset), int(start))
         return found
     for batch in batches(keys):
         rows = tx.all(
-            "SELECT topic, partition_id, next_offset FROM partitions"
+            "SELECT topic, partition_id, next_offset, log_start_offset FROM partitions"
             f" WHERE (topic, partition_id) IN (VALUES {values(len(batch), 2)})"
             f" ORDER BY topic{d.binary_collation}, partition_id{lock}",
             [v for key in batch for v in key],
         )
-        for topic, partition, next_offset in rows:
-            found[(str(topic), int(partition))] = int(next_offset)
+        for topic, partition, next_offset, start in rows:
+            found[(str(topic), int(partition))] = (int(next_offset), int(start))
     return found
 
 

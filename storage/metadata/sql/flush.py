@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from storage.errors import CommitConflict, IdempotencyConflict
+from storage.errors import CommitConflict, IdempotencyConflict, ProducerConflict
 from storage.metadata.rows import (
     FILE_LIVE,
     FILE_OBSOLETE,
@@ -25,7 +25,7 @@ from storage.metadata.sql.core import (
     batches,
     in_list,
     insert_chunks,
-    lock_partitions,
+    lock_partition_offsets,
     offsets_from_json,
     offsets_to_json,
     set_next_offsets,
@@ -81,9 +81,11 @@ class FlushQueries(SqlBase):
         producer_expiration_ms: int,
     ) -> FlushResult:
         order = sorted(range(len(chunks)), key=lambda i: (chunks[i].topic, chunks[i].partition))
-        next_offsets = lock_partitions(
+        locked = lock_partition_offsets(
             tx, self._d, [(chunks[i].topic, chunks[i].partition) for i in order], self._d.for_no_key_update
         )
+        next_offsets = {key: next_offset for key, (next_offset, _) in locked.items()}
+        log_starts = [locked.get((c.topic, c.partition), (-1, -1))[1] for c in chunks]
         # Offsets are assigned here, under the partition locks: base = next_offset, next_offset += n.
         bases = [-1] * len(chunks)
         for i in order:
@@ -109,7 +111,11 @@ class FlushQueries(SqlBase):
             return self._replay_flush(tx, file, chunks, entries)
         file_id = int(row[0])
         # Before anything else is written; raising here rolls the file row back with the rest.
-        check_producers(tx, self._d, chunks, bases, producers, now_ms, producer_expiration_ms)
+        try:
+            check_producers(tx, self._d, chunks, bases, producers, now_ms, producer_expiration_ms)
+        except ProducerConflict as conflict:
+            conflict.log_starts = {(c.topic, c.partition): s for c, s in zip(chunks, log_starts, strict=True)}
+            raise
 
         set_next_offsets(tx, next_offsets)
         insert_chunks(tx, _chunk_values(chunks, bases, order, file_id))
@@ -119,7 +125,7 @@ class FlushQueries(SqlBase):
             (e for e in entries if all(o >= 0 for _, o in request_offsets[e.key])), key=lambda e: e.key
         )
         self._insert_idempotency(tx, to_record, request_offsets, now_ms)
-        return FlushResult(bases, request_offsets)
+        return FlushResult(bases, request_offsets, log_starts)
 
     def _insert_idempotency(
         self,
@@ -168,7 +174,10 @@ class FlushQueries(SqlBase):
             )
         }
         bases = [recorded.get((c.topic, c.partition), -1) for c in chunks]
-        return FlushResult(bases, {e.key: _request_offsets(chunks, bases, e) for e in entries})
+        keys = sorted({(c.topic, c.partition) for c in chunks})
+        starts = lock_partition_offsets(tx, self._d, keys, "")
+        log_starts = [starts.get((c.topic, c.partition), (-1, -1))[1] for c in chunks]
+        return FlushResult(bases, {e.key: _request_offsets(chunks, bases, e) for e in entries}, log_starts)
 
     def lookup_idempotency(self, key: str, not_before_ms: int) -> list[tuple[int, int]] | None:
         row = self._backend.run(
