@@ -13,7 +13,7 @@ export STRATA_SPARK_JARS_DIR := $(JARS_DIR)
 DECODER_JAR := $(JARS_DIR)/strata-spark.jar
 DECODER_SOURCES := $(shell find pipeline/jvm/src -type f 2>/dev/null)
 
-.PHONY: run test test-fast check install kafka-java maven clean jars spark-decoder demo kcat kafkajs chromium postgres jdk kafka-conformance
+.PHONY: run test test-fast check install kafka-java maven clean jars spark-decoder demo kcat kafkajs chromium postgres jdk kafka-conformance differential
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -97,6 +97,12 @@ test-fast: $(STAMP)
 # apt-get), then runs the ids in scripts/librdkafka_tests.txt, or IDS="0001 0012". See docs/librdkafka-suite.md.
 kafka-conformance: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" PYTHON="$(CURDIR)/$(BIN)/python" bash scripts/librdkafka_suite.sh run $(IDS)
+
+# Every differential scenario (tests/differential), slow ones included, against a real Kafka broker started
+# from the pinned jars: prints every difference, intended or not, and fails on one that is not. `make test`
+# runs the quick scenarios. SCENARIOS="topic-configs bad-frames" runs only those.
+differential: $(STAMP) $(KAFKA_STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tests.differential $(SCENARIOS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache tests/kafka/js/node_modules

@@ -104,6 +104,13 @@ INTENDED: tuple[Divergence, ...] = (
         ),
     ),
     Divergence(
+        "config-synonyms",
+        "Strata's topic configs default to Kafka's defaults directly, not to broker settings in a "
+        "server.properties file, so DescribeConfigs lists no synonyms; Kafka lists the topic override or "
+        "the broker setting (log.segment.bytes, ...) a default comes from.",
+        ("topic-configs/describe with synonyms/*/synonyms",),
+    ),
+    Divergence(
         "duplicate-append-time",
         "For a duplicate idempotent batch Kafka returns the stored batch's timestamp as log_append_time_ms "
         "even on a CreateTime topic; Strata returns -1, as for every CreateTime answer.",

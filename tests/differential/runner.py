@@ -11,6 +11,7 @@ from tests.differential import (  # noqa: F401  (each registers its scenarios)
     scenarios_frames,
     scenarios_groups,
     scenarios_log,
+    scenarios_versions,
 )
 from tests.differential.base import SCENARIOS, Scenario
 from tests.differential.compare import Difference, differences
@@ -33,12 +34,14 @@ def negotiate(kafka: Side, strata: Side) -> None:
     for side in (kafka, strata):
         side.connect()
     common: dict[int, int] = {}
+    common_min: dict[int, int] = {}
     for key, (kmin, kmax) in kafka.versions.items():
         if key in strata.versions:
             smin, smax = strata.versions[key]
             if max(kmin, smin) <= min(kmax, smax):
-                common[key] = min(kmax, smax)
+                common[key], common_min[key] = min(kmax, smax), max(kmin, smin)
     kafka.common = strata.common = common
+    kafka.common_min = strata.common_min = common_min
 
 
 def run(kafka: Side, strata: Side, names: Iterable[str] | None = None) -> list[Outcome]:

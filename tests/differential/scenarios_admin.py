@@ -70,6 +70,7 @@ def topic_configs(side: Side, prefix: str) -> Answers:
     out["describe"] = describe(side, t)
     out["describe keys"] = describe(side, t, ["retention.ms", "segment.bytes", "no.such.config"])
     out["describe unknown topic"] = describe(side, f"{t}-missing")
+    out["describe with synonyms"] = describe(side, t, ["retention.ms", "segment.bytes"], synonyms=True)
     out["set"] = incremental(side, t, ("retention.ms", SET, "7200000"), ("max.message.bytes", SET, "2000000"))
     out["delete"] = incremental(side, t, ("cleanup.policy", DELETE, None))
     out["append"] = incremental(side, t, ("cleanup.policy", APPEND, "compact"))

@@ -79,6 +79,7 @@ class Side:
     port: int
     versions: dict[int, tuple[int, int]] = field(default_factory=dict)
     common: dict[int, int] = field(default_factory=dict)  # api key -> version both sides serve
+    common_min: dict[int, int] = field(default_factory=dict)  # api key -> lowest version both serve
     members: Members = field(default_factory=Members)
     last_raw: dict[str, Any] = field(default_factory=dict)  # the last answer before normalising
     _conn: Connection | None = None

@@ -33,6 +33,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *
  * <pre>
  *   produce  bootstrap topic count [compression=none] [idempotence=true] [partition=-1] [base_ts=now]
+ *            [config=client.properties]   (and consume: a properties file laid over the defaults)
  *   consume  bootstrap topic expect [mode=assign|subscribe] [partitions=0,1] [group=g] [assignor=range]
  *            [instance=] [commit=true] [timeout_ms=30000]
  *   times    bootstrap topic partition timestamp
@@ -82,6 +83,17 @@ public final class Clients {
         return p;
     }
 
+    /** ``p`` with the properties file ``config=`` names laid over it, as a user's client file would be. */
+    static Properties overlay(Properties p, Map<String, String> opts) throws java.io.IOException {
+        String file = opts.get("config");
+        if (file != null) {
+            try (java.io.Reader in = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(file))) {
+                p.load(in);
+            }
+        }
+        return p;
+    }
+
     static Map<String, Object> produce(Map<String, String> opts) throws Exception {
         Properties p = base(opts);
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
@@ -95,7 +107,7 @@ public final class Clients {
         int partition = Integer.parseInt(opts.getOrDefault("partition", "-1"));
         long baseTs = Long.parseLong(opts.getOrDefault("base_ts", Long.toString(System.currentTimeMillis())));
         Map<Integer, long[]> spans = new TreeMap<>();
-        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(overlay(p, opts))) {
             List<Future<RecordMetadata>> sent = new ArrayList<>();
             for (int i = 0; i < count; i++) {
                 ProducerRecord<String, String> record = new ProducerRecord<>(topic,
@@ -126,7 +138,7 @@ public final class Clients {
         return n;
     }
 
-    static Map<String, Object> consume(Map<String, String> opts) {
+    static Map<String, Object> consume(Map<String, String> opts) throws Exception {
         Properties p = base(opts);
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
@@ -152,7 +164,7 @@ public final class Clients {
         List<List<Object>> records = new ArrayList<>();
         List<String> assigned = new ArrayList<>();
         Map<String, Object> out = new LinkedHashMap<>();
-        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p)) {
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(overlay(p, opts))) {
             if (mode.equals("subscribe")) {
                 consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
                     public void onPartitionsRevoked(Collection<TopicPartition> parts) {}
@@ -194,14 +206,14 @@ public final class Clients {
         return out;
     }
 
-    static Map<String, Object> times(Map<String, String> opts) {
+    static Map<String, Object> times(Map<String, String> opts) throws Exception {
         Properties p = base(opts);
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         TopicPartition tp = new TopicPartition(opts.get("topic"), Integer.parseInt(opts.get("partition")));
         long ts = Long.parseLong(opts.get("timestamp"));
         Map<String, Object> out = new LinkedHashMap<>();
-        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p)) {
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(overlay(p, opts))) {
             Map<TopicPartition, OffsetAndTimestamp> found = consumer.offsetsForTimes(Map.of(tp, ts));
             OffsetAndTimestamp hit = found.get(tp);
             out.put("offset_for_time", hit == null ? null : List.of(hit.offset(), hit.timestamp()));
