@@ -10,21 +10,17 @@ producer's sequence numbers live in the metadata store, so the surviving agent k
 
 from __future__ import annotations
 
-import json
 import signal
-import subprocess
-import time
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.fixtures.processes import AgentProcess, agent_process, free_port, shared_agent_args
 from tests.java import kafka
+from tests.java.verifiable import acked_events, events, tool, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -51,43 +47,6 @@ heartbeat.interval.ms=500
 """
 
 
-def _events(path: Path) -> list[dict[str, Any]]:
-    out = []
-    for line in path.read_text(errors="replace").splitlines():
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:  # the last line, half written
-                continue
-    return out
-
-
-@contextmanager
-def _tool(main_class: str, out: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-    with out.open("wb") as stdout, (out.with_suffix(".err")).open("wb") as stderr:
-        proc = subprocess.Popen(kafka.command(main_class, *args), stdout=stdout, stderr=stderr)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-
-
-def _wait_for(predicate: Any, timeout: float, what: str, tool: subprocess.Popen[bytes] | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if tool is not None and tool.poll() is not None and not predicate():
-            pytest.fail(f"the tool exited with {tool.returncode} before {what}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
-def _acked(path: Path) -> list[dict[str, Any]]:
-    return [e for e in _events(path) if e.get("name") == "producer_send_success"]
-
-
 def test_every_acknowledged_record_is_consumed_in_order_across_sigkills(
     tmp_path: Path, moto_server: str, s3_bucket: str, postgres_schema_url: str
 ) -> None:
@@ -111,12 +70,12 @@ def test_every_acknowledged_record_is_consumed_in_order_across_sigkills(
     with ExitStack() as agents:
         a, b = agent(port_a), agent(port_b)
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        _wait_for(lambda: len(admin.list_topics(timeout=10).brokers) == 2, 15, "both agents in Metadata")
+        wait_for(lambda: len(admin.list_topics(timeout=10).brokers) == 2, 15, "both agents in Metadata")
         new_topic = NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)
         admin.create_topics([new_topic])[TOPIC].result(10)
 
         with (
-            _tool(
+            tool(
                 kafka.VERIFIABLE_CONSUMER,
                 consumer_out,
                 "--bootstrap-server",
@@ -133,7 +92,7 @@ def test_every_acknowledged_record_is_consumed_in_order_across_sigkills(
                 "--command-config",
                 str(tmp_path / "consumer.properties"),
             ) as consumer,
-            _tool(
+            tool(
                 kafka.VERIFIABLE_PRODUCER,
                 producer_out,
                 "--bootstrap-server",
@@ -151,28 +110,28 @@ def test_every_acknowledged_record_is_consumed_in_order_across_sigkills(
 
             def acked_fifths(n: int, what: str) -> None:
                 wanted = n * MESSAGES // 5
-                _wait_for(lambda: len(_acked(producer_out)) >= wanted, 60, what, producer)
+                wait_for(lambda: len(acked_events(producer_out)) >= wanted, 60, what, producer)
 
             acked_fifths(1, "a fifth of the records acked")
             a.kill()
             acked_fifths(2, "acks after a died")
             agent(port_a)
-            _wait_for(lambda: len(admin.list_topics(timeout=10).brokers) == 2, 15, "agent a back in Metadata")
+            wait_for(lambda: len(admin.list_topics(timeout=10).brokers) == 2, 15, "agent a back in Metadata")
             acked_fifths(3, "acks after a came back")
             b.kill()
             producer.wait(180)
-            acked = _acked(producer_out)
+            acked = acked_events(producer_out)
 
             def consumed_all() -> bool:
-                events = _events(consumer_out)
-                read = {(e["partition"], e["offset"]) for e in events if e["name"] == "record_data"}
+                seen = events(consumer_out)
+                read = {(e["partition"], e["offset"]) for e in seen if e["name"] == "record_data"}
                 return all((e["partition"], e["offset"]) in read for e in acked)
 
-            _wait_for(consumed_all, 120, "the consumer to read every acknowledged record")
+            wait_for(consumed_all, 120, "the consumer to read every acknowledged record")
             consumer.send_signal(signal.SIGTERM)
             consumer.wait(60)
 
-    producer_events = _events(producer_out)
+    producer_events = events(producer_out)
     errors = [e for e in producer_events if e.get("name") == "producer_send_error"]
     assert producer.returncode == 0, (tmp_path / "producer.err").read_text()[-3000:]
     assert not errors, errors[:5]
@@ -188,7 +147,7 @@ def test_every_acknowledged_record_is_consumed_in_order_across_sigkills(
     # The consumer: what it read at each offset, and the order it first read each partition's offsets in.
     read_value: dict[tuple[int, int], str] = {}
     first_reads: dict[int, list[int]] = defaultdict(list)
-    for e in _events(consumer_out):
+    for e in events(consumer_out):
         if e.get("name") != "record_data":
             continue
         where = (e["partition"], e["offset"])
