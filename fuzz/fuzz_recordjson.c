@@ -49,6 +49,8 @@ static const char ORACLE[] =
     "        if nonempty and size + record_size > max_bytes:\n"
     "            stopped = True\n"
     "            continue\n"
+    "        if offset + 1 > 2**63 - 1:\n"
+    "            return None\n"
     "        nonempty, size, next_offset = True, size + record_size, offset + 1\n"
     "        objects.append(obj)\n"
     "    return objects, next_offset, size, nonempty, stopped\n"

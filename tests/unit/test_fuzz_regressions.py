@@ -215,6 +215,8 @@ def expected_answer(
         if nonempty and size + size_of > knobs.c:
             stopped = True
             continue
+        if record.offset + 1 > INT64_MAX:
+            return None  # the next offset leaves 64 bits
         nonempty, size, next_offset = True, size + size_of, record.offset + 1
         objects.append(rendered)
     return objects, next_offset, size, nonempty, stopped
