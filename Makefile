@@ -108,10 +108,13 @@ FUZZ_PY_LDFLAGS = -L$(FUZZ_PY_LIBDIR) -Wl,-rpath,$(FUZZ_PY_LIBDIR) \
 	-lpython$(call fuzz_sysconfig,sysconfig.get_config_var("LDVERSION")) -ldl -lm
 FUZZ_SOURCES := $(wildcard fuzz/*.h fuzz/core_*.c storage/_*.h storage/_*.c api/_*.c agents/_*.c)
 
-# clang-14 and its runtimes (libFuzzer, the sanitizers): Debian packages, installed when missing.
+# clang-14 and its runtimes (libFuzzer, the sanitizers), and llvm-14 for llvm-symbolizer (the reports' source
+# lines): Debian packages, installed when missing.
 clang:
 	@command -v $(FUZZ_CC) >/dev/null 2>&1 && [ -e "$$($(FUZZ_CC) -print-runtime-dir)/libclang_rt.fuzzer-x86_64.a" ] \
-		|| { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends clang-14 libclang-rt-14-dev; }
+		&& [ -x "$$(dirname "$$(readlink -f "$$(command -v $(FUZZ_CC))")")/llvm-symbolizer" ] \
+		|| { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends \
+			clang-14 libclang-rt-14-dev llvm-14; }
 
 $(FUZZ_DIR)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_SOURCES) | clang
 	@mkdir -p $(FUZZ_DIR)
@@ -120,7 +123,8 @@ $(FUZZ_DIR)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_SOURCES) | clang
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 
 fuzz: fuzz-build
-	@failed=""; for t in $(FUZZ_TARGETS); do \
+	@PATH="$$(dirname "$$(readlink -f "$$(command -v $(FUZZ_CC))")"):$$PATH"; \
+	failed=""; for t in $(FUZZ_TARGETS); do \
 		mkdir -p $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/crashes/$$t; \
 		echo "== fuzz_$$t: $(FUZZ_SECONDS) s (log: $(FUZZ_DIR)/fuzz_$$t.log)"; \
 		if $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \

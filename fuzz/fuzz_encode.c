@@ -17,7 +17,8 @@ Input:
     bytes 3-6  the topic's round-robin position (big-endian)
     then records until the input ends, each an op byte and its fields:
       bits 0-1 "key", bits 2-3 "value": 0 absent, 1 None, 2 a string, 3 an int (a wrong type)
-      bit 4 "timestamp" (8 bytes, big-endian), bit 5 "partition" (1 byte, signed): None instead with bit 7
+      bit 4 "timestamp" (8 bytes), bit 5 "partition" (1 byte): each a kind byte (0 the int, 1 None, 2 the
+            int moved past 64 bits by 2^64, 3 its decimal str), then the int (big-endian, signed)
       bit 6 "headers": a byte, bits 0-1 their number; each header a byte (bits 0-1 its "value" as above,
             bit 2 an int "name"), then its name and value strings
       a string: a length byte, then that many bytes, as UTF-8 with lone surrogates allowed (surrogatepass)
@@ -113,6 +114,31 @@ static int put_text(PyObject *dict, const char *name, int kind, Cursor *c, long 
     return broken;
 }
 
+/* An int field: a kind byte (bits 0-1: 0 the int, 1 None, 2 the int moved past 64 bits by 2^64, as a JSON
+   number a client sends can be, 3 its decimal str: a wrong type), then the int (`bytes` bytes, big-endian,
+   signed). Sets dict[name] and *value; returns the kind. */
+static int put_int(PyObject *dict, const char *name, Cursor *c, int bytes, long long *value) {
+    int kind = take(c) & 3;
+    *value = bytes == 8 ? (long long)take_be(c, 8) : (int8_t)take(c);
+    PyObject *obj;
+    if (kind == 0) {
+        obj = PyLong_FromLongLong(*value);
+    } else if (kind == 1) {
+        obj = Py_NewRef(Py_None);
+    } else if (kind == 2) {
+        PyObject *v = PyLong_FromLongLong(*value), *big = PyLong_FromString("18446744073709551616", NULL, 10);
+        obj = *value >= 0 ? PyNumber_Add(v, big) : PyNumber_Subtract(v, big);
+        Py_DECREF(v);
+        Py_DECREF(big);
+    } else {
+        obj = PyUnicode_FromFormat("%lld", *value);
+    }
+    FUZZ_ASSERT(obj != NULL, "int field");
+    PyDict_SetItemString(dict, name, obj);
+    Py_DECREF(obj);
+    return kind;
+}
+
 typedef struct {
     int partitions, compacted;
     long long max_bytes, before, after, round_robin;
@@ -126,20 +152,16 @@ static PyObject *take_item(Cursor *c, const Topic *t, int *broken) {
     int null_key, null_value;
     *broken = put_text(item, "key", op & 3, c, &size, &null_key);
     *broken |= put_text(item, "value", (op >> 2) & 3, c, &size, &null_value);
+    long long ts, partition;
     if (op & 16) {
-        long long ts = (long long)take_be(c, 8);
-        PyObject *value = op & 128 ? Py_NewRef(Py_None) : PyLong_FromLongLong(ts);
-        PyDict_SetItemString(item, "timestamp", value);
-        Py_DECREF(value);
-        if (!(op & 128) && (ts < 0 || ts > MAX_TIMESTAMP_MS || NOW_MS - ts > t->before || ts - NOW_MS > t->after))
+        int kind = put_int(item, "timestamp", c, 8, &ts);
+        if (kind >= 2 || (kind == 0 && (ts < 0 || ts > MAX_TIMESTAMP_MS || NOW_MS - ts > t->before ||
+                                        ts - NOW_MS > t->after)))
             *broken = 1;
     }
     if (op & 32) {
-        int partition = (int8_t)take(c);
-        PyObject *value = op & 128 ? Py_NewRef(Py_None) : PyLong_FromLong(partition);
-        PyDict_SetItemString(item, "partition", value);
-        Py_DECREF(value);
-        if (!(op & 128) && (partition < 0 || partition >= t->partitions))
+        int kind = put_int(item, "partition", c, 1, &partition);
+        if (kind >= 2 || (kind == 0 && (partition < 0 || partition >= t->partitions)))
             *broken = 1;
     }
     if (op & 64) {

@@ -113,6 +113,14 @@ class _Cursor:
         except UnicodeDecodeError:
             return raw.decode("latin-1")
 
+    def integer(self, width: int) -> object:
+        """An int field: a kind byte (0 the int, 1 None, 2 the int moved past 64 bits by 2^64, 3 its
+        decimal str), then the int, ``width`` bytes, signed."""
+        kind = self.take() & 3
+        value = int.from_bytes(self.take(width).to_bytes(width, "big"), "big", signed=True)
+        big = value + 2**64 if value >= 0 else value - 2**64
+        return (value, None, big, str(value))[kind]
+
     def field(self, kind: int) -> tuple[bool, object]:
         """(present, value) for kind 0 absent, 1 None, 2 a string, 3 an int."""
         if kind == 0:
@@ -139,11 +147,9 @@ def read_encode_input(data: bytes) -> EncodeInput | None:
             if present:
                 item[name] = value
         if op & 16:
-            ts = struct.unpack(">q", c.take(8).to_bytes(8, "big"))[0]
-            item["timestamp"] = None if op & 128 else ts
+            item["timestamp"] = c.integer(8)
         if op & 32:
-            partition = struct.unpack(">b", bytes([c.take()]))[0]
-            item["partition"] = None if op & 128 else partition
+            item["partition"] = c.integer(1)
         if op & 64:
             headers = []
             for _ in range(c.take() & 3):
@@ -164,6 +170,23 @@ def _text(value: str) -> bytes:
     if len(raw) > 255:
         raise ValueError("a string of the encode target is at most 255 bytes")
     return bytes([len(raw)]) + raw
+
+
+def _integer(value: object, width: int) -> bytes:
+    """An int field's kind byte and int (``_Cursor.integer``)."""
+    if value is None:
+        kind, n = 1, 0
+    elif isinstance(value, str):
+        kind, n = 3, int(value)
+    elif isinstance(value, int) and -(2 ** (8 * width - 1)) <= value < 2 ** (8 * width - 1):
+        kind, n = 0, value
+    elif isinstance(value, int):
+        kind, n = 2, value - 2**64 if value > 0 else value + 2**64
+        if (n < 0) == (value > 0):
+            raise ValueError(f"{value} is not an int of {width} bytes moved by 2^64")
+    else:
+        raise TypeError(value)
+    return bytes([kind]) + n.to_bytes(width, "big", signed=True)
 
 
 def _kind(item: dict[str, Any], name: str) -> tuple[int, bytes]:
@@ -194,18 +217,12 @@ def encode_input(
         value_kind, value = _kind(item, "value")
         op = key_kind | value_kind << 2
         fields = key + value
-        timestamp, partition = item.get("timestamp"), item.get("partition")
         if "timestamp" in item:
             op |= 16
-            fields += struct.pack(">q", timestamp or 0)
+            fields += _integer(item["timestamp"], 8)
         if "partition" in item:
             op |= 32
-            fields += struct.pack(">b", partition or 0)
-        nones = {name for name in ("timestamp", "partition") if name in item and item[name] is None}
-        if nones:
-            if nones != {"timestamp", "partition"} & item.keys():
-                raise ValueError("one op bit makes both timestamp and partition None")
-            op |= 128
+            fields += _integer(item["partition"], 1)
         if "headers" in item:
             op |= 64
             fields += bytes([len(item["headers"])])

@@ -194,6 +194,8 @@ def encode_seeds() -> dict[str, bytes]:
             round_robin=6,
         ),
         "partition-out-of-range": encode_input([{"value": "v", "partition": 4}]),
+        "timestamp-past-64-bits": encode_input([{"key": "k", "value": "v", "timestamp": 2**64 + NOW_MS}]),
+        "partition-as-text": encode_input([{"key": "k", "value": "v", "partition": "1"}]),
         "many-partitions": encode_input(
             [{"key": f"key-{i}", "value": "v" * i} for i in range(24)], partitions=32, round_robin=99
         ),

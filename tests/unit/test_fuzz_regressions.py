@@ -338,14 +338,19 @@ def produce_records(items: list[dict[str, Any]]) -> list[ProduceRecord] | None:
     def text(value: object) -> bytes | None:
         return None if value is None else name(value).encode("utf-8")
 
+    def integer(value: object) -> int | None:
+        if value is not None and not isinstance(value, int):
+            raise TypeError(value)
+        return value
+
     try:
         return [
             ProduceRecord(
                 text(item.get("key")),
                 text(item.get("value")),
                 tuple(Header(name(h["name"]), text(h.get("value"))) for h in item.get("headers", [])),
-                item.get("partition"),
-                item.get("timestamp"),
+                integer(item.get("partition")),
+                integer(item.get("timestamp")),
             )
             for item in items
         ]
