@@ -13,7 +13,8 @@ export STRATA_SPARK_JARS_DIR := $(JARS_DIR)
 DECODER_JAR := $(JARS_DIR)/strata-spark.jar
 DECODER_SOURCES := $(shell find pipeline/jvm/src -type f 2>/dev/null)
 
-.PHONY: run test test-fast check install kafka-java maven clean jars spark-decoder demo kcat kafkajs chromium postgres jdk kafka-conformance differential
+.PHONY: run test test-fast check install kafka-java maven clean jars spark-decoder demo kcat kafkajs chromium postgres jdk \
+	kafka-conformance differential fuzz fuzz-build clang
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -103,6 +104,61 @@ kafka-conformance: $(STAMP)
 # runs the quick scenarios. SCENARIOS="topic-configs bad-frames" runs only those.
 differential: $(STAMP) $(KAFKA_STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tests.differential $(SCENARIOS)
+
+# Coverage-guided fuzzing of the C extensions that parse client bytes (fuzz/README.md): libFuzzer harnesses
+# built with clang-14's AddressSanitizer and UndefinedBehaviorSanitizer into .cache/fuzz, each run for
+# FUZZ_SECONDS from its seeds (fuzz/corpus) and regression inputs (fuzz/regressions) with a working corpus in
+# .cache/fuzz/corpus; fails if any target crashes (the input lands in .cache/fuzz/crashes/<target>/). Not
+# part of `make test`. FUZZ_TARGETS="recordjson" picks targets; FUZZ_ARGS passes libFuzzer flags. The
+# harnesses embed the Python that $(PYTHON) names (its headers and libpython).
+FUZZ_TARGETS ?= recordcheck keyscan recordcols recordjson encode
+FUZZ_SECONDS ?= 60
+FUZZ_ARGS ?=
+FUZZ_CC ?= clang-14
+FUZZ_DIR := .cache/fuzz
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Wall
+# The extension cores each harness links (fuzz/cores.h): the one it drives, then those it checks against.
+FUZZ_CORES_recordcheck := recordcheck recordcols keyscan
+FUZZ_CORES_keyscan := keyscan recordcheck
+FUZZ_CORES_recordcols := recordcols recordcheck
+FUZZ_CORES_recordjson := recordjson
+FUZZ_CORES_encode := encode recordcheck recordjson
+fuzz_sysconfig = $(shell $(PYTHON) -c 'import sys, sysconfig; print($(1))')
+FUZZ_PY_CFLAGS = -I$(call fuzz_sysconfig,sysconfig.get_paths()["include"]) \
+	-DFUZZ_PYTHON_HOME='"$(call fuzz_sysconfig,sys.base_prefix)"'
+FUZZ_PY_LIBDIR = $(call fuzz_sysconfig,sysconfig.get_config_var("LIBDIR"))
+FUZZ_PY_LDFLAGS = -L$(FUZZ_PY_LIBDIR) -Wl,-rpath,$(FUZZ_PY_LIBDIR) \
+	-lpython$(call fuzz_sysconfig,sysconfig.get_config_var("LDVERSION")) -ldl -lm
+FUZZ_SOURCES := $(wildcard fuzz/*.h fuzz/core_*.c storage/_*.h storage/_*.c api/_*.c agents/_*.c)
+
+# clang-14 and its runtimes (libFuzzer, the sanitizers), and llvm-14 for llvm-symbolizer (the reports' source
+# lines): Debian packages, installed when missing.
+clang:
+	@command -v $(FUZZ_CC) >/dev/null 2>&1 && [ -e "$$($(FUZZ_CC) -print-runtime-dir)/libclang_rt.fuzzer-x86_64.a" ] \
+		&& [ -x "$$(dirname "$$(readlink -f "$$(command -v $(FUZZ_CC))")")/llvm-symbolizer" ] \
+		|| { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends \
+			clang-14 libclang-rt-14-dev llvm-14; }
+
+$(FUZZ_DIR)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_SOURCES) | clang
+	@mkdir -p $(FUZZ_DIR)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_PY_CFLAGS) $< $(FUZZ_CORES_$*:%=fuzz/core_%.c) -o $@ $(FUZZ_PY_LDFLAGS)
+
+fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
+
+fuzz: fuzz-build
+	@PATH="$$(dirname "$$(readlink -f "$$(command -v $(FUZZ_CC))")"):$$PATH"; \
+	failed=""; for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/crashes/$$t; \
+		echo "== fuzz_$$t: $(FUZZ_SECONDS) s (log: $(FUZZ_DIR)/fuzz_$$t.log)"; \
+		if $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+			-artifact_prefix=$(FUZZ_DIR)/crashes/$$t/ $(FUZZ_ARGS) $(FUZZ_DIR)/corpus/$$t fuzz/corpus/$$t \
+			$$(ls -d fuzz/regressions/$$t 2>/dev/null) >$(FUZZ_DIR)/fuzz_$$t.log 2>&1; then \
+			grep -E '^#[0-9]+.*DONE|stat::(number_of_executed_units|average_exec_per_sec)' $(FUZZ_DIR)/fuzz_$$t.log; \
+		else \
+			tail -n 40 $(FUZZ_DIR)/fuzz_$$t.log; failed="$$failed $$t"; \
+		fi; \
+	done; \
+	[ -z "$$failed" ] || { echo "fuzz: crashed:$$failed (inputs in $(FUZZ_DIR)/crashes/)"; exit 1; }
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache tests/kafka/js/node_modules

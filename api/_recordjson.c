@@ -11,9 +11,10 @@ records and writes their JSON objects with no Python object per record.
 It is a fast path, never the authority. Input is one batch's records in their expanded form (after
 decompression, as storage/records/codec.py's _expand_batch gives them; the byte layout is documented at the
 top of that module). Whenever the bytes are anything but plainly valid (a check of the reference decoder
-fails, a header name or, for utf8, a key or value is not valid UTF-8, a timestamp leaves 64 bits) the call
-returns None and the caller answers through the reference path (decode, then api/models.py record_out),
-which raises the precise error. Every record of the batch is checked, also those after the answer's
+fails, a header name or, for utf8, a key or value is not valid UTF-8, a timestamp or the offset after
+the last record rendered leaves 64 bits) the call returns None and the caller answers through the
+reference path (decode, then api/models.py record_out), which raises the precise error (or, for an
+offset past 64 bits, answers). Every record of the batch is checked, also those after the answer's
 max_bytes cut.
 
 Each record becomes {"offset":N,"key":K,"value":V,"headers":[{"name":S,"value":V}...],"timestamp":T},
@@ -260,6 +261,8 @@ static int render(Reader *r, const Batch *b, Progress *p, Out *out) {
             p->stopped = 1;
             continue;
         }
+        if (f.offset == INT64_MAX)
+            return -2; /* the next offset, 2^63, leaves 64 bits: the reference path answers */
         p->nonempty = 1;
         p->size += size;
         p->rendered++;
