@@ -1,6 +1,7 @@
-"""``storage.records.compression.compress``'s ``level``: Kafka's ``compression.{gzip,lz4,zstd}.level`` mapped
-onto zlib and cramjam as Kafka 4.4's broker maps them onto its libraries, and the batch writers over it
-(the encoders, the re-compression, compaction's filter and its delete-horizon re-encode) passing it on."""
+"""Kafka's ``compression.{gzip,lz4,zstd}.level`` and ``max.decompressed.message.bytes`` topic configs: their
+validation and DescribeConfigs entries as Kafka 4.4 declares them, and the levels' bytes in
+``compression.compress`` and the batch writers over it (the encoders, the re-compression, compaction's
+filter and its delete-horizon re-encode)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,19 @@ import zlib
 
 import cramjam
 import pytest
+from kafka.protocol.admin.configs import DescribeConfigsRequest
 
 from storage import records
+from storage.errors import InvalidConfig
 from storage.records import compression
 from storage.records.columns import scan_columns
 from storage.records.compression import GZIP, LZ4, SNAPPY, ZSTD, compress, decompress
+from storage.topic_config import TopicConfig, effective_configs, validate_configs
+from tests.fixtures.broker import BrokerParts, call
 
 NOW = 1_700_000_000_000
+LEVELS = ("compression.gzip.level", "compression.lz4.level", "compression.zstd.level")
+CAP = "max.decompressed.message.bytes"
 # Text-like records, so every level finds something to do.
 DATA = b"".join(b'{"user": "user-%d", "event": "click", "page": "/p/%d"}' % (i % 97, i) for i in range(3000))
 
@@ -39,6 +46,68 @@ def section(batch: bytes | memoryview) -> bytes:
     """The batch's records section as stored (compressed or not)."""
     header = records.read_header(batch, 0, True)
     return bytes(memoryview(batch)[records.RECORD_BATCH_OVERHEAD : header.size])
+
+
+# --- the configs ----------------------------------------------------------------------------------------
+
+
+def test_defaults_are_kafkas() -> None:
+    assert {k: effective_configs({})[k] for k in (*LEVELS, CAP)} == {
+        "compression.gzip.level": "-1",
+        "compression.lz4.level": "9",
+        "compression.zstd.level": "3",
+        "max.decompressed.message.bytes": "2147483639",
+    }
+    config = TopicConfig.from_overrides({})
+    assert (config.compression_gzip_level, config.compression_lz4_level, config.compression_zstd_level) == (
+        -1,
+        9,
+        3,
+    )
+    assert config.max_decompressed_message_bytes == 2**31 - 9
+    assert [config.compression_level(c) for c in (0, GZIP, SNAPPY, LZ4, ZSTD)] == [None, -1, None, 9, 3]
+
+
+@pytest.mark.parametrize(
+    ("name", "good", "bad"),
+    [
+        # Kafka 4.4's validators (CompressionType.levelValidator, LogConfig): what a Kafka broker took and
+        # refused with INVALID_CONFIG in the same probe.
+        ("compression.gzip.level", ["-1", "1", "9"], ["0", "-2", "10"]),
+        ("compression.lz4.level", ["1", "9", "17"], ["0", "18", "-1"]),
+        ("compression.zstd.level", ["-131072", "0", "3", "22"], ["-131073", "23"]),
+        (CAP, ["1", "100", "2147483639"], ["0", "-1", "2147483640"]),
+    ],
+)
+def test_values_are_checked_as_kafka_checks_them(name: str, good: list[str], bad: list[str]) -> None:
+    for value in good:
+        assert validate_configs({name: value}) == {name: value}
+        assert TopicConfig.from_overrides({name: value})  # and the effective config reads it
+    for value in [*bad, "nine", "1.5", " 3", "", "99999999999999999999"]:
+        with pytest.raises(InvalidConfig, match=name.replace(".", r"\.")):
+            validate_configs({name: value})
+
+
+async def test_describe_configs_gives_them_as_int_with_kafkas_sources(broker_parts: BrokerParts) -> None:
+    broker_parts.metadata.create_topic("levels", 1, {"compression.zstd.level": "19", CAP: "1000"}, 0)
+    request = DescribeConfigsRequest[4](
+        resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=2, resource_name="levels", configuration_keys=[*LEVELS, CAP]
+            )
+        ],
+        include_synonyms=False,
+        include_documentation=False,
+    )
+    answer = await call(broker_parts.ctx, request)
+    got = {c.name: (c.value, c.config_source, c.config_type) for c in answer.results[0].configs}
+    default, dynamic, int_type = 5, 1, 3
+    assert got == {
+        "compression.gzip.level": ("-1", default, int_type),
+        "compression.lz4.level": ("9", default, int_type),
+        "compression.zstd.level": ("19", dynamic, int_type),
+        CAP: ("1000", dynamic, int_type),
+    }
 
 
 # --- compress: Kafka's levels onto the libraries --------------------------------------------------------
