@@ -34,10 +34,10 @@ view into the request frame):
   ListOffsets by time and max timestamp find it.
 - ``compression.type``: ``producer`` (the default) stores every batch as sent. A codec name (or
   ``uncompressed``) stores a batch as sent when it already uses that codec, and otherwise stores it
-  re-compressed with that codec (``records.recompress_batch``: the same records and header fields, a new
-  CRC, and on a LogAppendTime topic the stamp), as Kafka's broker re-compresses; the re-compressed batch
-  must fit ``max.message.bytes`` too. The HTTP produce path (agents/encode.py) writes its batches with
-  the topic's codec, uncompressed for ``producer``.
+  re-compressed with that codec at the topic's ``compression.<codec>.level`` (``records.recompress_batch``:
+  the same records and header fields, a new CRC, and on a LogAppendTime topic the stamp), as Kafka's broker
+  re-compresses; the re-compressed batch must fit ``max.message.bytes`` too. The HTTP produce path
+  (agents/encode.py) writes its batches with the topic's codec and level, uncompressed for ``producer``.
 """
 
 from __future__ import annotations
@@ -170,7 +170,8 @@ def _rewritten(
     by the check, if it is compressed."""
     target = config.compression_codec
     if target is not None and codec != target:
-        stored = records.recompress_batch(batch, header, target, expanded, append_time)
+        level = config.compression_level(target)
+        stored = records.recompress_batch(batch, header, target, expanded, append_time, level)
         if len(stored) > config.max_message_bytes:
             raise RecordTooLarge(
                 f"a batch stored with compression.type={config.compression_type} takes "

@@ -1,18 +1,22 @@
 """Kafka's ``compression.{gzip,lz4,zstd}.level`` and ``max.decompressed.message.bytes`` topic configs: their
-validation and DescribeConfigs entries as Kafka 4.4 declares them, and the levels' bytes in
-``compression.compress`` and the batch writers over it (the encoders, the re-compression, compaction's
-filter and its delete-horizon re-encode)."""
+validation and DescribeConfigs entries as Kafka 4.4 declares them, and the levels' bytes in every place
+Strata compresses on a topic's behalf (``compression.compress`` and the batch writers over it, the Kafka
+door's re-compression, both HTTP encoders, compaction's filter and its delete-horizon re-encode)."""
 
 from __future__ import annotations
 
+import random
 import zlib
 
 import cramjam
 import pytest
 from kafka.protocol.admin.configs import DescribeConfigsRequest
 
+from agents.encode import ProduceRecord, RequestEncoder
+from broker.batches import check_batches
 from storage import records
 from storage.errors import InvalidConfig
+from storage.metadata.rows import TopicInfo
 from storage.records import compression
 from storage.records.columns import scan_columns
 from storage.records.compression import GZIP, LZ4, SNAPPY, ZSTD, compress, decompress
@@ -180,8 +184,43 @@ def test_encoders_and_the_recompression_write_the_level() -> None:
     assert section(zstd19) == bytes(cramjam.zstd.compress(raw, level=19))
 
 
+def test_the_kafka_door_recompresses_at_the_topics_level() -> None:
+    sent = records.encode_batch(sample())  # uncompressed, as a producer might send it
+    raw = section(sent)
+    for level in ("1", "9"):
+        config = TopicConfig.from_overrides({"compression.type": "gzip", "compression.gzip.level": level})
+        (stored,) = check_batches("t", 0, sent, config, NOW)
+        assert gzip_body(section(stored.data)) == zlib_deflate(raw, int(level))
+        assert list(records.decode_records(stored.data)) == sample()
+    config = TopicConfig.from_overrides({"compression.type": "lz4", "compression.lz4.level": "12"})
+    (stored,) = check_batches("t", 0, records.encode_batch(sample(), codec=ZSTD), config, NOW)
+    assert section(stored.data) == cramjam_lz4(raw, 12)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "lz4", "zstd"])
+def test_both_http_encoders_write_the_topics_level(codec: str) -> None:
+    name = f"compression.{codec}.level"
+    info = TopicInfo("t", 1, {}, 0)
+    items = [{"key": f"k{i}", "value": DATA[i * 60 : i * 60 + 300].decode()} for i in range(30)]
+    recs = [ProduceRecord(i["key"].encode(), i["value"].encode()) for i in items]
+    written: dict[str, bytes] = {}
+    for level in {"gzip": ("1", "9"), "lz4": ("3", "9"), "zstd": ("-5", "19")}[codec]:
+        config = TopicConfig.from_overrides({"compression.type": codec, name: level})
+        by_records = RequestEncoder(random.Random(1)).encode(info, config, recs, NOW)
+        by_text = RequestEncoder(random.Random(1)).encode_text(info, config, items, NOW)
+        assert by_text is not None  # the C loop took them: its Python compression applies the level
+        ((one,), (other,)) = (by_records.batches, by_text.batches)
+        assert bytes(one.data) == bytes(other.data)
+        raw = section(records.encode_batch(list(records.decode_records(one.data))))
+        expected = compress(compression.CODEC_IDS[codec], raw, int(level))
+        assert section(one.data) == expected
+        written[level] = section(one.data)
+    assert len(set(written.values())) == 2
+
+
 def test_compaction_rewrites_at_the_level_it_is_given() -> None:
-    """Both compaction's filter and its delete-horizon re-encode compress at the level they are given."""
+    """planner/job_run.py passes the topic's level for the batch's codec (``TopicConfig.compression_level``);
+    both the filter and the delete-horizon re-encode compress with it."""
     recs = [*sample(20), records.Record(20, NOW + 20, b"k0", None)]
     batch = records.encode_batch(recs, codec=ZSTD)
     header = records.read_header(batch, 0, True)
@@ -207,3 +246,5 @@ def test_compaction_rewrites_at_the_level_it_is_given() -> None:
             assert [r.offset for r in records.decode_records(out)] == kept
             by_level[level] = out
         assert by_level[1] != by_level[19]
+    zstd = TopicConfig.from_overrides({"compression.zstd.level": "19"})
+    assert zstd.compression_level(header.attributes & 0x07) == 19
