@@ -15,6 +15,8 @@ accepted only if every check Kafka's broker makes on it (LogValidator) holds her
   maxTimestamp is the largest record timestamp, and on a compacted topic it has a key (INVALID_RECORD,
   with the record's index for Produce v8's ``record_errors``; a stream that does not decompress is
   CORRUPT_MESSAGE);
+- in a compressed batch, every record at most ``max.decompressed.message.bytes`` once decompressed
+  (INVALID_RECORD without ``record_errors``, as Kafka 4.4 answers);
 - on a CreateTime topic, every record timestamp inside the topic's window (INVALID_TIMESTAMP), from the
   smallest and largest. A LogAppendTime topic checks no record timestamp: Kafka validates timestamps for
   CreateTime only, and no reader reads a LogAppendTime batch's record timestamps.
@@ -95,6 +97,7 @@ def check_batches(
     target = config.compression_codec
     compacted = config.compacted
     max_bytes = config.max_message_bytes
+    max_record_bytes = config.max_decompressed_message_bytes
     out: list[PartitionBatch] = []
     pos = 0
     try:
@@ -124,7 +127,7 @@ def check_batches(
             batch: bytes | memoryview = view[pos : pos + size]
             pos += size
             # Refuses a batch that sets bit 3 itself: only the broker stamps LogAppendTime.
-            checked = check_batch(batch, header, compacted)
+            checked = check_batch(batch, header, compacted, max_record_bytes)
             if append_time is None:  # Kafka checks record timestamps, range included, for CreateTime only
                 check_timestamp(0, checked.min_timestamp, now_ms, config)
                 check_timestamp(0, checked.max_timestamp, now_ms, config)

@@ -10,7 +10,12 @@ once, within ``compression.output_limit``, when the batch is compressed) with th
   inside the record and the batch, offset deltas exactly 0..n-1, key and value lengths -1 or inside the
   record, header names UTF-8, each record ending at its length, no bytes after the last one;
 - the header's maxTimestamp is the largest record timestamp (readers index time by it);
-- on a compacted topic, every record has a key.
+- on a compacted topic, every record has a key;
+- in a compressed batch, no record's body (the bytes after its length varint) is larger than the topic's
+  ``max.decompressed.message.bytes``, as Kafka 4.4 bounds each record it reads from a decompressing
+  stream (``DefaultRecord.readFrom``). Kafka does not bound the records of an uncompressed batch, nor the
+  batch's decompressed total: the bound on that is ``compression.output_limit``, the same for every
+  topic, which keeps a batch's memory in check.
 
 A failure is ``InvalidRecord`` (Kafka's INVALID_RECORD), naming the record's index in its batch where one
 record is at fault; a stream that does not decompress, or would pass the bound, is ``CodecError`` (Kafka's
@@ -31,7 +36,13 @@ from dataclasses import dataclass
 from storage._recordcheck import check_records
 from storage.errors import CodecError, InvalidRecord
 from storage.records import compression
-from storage.records.codec import _COMPRESSION_MASK, _LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, BatchHeader
+from storage.records.codec import (
+    _COMPRESSION_MASK,
+    _LOG_APPEND_TIME,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    _varint_tail,
+)
 
 # check_records' verdicts (storage/_recordcheck.c).
 _OK, _MALFORMED, _TRAILING, _NO_KEY, _MAX_TIMESTAMP = range(5)
@@ -47,8 +58,11 @@ class Checked:
     records: bytes | None
 
 
-def check_batch(batch: bytes | memoryview, header: BatchHeader, compacted: bool) -> Checked:
-    """Check every record of ``batch`` (one whole batch, its header read by ``read_header``)."""
+def check_batch(
+    batch: bytes | memoryview, header: BatchHeader, compacted: bool, max_record_bytes: int | None = None
+) -> Checked:
+    """Check every record of ``batch`` (one whole batch, its header read by ``read_header``).
+    ``max_record_bytes``: the topic's ``max.decompressed.message.bytes`` (None: no cap)."""
     if header.attributes & _LOG_APPEND_TIME:
         raise InvalidRecord("a producer's batch may not use LogAppendTime; the broker sets that", None)
     codec = header.attributes & _COMPRESSION_MASK
@@ -72,7 +86,30 @@ def check_batch(batch: bytes | memoryview, header: BatchHeader, compacted: bool)
     )
     if verdict != _OK:
         raise _refusal(verdict, index, header)
+    # A record's body is shorter than the records section holding it, so only a section larger than the
+    # cap can hold a record over it: the walk runs only then (never at Kafka's default cap of 2 GiB).
+    if expanded is not None and max_record_bytes is not None and len(expanded) > max_record_bytes:
+        _check_record_sizes(expanded, header.records_count, max_record_bytes)
     return Checked(smallest, largest, expanded)
+
+
+def _check_record_sizes(records: bytes, count: int, cap: int) -> None:
+    """``InvalidRecord`` for the first of ``count`` records whose body is over ``cap`` bytes. The records
+    parsed (``check_records``), so every length varint is canonical and inside the section. Kafka refuses
+    the batch with INVALID_RECORD and names no record (no ``record_errors``), and so does this."""
+    pos = 0
+    for index in range(count):
+        first = records[pos]
+        pos += 1
+        n, pos = (first, pos) if first < 0x80 else _varint_tail(records, pos, first, 32)
+        length = (n >> 1) ^ -(n & 1)
+        if length > cap:
+            raise InvalidRecord(
+                f"record {index} is {length} bytes decompressed, more than max.decompressed.message.bytes"
+                f"={cap}",
+                None,
+            )
+        pos += length
 
 
 def _refusal(verdict: int, index: int, header: BatchHeader) -> InvalidRecord:

@@ -1,7 +1,11 @@
 """Kafka's ``compression.{gzip,lz4,zstd}.level`` and ``max.decompressed.message.bytes`` topic configs: their
-validation and DescribeConfigs entries as Kafka 4.4 declares them, and the levels' bytes in every place
-Strata compresses on a topic's behalf (``compression.compress`` and the batch writers over it, the Kafka
-door's re-compression, both HTTP encoders, compaction's filter and its delete-horizon re-encode)."""
+validation and DescribeConfigs entries as Kafka 4.4 declares them, the levels' bytes in every place Strata
+compresses on a topic's behalf (``compression.compress`` and the batch writers over it, the Kafka door's
+re-compression, both HTTP encoders, compaction's filter and its delete-horizon re-encode), and the
+decompressed-record cap at the Kafka door's batch check.
+
+What Kafka's own broker stores at these levels is compared in tests/kafka/test_compression_levels.py.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +17,13 @@ import pytest
 from kafka.protocol.admin.configs import DescribeConfigsRequest
 
 from agents.encode import ProduceRecord, RequestEncoder
-from broker.batches import check_batches
+from broker import errors
+from broker.batches import BatchRejected, check_batches
 from storage import records
-from storage.errors import InvalidConfig
+from storage.errors import InvalidConfig, InvalidRecord
 from storage.metadata.rows import TopicInfo
 from storage.records import compression
+from storage.records.check import check_batch
 from storage.records.columns import scan_columns
 from storage.records.compression import GZIP, LZ4, SNAPPY, ZSTD, compress, decompress
 from storage.topic_config import TopicConfig, effective_configs, validate_configs
@@ -248,3 +254,71 @@ def test_compaction_rewrites_at_the_level_it_is_given() -> None:
         assert by_level[1] != by_level[19]
     zstd = TopicConfig.from_overrides({"compression.zstd.level": "19"})
     assert zstd.compression_level(header.attributes & 0x07) == 19
+
+
+# --- max.decompressed.message.bytes ---------------------------------------------------------------------
+
+
+def record_body(value_size: int) -> int:
+    """The body (after its length varint) of a keyless record with a value of ``value_size`` bytes."""
+    batch = records.encode_batch([records.Record(0, NOW, None, b"v" * value_size)])
+    return len(batch) - records.RECORD_BATCH_OVERHEAD - 2  # a two-byte length varint at these sizes
+
+
+def capped(cap: int) -> TopicConfig:
+    return TopicConfig.from_overrides({CAP: str(cap)})
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
+def test_a_compressed_batch_with_a_record_over_the_cap_is_invalid_record(codec: int) -> None:
+    """The cap is on each record's body, as Kafka 4.4 reads it: a body of exactly the cap passes, one byte
+    more refuses the whole batch with INVALID_RECORD and no record_errors (a Kafka broker answered so)."""
+    assert record_body(93) == 100
+    small = records.Record(0, NOW, None, b"v" * 10)
+    for size, refused in ((93, False), (94, True)):
+        batch = records.encode_batch(
+            [small, records.Record(1, NOW, None, b"v" * size), records.Record(2, NOW, None, b"v")],
+            codec=codec,
+        )
+        if not refused:
+            check_batches("t", 0, batch, capped(100), NOW)
+            continue
+        with pytest.raises(BatchRejected) as caught:
+            check_batches("t", 0, batch, capped(100), NOW)
+        assert caught.value.code == errors.INVALID_RECORD
+        assert caught.value.record_errors == []
+        assert "record 1 is 101 bytes decompressed, more than max.decompressed.message.bytes=100" in (
+            caught.value.message
+        )
+
+
+def test_the_cap_is_per_record_and_for_compressed_batches_only() -> None:
+    many = records.encode_batch([records.Record(i, NOW, None, b"v" * 50) for i in range(10)], codec=GZIP)
+    assert len(records.expand_records(many, records.read_header(many, 0, True))[0]) > 500
+    assert len(check_batches("t", 0, many, capped(100), NOW)) == 1  # 10 records under the cap: taken
+    plain = records.encode_batch([records.Record(0, NOW, None, b"v" * 5000)])
+    assert len(check_batches("t", 0, plain, capped(100), NOW)) == 1  # Kafka bounds no uncompressed record
+    big = records.encode_batch([records.Record(0, NOW, None, b"v" * 5000)], codec=LZ4)
+    check_batches("t", 0, big, TopicConfig.from_overrides({}), NOW)  # the default caps nothing real
+    with pytest.raises(InvalidRecord):
+        check_batch(big, records.read_header(big, 0, True), False, 4999)
+    check_batch(big, records.read_header(big, 0, True), False, None)
+
+
+def test_the_cap_comes_before_recompression_and_stores_nothing() -> None:
+    """A refused batch is never re-compressed or stored: check_batches raises for the partition."""
+    config = TopicConfig.from_overrides({CAP: "100", "compression.type": "zstd"})
+    batch = records.encode_batch([records.Record(0, NOW, None, b"v" * 200)], codec=GZIP)
+    with pytest.raises(BatchRejected) as caught:
+        check_batches("t", 0, batch, config, NOW)
+    assert caught.value.code == errors.INVALID_RECORD
+
+
+def test_http_records_are_never_capped() -> None:
+    """The HTTP door takes records, not compressed client batches: as Kafka bounds no record of an
+    uncompressed producer batch, even on a topic that compresses, nothing is refused for the cap."""
+    info = TopicInfo("t", 1, {}, 0)
+    config = TopicConfig.from_overrides({CAP: "100", "compression.type": "gzip"})
+    request = RequestEncoder(random.Random(1)).encode(info, config, [ProduceRecord(b"k", b"v" * 500)], NOW)
+    (batch,) = request.batches
+    assert [r.value for r in records.decode_records(batch.data)] == [b"v" * 500]
