@@ -8,6 +8,8 @@ live here, so every front door applies them identically:
 - timestamps: within what every consumer can represent (``MAX_TIMESTAMP_MS``: Python's ``datetime`` and
   Spark's microsecond ``TimestampType`` both stop near there), and, on a CreateTime topic, within Kafka's
   ``message.timestamp.before.max.ms`` / ``message.timestamp.after.max.ms`` of the agent's clock;
+- ``compression.type``: batches are written in the topic's codec (uncompressed for ``producer``), at its
+  ``compression.<codec>.level``;
 - ``message.timestamp.type=LogAppendTime``: each batch is written with attributes bit 3 set and the
   agent's time as maxTimestamp, which every reader gives each of its records; a record's own timestamp (the
   one given, or the agent's time) is written as Kafka leaves a producer's, and is not checked against the
@@ -107,6 +109,9 @@ class RequestEncoder:
         batches: list[PartitionBatch] = []
         batch_index: dict[int, int] = {}
         append_time = now_ms if config.log_append_time else None
+        # compression.type "producer" (None) stores what this producer sends: uncompressed.
+        codec = config.compression_codec or 0
+        level = config.compression_level(codec)
         for partition, batch_records in by_partition.items():
             batch_index[partition] = len(batches)
             timestamps = [r.timestamp for r in batch_records]
@@ -115,10 +120,7 @@ class RequestEncoder:
                     info.name,
                     partition,
                     records.encode_batch(
-                        batch_records,
-                        # compression.type "producer" (None) stores what this producer sends: uncompressed.
-                        codec=config.compression_codec or 0,
-                        log_append_time=append_time,
+                        batch_records, codec=codec, log_append_time=append_time, level=level
                     ),
                     len(batch_records),
                     # The chunk index's times: what readers see, the append time on a LogAppendTime topic.
@@ -163,6 +165,7 @@ class RequestEncoder:
         parts, pairs, null_keys = encoded
         self._round_robin[info.name] = start + null_keys
         codec = config.compression_codec or 0
+        level = config.compression_level(codec)
         # ``pairs`` is already an order (agents/offsets.py): no Python object per record.
         if not codec and append_time is None:
             # Whole batches written in C, side by side in one buffer as _contiguous would leave them.
@@ -182,7 +185,7 @@ class RequestEncoder:
             PartitionBatch(
                 info.name,
                 partition,
-                records.batch_of_records(section, count, first, highest, codec, append_time),
+                records.batch_of_records(section, count, first, highest, codec, append_time, level),
                 count,
                 lowest if append_time is None else append_time,
                 highest if append_time is None else append_time,

@@ -18,6 +18,8 @@ accepted only if every check Kafka's broker makes on it (LogValidator) holds her
   compacted topic it has a key (INVALID_RECORD,
   with the record's index for Produce v8's ``record_errors``; a stream that does not decompress is
   CORRUPT_MESSAGE);
+- in a compressed batch, every record at most ``max.decompressed.message.bytes`` once decompressed
+  (INVALID_RECORD without ``record_errors``, as Kafka 4.4 answers);
 - on a CreateTime topic, every record timestamp inside the topic's window (INVALID_TIMESTAMP), from the
   smallest and largest. A LogAppendTime topic checks no record timestamp: Kafka validates timestamps for
   CreateTime only, and no reader reads a LogAppendTime batch's record timestamps.
@@ -40,10 +42,10 @@ view into the request frame):
   ListOffsets by time and max timestamp find it.
 - ``compression.type``: ``producer`` (the default) stores every batch as sent. A codec name (or
   ``uncompressed``) stores a batch as sent when it already uses that codec, and otherwise stores it
-  re-compressed with that codec (``records.recompress_batch``: the same records and header fields, a new
-  CRC, and on a LogAppendTime topic the stamp), as Kafka's broker re-compresses; the re-compressed batch
-  must fit ``max.message.bytes`` too. The HTTP produce path (agents/encode.py) writes its batches with
-  the topic's codec, uncompressed for ``producer``.
+  re-compressed with that codec at the topic's ``compression.<codec>.level`` (``records.recompress_batch``:
+  the same records and header fields, a new CRC, and on a LogAppendTime topic the stamp), as Kafka's broker
+  re-compresses; the re-compressed batch must fit ``max.message.bytes`` too. The HTTP produce path
+  (agents/encode.py) writes its batches with the topic's codec and level, uncompressed for ``producer``.
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ def check_batches(
     target = config.compression_codec
     compacted = config.compacted
     max_bytes = config.max_message_bytes
+    max_record_bytes = config.max_decompressed_message_bytes
     out: list[PartitionBatch] = []
     pos = 0
     try:
@@ -115,7 +118,7 @@ def check_batches(
             # its bytes change (a LogAppendTime stamp, a re-compression).
             batch: bytes | memoryview = view[pos : pos + size]
             pos += size
-            checked = check_batch(batch, header, compacted)
+            checked = check_batch(batch, header, compacted, max_record_bytes)
             if append_time is None:  # Kafka checks record timestamps, range included, for CreateTime only
                 check_timestamp(0, checked.min_timestamp, now_ms, config)
                 check_timestamp(0, checked.max_timestamp, now_ms, config)
@@ -200,7 +203,8 @@ def _rewritten(
     by the check, if it is compressed."""
     target = config.compression_codec
     if target is not None and codec != target:
-        stored = records.recompress_batch(batch, header, target, expanded, append_time)
+        level = config.compression_level(target)
+        stored = records.recompress_batch(batch, header, target, expanded, append_time, level)
         if len(stored) > config.max_message_bytes:
             raise RecordTooLarge(
                 f"a batch stored with compression.type={config.compression_type} takes "

@@ -355,7 +355,7 @@ class JobRun:
                 if dense:
                     _copy_batch(piece, view, header, chunk)
                 else:
-                    self._filter_batch(piece, view, header, chunk, rule)
+                    self._filter_batch(piece, view, header, chunk, rule, config)
             if dense:
                 piece.min_ts = min(piece.min_ts, chunk.min_timestamp)
                 piece.max_ts = max(piece.max_ts, chunk.max_timestamp)
@@ -375,9 +375,12 @@ class JobRun:
         header: records.BatchHeader,
         chunk: ChunkRow,
         rule: _Retention | None,
+        config: TopicConfig | None,
     ) -> None:
         """Append the batch's kept records to ``piece``: the latest of each key under ``rule`` (every record
-        without one, for a run that is only merged), re-framed at their original offsets."""
+        without one, for a run that is only merged), re-framed at their original offsets. A compressed batch
+        that loses records is compressed again in its codec at the topic's level for it (``config``'s; the
+        codec's default for a topic deleted meanwhile, whose output the commit will refuse anyway)."""
         cols = scan_columns(view, header, chunk.base_offset, self.hasher.key_a, self.hasher.key_b)
         if rule is not None:
             latest = np.full(len(cols.offsets), -1, dtype=np.int64)
@@ -412,6 +415,7 @@ class JobRun:
             offset_base=chunk.base_offset,
             base_offset=chunk.base_offset + header.base_offset - piece.base,
             delete_horizon_ms=new_horizon,
+            level=None if config is None else config.compression_level(header.attributes & 0x07),
         )
         piece.present.update((kept_offsets - piece.base).tolist())
         piece.count += len(kept_offsets)

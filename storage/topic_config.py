@@ -22,6 +22,8 @@ CLEANUP_DELETE = "delete"
 CLEANUP_COMPACT = "compact"
 _CLEANUP_POLICIES = {"delete", "compact", "compact,delete", "delete,compact"}
 
+# Kafka's default and largest max.decompressed.message.bytes: the largest array a JVM allocates.
+MAX_DECOMPRESSED_MESSAGE_BYTES = 2**31 - 9
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
 
@@ -49,6 +51,27 @@ def _long(min_value: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _int(min_value: int, max_value: int, also: int | None = None) -> Callable[[str], int]:
+    """Kafka's INT configs: a 32-bit integer in [min_value, max_value] (or exactly ``also``)."""
+
+    def parse(raw: str) -> int:
+        if not _INTEGER_RE.fullmatch(raw):
+            raise InvalidConfig(f"expected a 32-bit integer, got {raw!r}")
+        value = int(raw)
+        if not min_value <= value <= max_value and value != also:
+            extra = "" if also is None else f" or equal to {also}"
+            raise InvalidConfig(f"must be between {min_value} and {max_value}{extra}, got {value}")
+        return value
+
+    return parse
+
+
+def _level(codec: int) -> Callable[[str], int]:
+    # The ranges Kafka 4.4 declares for compression.<codec>.level (KIP-390), kept in the codec module.
+    lowest, highest = compression.LEVEL_RANGES[codec]
+    return _int(lowest, highest, -1 if codec == compression.GZIP else None)
 
 
 def _ratio(raw: str) -> float:
@@ -138,6 +161,19 @@ _SPEC: dict[str, tuple[Callable[[str], object], str]] = {
     # batches produced afterwards; stored batches keep the type they were written with.
     "message.timestamp.type": (_timestamp_type, TIMESTAMP_CREATE_TIME),
     "compression.type": (_compression_type, COMPRESSION_PRODUCER),
+    # The level Strata compresses with when it writes a batch in the codec on the topic's behalf: a
+    # producer's batch re-compressed to compression.type, an HTTP produce request's batches, and a batch
+    # compaction rewrites. Kafka's mapping onto the libraries: storage/records/compression.py.
+    "compression.gzip.level": (_level(compression.GZIP), str(compression.DEFAULT_LEVELS[compression.GZIP])),
+    "compression.lz4.level": (_level(compression.LZ4), str(compression.DEFAULT_LEVELS[compression.LZ4])),
+    "compression.zstd.level": (_level(compression.ZSTD), str(compression.DEFAULT_LEVELS[compression.ZSTD])),
+    # The largest record (its body, after its length varint) a producer's compressed batch may hold once
+    # decompressed: a larger one refuses the batch with INVALID_RECORD, as Kafka 4.4's LogValidator does.
+    # Kafka's range: 1 to its largest array, 2^31 - 9, the default (no cap beyond that).
+    "max.decompressed.message.bytes": (
+        _int(1, MAX_DECOMPRESSED_MESSAGE_BYTES),
+        str(MAX_DECOMPRESSED_MESSAGE_BYTES),
+    ),
 }
 # Kafka topic configs that mean nothing here (no segments, no local flush, no replicas), accepted and
 # stored with Kafka's validation so that existing tooling that sets them works, and reported by
@@ -204,12 +240,27 @@ class TopicConfig:
     message_timestamp_after_max_ms: int
     message_timestamp_type: str
     compression_type: str
+    compression_gzip_level: int
+    compression_lz4_level: int
+    compression_zstd_level: int
+    max_decompressed_message_bytes: int
 
     @property
     def compression_codec(self) -> int | None:
         """The codec batches are stored with (``storage.records.compression`` ids), None to keep the
         producer's."""
         return COMPRESSION_TYPES.get(self.compression_type)
+
+    def compression_level(self, codec: int) -> int | None:
+        """The topic's level for ``codec`` in Kafka's terms, for ``compression.compress``; None for a
+        codec without levels (none, snappy)."""
+        if codec == compression.GZIP:
+            return self.compression_gzip_level
+        if codec == compression.LZ4:
+            return self.compression_lz4_level
+        if codec == compression.ZSTD:
+            return self.compression_zstd_level
+        return None
 
     @property
     def log_append_time(self) -> bool:
@@ -246,6 +297,10 @@ class TopicConfig:
             message_timestamp_after_max_ms=long("message.timestamp.after.max.ms"),
             message_timestamp_type=merged["message.timestamp.type"],
             compression_type=merged["compression.type"],
+            compression_gzip_level=long("compression.gzip.level"),
+            compression_lz4_level=long("compression.lz4.level"),
+            compression_zstd_level=long("compression.zstd.level"),
+            max_decompressed_message_bytes=long("max.decompressed.message.bytes"),
         )
 
 

@@ -9,7 +9,12 @@ once, within ``compression.output_limit``, when the batch is compressed) with th
 - every record parses by the reference decoder's rules (storage/records/decode.py): lengths and varints
   inside the record and the batch, offset deltas exactly 0..n-1, key and value lengths -1 or inside the
   record, header names UTF-8, each record ending at its length, no bytes after the last one;
-- on a compacted topic, every record has a key.
+- on a compacted topic, every record has a key;
+- in a compressed batch, no record's body (the bytes after its length varint) is larger than the topic's
+  ``max.decompressed.message.bytes``, as Kafka 4.4 bounds each record it reads from a decompressing
+  stream (``DefaultRecord.readFrom``). Kafka does not bound the records of an uncompressed batch, nor the
+  batch's decompressed total: the bound on that is ``compression.output_limit``, the same for every
+  topic, which keeps a batch's memory in check.
 
 The header's maxTimestamp and timestamp type are not the producer's to get right: as Kafka's broker
 (``LogValidator`` calls ``setMaxTimestamp`` on every batch it appends), the caller writes them again when
@@ -35,7 +40,12 @@ from dataclasses import dataclass
 from storage._recordcheck import check_records
 from storage.errors import CodecError, InvalidRecord
 from storage.records import compression
-from storage.records.codec import _COMPRESSION_MASK, RECORD_BATCH_OVERHEAD, BatchHeader
+from storage.records.codec import (
+    _COMPRESSION_MASK,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    _varint_tail,
+)
 
 # check_records' verdicts (storage/_recordcheck.c).
 _OK, _MALFORMED, _TRAILING, _NO_KEY, _MAX_TIMESTAMP = range(5)
@@ -51,8 +61,11 @@ class Checked:
     records: bytes | None
 
 
-def check_batch(batch: bytes | memoryview, header: BatchHeader, compacted: bool) -> Checked:
-    """Check every record of ``batch`` (one whole batch, its header read by ``read_header``)."""
+def check_batch(
+    batch: bytes | memoryview, header: BatchHeader, compacted: bool, max_record_bytes: int | None = None
+) -> Checked:
+    """Check every record of ``batch`` (one whole batch, its header read by ``read_header``).
+    ``max_record_bytes``: the topic's ``max.decompressed.message.bytes`` (None: no cap)."""
     codec = header.attributes & _COMPRESSION_MASK
     expanded: bytes | None = None
     if codec:
@@ -75,7 +88,30 @@ def check_batch(batch: bytes | memoryview, header: BatchHeader, compacted: bool)
     # A wrong maxTimestamp is found only after every record passed: the caller corrects the header.
     if verdict not in (_OK, _MAX_TIMESTAMP):
         raise _refusal(verdict, index, header)
+    # A record's body is shorter than the records section holding it, so only a section larger than the
+    # cap can hold a record over it: the walk runs only then (never at Kafka's default cap of 2 GiB).
+    if expanded is not None and max_record_bytes is not None and len(expanded) > max_record_bytes:
+        _check_record_sizes(expanded, header.records_count, max_record_bytes)
     return Checked(smallest, largest, expanded)
+
+
+def _check_record_sizes(records: bytes, count: int, cap: int) -> None:
+    """``InvalidRecord`` for the first of ``count`` records whose body is over ``cap`` bytes. The records
+    parsed (``check_records``), so every length varint is canonical and inside the section. Kafka refuses
+    the batch with INVALID_RECORD and names no record (no ``record_errors``), and so does this."""
+    pos = 0
+    for index in range(count):
+        first = records[pos]
+        pos += 1
+        n, pos = (first, pos) if first < 0x80 else _varint_tail(records, pos, first, 32)
+        length = (n >> 1) ^ -(n & 1)
+        if length > cap:
+            raise InvalidRecord(
+                f"record {index} is {length} bytes decompressed, more than max.decompressed.message.bytes"
+                f"={cap}",
+                None,
+            )
+        pos += length
 
 
 def _refusal(verdict: int, index: int, header: BatchHeader) -> InvalidRecord:

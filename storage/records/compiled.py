@@ -155,8 +155,10 @@ def encode_batch(
     last_offset_delta: int | None = None,
     codec: int = compression.NONE,
     log_append_time: int | None = None,
+    level: int | None = None,
 ) -> bytes:
-    """Encode ``records`` as one RecordBatch v2, uncompressed unless ``codec`` names one (1-4).
+    """Encode ``records`` as one RecordBatch v2, uncompressed unless ``codec`` names one (1-4), at
+    ``level`` (Kafka's ``compression.<codec>.level``; None: the codec's default).
 
     Offsets must be >= ``base_offset`` and strictly increasing; gaps are allowed, because compaction output
     keeps the offsets its input had. Timestamps may go backwards (a negative ``timestampDelta``).
@@ -189,7 +191,9 @@ def encode_batch(
                 count,
             )
             # As bytes: cramjam's lz4 compressor takes no other buffer type.
-            return _assemble_batch(base_offset, covered, bytes(memoryview(built)[RECORD_BATCH_OVERHEAD:]))
+            return _assemble_batch(
+                base_offset, covered, bytes(memoryview(built)[RECORD_BATCH_OVERHEAD:]), level
+            )
     return encode_batch_reference(
         records,
         base_offset,
@@ -197,6 +201,7 @@ def encode_batch(
         last_offset_delta=last_offset_delta,
         codec=codec,
         log_append_time=log_append_time,
+        level=level,
     )
 
 

@@ -40,6 +40,30 @@ mmap, not a numpy array: an agent then loads no numpy, megabytes of resident set
 
 Every malformed stream (truncated, garbage, wrong codec, trailing bytes) raises ``CodecError`` and
 nothing else.
+
+**Levels** (KIP-390, Kafka 3.8). :func:`compress` takes a topic's ``compression.gzip.level``,
+``compression.lz4.level`` or ``compression.zstd.level`` *as Kafka defines it* (``level=None``: the codec's
+Kafka default) and maps it onto the library here as Kafka 4.4's broker maps it onto its own (checked against
+a Kafka 4.4 broker, which stored the same bytes: ``tests/kafka/test_compression_levels.py``):
+
+- **gzip**: -1 or 1-9, default -1. Java's ``Deflater`` and zlib share the meaning (-1 is zlib's default, 6),
+  and the level goes to zlib as it is: the deflate stream is byte for byte the one Kafka writes (of the
+  10-byte gzip header, Java writes XFL 0 and OS 255 where zlib writes its own).
+- **lz4**: 1-17, default 9. Kafka's writer (``Lz4BlockOutputStream``) uses lz4's *fast* compressor for
+  the default level 9 and lz4's HC compressor at the given level for every other level (lz4-java's
+  ``highCompressor``; lz4 caps HC at 12, and its levels 1 and 2 are both "lz4mid"). cramjam writes lz4
+  frames through lz4's frame API, where a level below 2 is the fast compressor and 2-12 are HC (lz4 1.10's
+  rule, which tests/unit/test_compression_levels.py holds cramjam to). So Kafka's
+  9 is cramjam's 0, Kafka's 1 and 2 are cramjam's 2, 3-8 and 10-12 are themselves, and 13-17 are 12: block
+  for block, the frames carry the blocks Kafka writes (Kafka's frame header leaves out the block
+  checksums cramjam adds, which every reader accepts). On JSON-like records HC takes about 2 (level 2)
+  to 40 (level 12) times the fast compressor's CPU for output 10-26 % smaller
+  (``bench/compression_levels_bench.py``); the default keeps the fast compressor, as Kafka does.
+- **zstd**: -131072..22, default 3; negative levels are zstd's fast modes and 0 is zstd's default (3), the
+  same in zstd-jni and cramjam, and the level goes to zstd as it is. Kafka streams zstd with no content
+  size, and zstd tunes a level's parameters to a size it knows, so the bytes can differ from Kafka's while
+  the level means the same.
+- **snappy** has no level, in Kafka as here.
 """
 
 from __future__ import annotations
@@ -56,7 +80,9 @@ from storage.errors import CodecError
 __all__ = [
     "CODEC_IDS",
     "CODEC_NAMES",
+    "DEFAULT_LEVELS",
     "GZIP",
+    "LEVEL_RANGES",
     "LZ4",
     "NONE",
     "SNAPPY",
@@ -64,6 +90,7 @@ __all__ = [
     "compress",
     "decompress",
     "output_limit",
+    "valid_level",
 ]
 
 NONE = 0
@@ -90,13 +117,14 @@ _XERIAL_BLOCK = 32 * 1024
 _INT32 = struct.Struct(">i")
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  # gzip header and trailer, not zlib's
 _GZIP_STEP = 4 << 20
-_GZIP_LEVEL = 6  # zlib's and Java Deflater's default, Kafka's compression.gzip.level default
-_ZSTD_LEVEL = 3  # Kafka's compression.zstd.level default
-# lz4's fast mode (librdkafka's default, and Java's before Kafka 3.8 made HC level 9 the default): Strata
-# compresses on the produce path and in the compaction worker. On JSON-like text it is an order of
-# magnitude faster than cramjam's default level (4, HC) and faster still than level 9, for output about
-# twice the size of theirs.
-_LZ4_LEVEL = 0
+# Kafka's compression.*.level configs (KIP-390): default and valid range per codec, as Kafka 4.4 declares
+# them (CompressionType.defaultLevel / levelValidator). gzip also takes -1, zlib's default (6).
+DEFAULT_LEVELS = {GZIP: -1, LZ4: 9, ZSTD: 3}
+LEVEL_RANGES = {GZIP: (1, 9), LZ4: (1, 17), ZSTD: (-131072, 22)}
+# cramjam's lz4 levels (lz4's frame API): 0 and 1 are the fast compressor, 2 lz4mid, 3-12 HC; lz4 caps at 12.
+_LZ4_FAST = 0
+_LZ4_HC_MIN = 2
+_LZ4_HC_MAX = 12
 
 _Buffer = bytes | bytearray | memoryview
 
@@ -119,10 +147,24 @@ def decompress(codec: int, data: _Buffer, limit: int) -> bytes:
     raise CodecError(f"unknown compression codec {codec}")
 
 
-def compress(codec: int, data: _Buffer) -> bytes:
-    """``data`` compressed with ``codec`` (1-4), in the framing Kafka's clients read (see the module doc)."""
+def valid_level(codec: int, level: int) -> bool:
+    """Whether Kafka takes ``level`` as ``codec``'s compression level (snappy has none)."""
+    if codec not in LEVEL_RANGES:
+        return False
+    lowest, highest = LEVEL_RANGES[codec]
+    return lowest <= level <= highest or (codec == GZIP and level == -1)
+
+
+def compress(codec: int, data: _Buffer, level: int | None = None) -> bytes:
+    """``data`` compressed with ``codec`` (1-4), in the framing Kafka's clients read, at ``level`` in
+    Kafka's terms for that codec (None: Kafka's default; see the module doc). ``ValueError`` for a level
+    Kafka would not take."""
+    if level is not None and not valid_level(codec, level):
+        raise ValueError(f"{level} is not a compression level of codec {codec}")
     if codec == GZIP:
-        deflater = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, _GZIP_WBITS)
+        deflater = zlib.compressobj(
+            DEFAULT_LEVELS[GZIP] if level is None else level, zlib.DEFLATED, _GZIP_WBITS
+        )
         return deflater.compress(data) + deflater.flush()
     if codec == SNAPPY:
         view = memoryview(data)
@@ -134,13 +176,23 @@ def compress(codec: int, data: _Buffer) -> bytes:
             parts.append(block)
         return b"".join(parts)
     if codec == LZ4:
-        compressor = cramjam.lz4.Compressor(level=_LZ4_LEVEL, content_checksum=False, block_linked=False)
+        compressor = cramjam.lz4.Compressor(
+            level=_lz4_level(level), content_checksum=False, block_linked=False
+        )
         # cramjam's streaming Compressor takes only bytes (a bytearray or memoryview is a TypeError).
         compressor.compress(data if isinstance(data, bytes) else bytes(data))
         return bytes(compressor.finish())
     if codec == ZSTD:
-        return bytes(cramjam.zstd.compress(data, level=_ZSTD_LEVEL))
+        return bytes(cramjam.zstd.compress(data, level=DEFAULT_LEVELS[ZSTD] if level is None else level))
     raise ValueError(f"cannot compress with codec {codec}")
+
+
+def _lz4_level(level: int | None) -> int:
+    """cramjam's level for Kafka's lz4 ``level``: Kafka's default is lz4's fast compressor, any other
+    level lz4's HC at that level (1 is HC's lowest, 2; above 12 is 12)."""
+    if level is None or level == DEFAULT_LEVELS[LZ4]:
+        return _LZ4_FAST
+    return min(max(level, _LZ4_HC_MIN), _LZ4_HC_MAX)
 
 
 def _too_large(name: str, limit: int) -> CodecError:

@@ -89,9 +89,11 @@ def encode_batch_reference(
     last_offset_delta: int | None = None,
     codec: int = compression.NONE,
     log_append_time: int | None = None,
+    level: int | None = None,
 ) -> bytes:
     """The pure-Python reference of ``storage.records.encode_batch`` (compiled, ``record_compiled.py``):
-    ``records`` as one RecordBatch v2, uncompressed unless ``codec`` names one (1-4).
+    ``records`` as one RecordBatch v2, uncompressed unless ``codec`` names one (1-4), at ``level`` (Kafka's
+    ``compression.<codec>.level``; None: the codec's default).
 
     Offsets must be >= ``base_offset`` and strictly increasing; gaps are allowed, because compaction output
     keeps the offsets its input had. Timestamps may go backwards (a negative ``timestampDelta``).
@@ -179,19 +181,23 @@ def encode_batch_reference(
         -1,  # baseSequence
         len(records),
     )
-    return _assemble_batch(base_offset, covered_header, b"".join(parts))
+    return _assemble_batch(base_offset, covered_header, b"".join(parts), level)
 
 
 def _assemble_batch(
-    base_offset: int, covered_header: bytes, records_bytes: bytes | bytearray | memoryview
+    base_offset: int,
+    covered_header: bytes,
+    records_bytes: bytes | bytearray | memoryview,
+    level: int | None = None,
 ) -> bytes:
     """A whole batch from its CRC-covered header (``_CRC_HEADER``) and its *uncompressed* records.
 
-    The records are compressed with the codec the header's attributes name; the CRC is computed over the
-    bytes as stored. The partitionLeaderEpoch is -1, as in every batch Strata writes.
+    The records are compressed with the codec the header's attributes name, at ``level`` (Kafka's level
+    for that codec; None: its default, and ignored when the batch is uncompressed); the CRC is computed
+    over the bytes as stored. The partitionLeaderEpoch is -1, as in every batch Strata writes.
     """
     codec = covered_header[1] & _COMPRESSION_MASK  # attributes is a big-endian int16: bits 0-2 are byte 1
-    stored = records_bytes if not codec else compression.compress(codec, records_bytes)
+    stored = records_bytes if not codec else compression.compress(codec, records_bytes, level)
     # batchLength counts partitionLeaderEpoch (4) + magic (1) + crc (4) + the CRC-covered bytes.
     batch_length = 9 + len(covered_header) + len(stored)
     if batch_length > _INT32_MAX:
@@ -214,18 +220,19 @@ def batch_of_records(
     max_timestamp: int,
     codec: int = 0,
     log_append_time: int | None = None,
+    level: int | None = None,
 ) -> bytes:
     """The batch ``encode_batch`` writes for ``count`` records with offsets 0..count-1, no producer, given
     their encoded records (``records_bytes``, uncompressed) and timestamps: for encoders that write the
     records themselves (``agents/_encode.c``). CreateTime, or LogAppendTime with ``log_append_time`` as
-    its maxTimestamp. Tests hold it to ``encode_batch``."""
+    its maxTimestamp; compressed with ``codec`` at ``level``. Tests hold it to ``encode_batch``."""
     attributes = codec
     if log_append_time is not None:
         attributes |= _LOG_APPEND_TIME
         max_timestamp = log_append_time
     covered = _CRC_HEADER.pack(attributes, count - 1, first_timestamp, max_timestamp, -1, -1, -1, count)
     # As bytes when compressed: cramjam's lz4 compressor takes no other buffer type.
-    return _assemble_batch(0, covered, bytes(records_bytes) if codec else records_bytes)
+    return _assemble_batch(0, covered, bytes(records_bytes) if codec else records_bytes, level)
 
 
 def set_base_offset(buf: bytearray, position: int, base_offset: int) -> None:

@@ -164,6 +164,7 @@ def filter_batch(
     offset_base: int,
     base_offset: int,
     delete_horizon_ms: int | None = None,
+    level: int | None = None,
 ) -> bytes:
     """A batch holding only ``kept`` (ordered, non-empty, from
     ``scan_batch_reference(batch, header, offset_base)``).
@@ -173,7 +174,8 @@ def filter_batch(
     from its input chunk to an output chunk with another base). Kept records are copied byte for byte,
     unless a new delete horizon must be set: that moves baseTimestamp, so the records are re-encoded
     (once per batch holding tombstones, on the first compaction that keeps them). The result has the
-    batch's codec: a compressed batch's survivors are compressed again with it.
+    batch's codec: a compressed batch's survivors are compressed again with it, at ``level`` (the topic's
+    ``compression.<codec>.level`` for that codec; None: the codec's default).
     """
     return filter_ranges(
         batch,
@@ -184,6 +186,7 @@ def filter_batch(
         offset_base=offset_base,
         base_offset=base_offset,
         delete_horizon_ms=delete_horizon_ms,
+        level=level,
     )
 
 
@@ -197,6 +200,7 @@ def filter_ranges(
     offset_base: int,
     base_offset: int,
     delete_horizon_ms: int | None = None,
+    level: int | None = None,
 ) -> bytes:
     """``filter_batch`` given the kept records' offsets, their largest timestamp and their byte ranges
     in the expanded batch (``start``/``end`` of their spans), for callers that scanned into columns."""
@@ -219,6 +223,7 @@ def filter_ranges(
             codec=codec,
             # A LogAppendTime batch stays one, with its append time (decode gave every record that time).
             log_append_time=header.append_time,
+            level=level,
         )
     if codec and len(offsets) == header.records_count:
         # Nothing removed: the stored bytes are the answer. Compressing again would cost CPU and could
@@ -237,7 +242,9 @@ def filter_ranges(
         header.base_sequence,
         len(offsets),
     )
-    return _assemble_batch(base_offset, covered, b"".join(expanded[start:end] for start, end in ranges))
+    return _assemble_batch(
+        base_offset, covered, b"".join(expanded[start:end] for start, end in ranges), level
+    )
 
 
 def recompress_batch(
@@ -246,8 +253,10 @@ def recompress_batch(
     codec: int,
     records: bytes | None = None,
     log_append_time: int | None = None,
+    level: int | None = None,
 ) -> bytes:
-    """``batch`` (one whole batch, as ``iter_batches`` yields it) with its records stored with ``codec``.
+    """``batch`` (one whole batch, as ``iter_batches`` yields it) with its records stored with ``codec``,
+    at ``level`` (the topic's ``compression.<codec>.level``; None: the codec's default).
 
     Every header field but the codec bits of attributes stays as it was (baseOffset, timestamps, producer
     id, epoch and sequence, recordsCount); the records are the same bytes, in ``codec``'s stream (0 =
@@ -275,7 +284,7 @@ def recompress_batch(
         header.base_sequence,
         header.records_count,
     )
-    return _assemble_batch(header.base_offset, covered, section)
+    return _assemble_batch(header.base_offset, covered, section, level)
 
 
 def stamp_log_append_time(batch: bytes | memoryview, header: BatchHeader, append_time: int) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import zlib
 from typing import Any
 
 import pytest
@@ -11,11 +12,14 @@ import pytest
 from planner.offset_map import FakeOffsetMap
 from planner.round import CompactionRound, RoundConfig
 from planner.runner import RunnerConfig
+from storage import records
 from storage.clock import SkewedClock
 from storage.errors import SettingsError
 from storage.objectstore.base import GET, PUT
+from storage.records import compression
 from strata.settings import load_settings
 from tests.fixtures.server import RunningServer
+from tests.kafka.compressed import stored_batches
 
 pytestmark = pytest.mark.integration
 
@@ -166,6 +170,46 @@ def test_unkeyed_records_are_refused_by_compacted_topics(srv: RunningServer) -> 
     srv.create_topic("keys", **COMPACT)
     response = srv.produce("keys", [{"value": "no key"}])
     assert response.json()["error_code"] == 42206
+
+
+def test_rewritten_batches_are_compressed_at_the_topics_level(srv: RunningServer) -> None:
+    """A batch that loses records is compressed again at the topic's level for its codec, read when the
+    job runs; a batch kept whole is copied as stored."""
+    srv.create_topic("lvl", **COMPACT, **{"compression.type": "gzip", "compression.gzip.level": "1"})
+
+    def value(key: int, round_: int) -> str:
+        # Random words: zlib's levels then give different streams (a repeated phrase gives one for 4-9).
+        rng = random.Random(key * 2 + round_)
+        return " ".join(
+            rng.choice(("order", "paid", "shipped", "pending", "refund", "parcel")) for _ in range(80)
+        )
+
+    produce_updates(srv, "lvl", [{f"k{k}": value(k, 0) for k in range(30)}])
+    produce_updates(srv, "lvl", [{f"k{k}": value(k, 1) for k in range(15)}])
+    # Several zlib levels can give one stream; of 1 and the default 6, only 1 gives these.
+    assert [{1, 6} & gzip_levels(batch) for _, batch in stored_batches(srv.runtime, "lvl", 0)] == [{1}, {1}]
+    changed = srv.client.patch("/v1/topics/lvl/configs", json={"configs": {"compression.gzip.level": "9"}})
+    assert changed.status_code == 200, changed.text
+    run_until_idle(compactor(srv), "lvl")
+    after = stored_batches(srv.runtime, "lvl", 0)
+    # The first batch kept keys 15-29 and was rewritten at 9; the second kept all of its 15, as stored.
+    assert [(h.records_count, {1, 6, 9} & gzip_levels(batch)) for h, batch in after] == [(15, {9}), (15, {1})]
+    assert latest(log_of(srv, "lvl", 1)) == {
+        f"k{k}": (0, k if k >= 15 else 30 + k, value(k, 0 if k >= 15 else 1)) for k in range(30)
+    }
+
+
+def gzip_levels(batch: bytes) -> set[int]:
+    """The zlib levels whose deflate stream the batch's gzip member holds."""
+    header = records.read_header(batch, 0, True)
+    stream = batch[records.RECORD_BATCH_OVERHEAD : header.size]
+    raw = compression.decompress(compression.GZIP, stream, 1 << 24)
+    found = set()
+    for level in range(1, 10):
+        deflater = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
+        if stream[10:-8] == deflater.compress(raw) + deflater.flush():
+            found.add(level)
+    return found
 
 
 def test_two_get_streams_per_input_file_and_one_put_per_output_file(srv: RunningServer) -> None:
