@@ -12,11 +12,15 @@ The memory bound is owned here and nowhere else. ``bytes_held`` is the sum of:
 A front door reserves *before* it reads a request body, so an overloaded agent refuses (``BufferFull``,
 HTTP 429, Kafka's throttling) without spending memory or CPU on it.
 
-Fairness: a reservation made before its bytes are in is *arriving* until the front door calls
-``arrived``. Arriving reservations together hold at most ``arriving_share`` of the budget (half), so clients
-that are slow or silent in sending what they declared (each a frame or a body's worth, until their receive
-deadline drops them) can delay the others but never take the memory of the clients whose requests are in;
-a front door waits or refuses past the share as it does when the budget is full.
+Fairness: a front door reserves for a request in proportion to the bytes the client has actually sent,
+never for what it only declared, so a client that is slow or silent in sending holds next to nothing: the
+Kafka door reserves a frame once it is complete, or, for a large frame, once its first ``SMALL_FRAME``
+bytes are in (broker/connection.py); the HTTP door grows a body's reservation with each chunk received
+(api/middleware.py). A reservation whose bytes are not all in is *arriving* until the front door calls
+``arrived``, and arriving reservations together hold at most ``arriving_share`` of the budget (half), so
+clients that send part of a large request and stop (until their receive deadline drops them) can delay
+the others' large requests but never take the memory of the requests that are in; a front door waits or
+refuses past the share as it does when the budget is full.
 
 A reservation is:
 - shrunk (``shrink_to``) when the front door knows the request needs less;
@@ -126,15 +130,26 @@ class Reservation:
         """Bytes still held; 0 once released or consumed."""
         return self._size
 
-    def grow(self, extra: int) -> None:
+    def grow(self, extra: int, *, arriving: bool = False) -> None:
         """Hold ``extra`` more bytes, admitted as ``ProduceBuffer.reserve`` admits; BufferFull (nothing
-        changed) if they do not fit."""
+        changed) if they do not fit. ``arriving``: bytes of a request still being received, counted against
+        the arriving share (which a reservation alone in it may pass, as ``reserve`` lets the first one)."""
         if extra > 0:
-            self._buffer._admit(extra, own=self._size)
-            self._buffer._reserved += extra
+            buffer = self._buffer
+            others = buffer._arriving - self._arriving
+            if arriving and others and buffer._arriving + extra > buffer.arriving_limit:
+                raise BufferFull(
+                    f"requests still arriving hold {buffer._arriving} of the {buffer.arriving_limit} bytes"
+                    " they may; retry later"
+                )
+            buffer._admit(extra, own=self._size)
+            buffer._reserved += extra
             self._size += extra
-            if self._buffer.grew is not None:
-                self._buffer.grew()
+            if arriving:
+                buffer._arriving += extra
+                self._arriving += extra
+            if buffer.grew is not None:
+                buffer.grew()
 
     def shrink_to(self, size: int) -> None:
         """Give back what the request turned out not to need."""

@@ -54,7 +54,11 @@ class _BodyRefused(Exception):
 class Admission:
     """Memory admission for produce bodies, against the produce buffer's budget.
 
-    A body being received holds its own size, which is what is reserved before it is read. Parsing it
+    A body being received holds the bytes received so far, which is what is reserved: ``FIRST_BYTES`` of it
+    (or all of a shorter declared body) before it is read, so that an overloaded agent answers 429 at once,
+    and then each chunk as it arrives, counted against the arriving share until the last one
+    (agents/buffer.py). A client that declares a large body and sends it slowly, or not at all, holds
+    only what it sent, never what it declared; one whose chunks no longer fit gets 429. Parsing it
     holds more: the parsed objects and the encoded batches beside the body. ``expansion`` is that peak
     per body byte; the handler reserves the difference only for its parse window, from the body's last
     byte until it is encoded (api/routes/records.py), in which nothing awaits: one event loop runs one
@@ -65,6 +69,7 @@ class Admission:
     """
 
     expansion = 4
+    FIRST_BYTES = 64 * 1024
 
     def __init__(self, reserve: Callable[[int], Reservation]) -> None:
         self.reserve = reserve
@@ -117,11 +122,11 @@ class LimitsAndAuth:
         admission = self.admission
         reservation: Reservation | None = None
         if admission is not None and admission.applies(scope):
-            # Reserve memory for the body before reading it: an overloaded agent answers 429 at once,
-            # without spending memory or CPU on a body it could not buffer.
-            body_bytes = int(declared) if declared is not None else self.max_body_bytes
+            # Reserve for the body's first bytes before reading it: an overloaded agent answers 429 at once,
+            # without spending memory or CPU on a body it could not buffer. The rest is reserved as it comes.
+            declared_bytes = int(declared) if declared is not None else self.max_body_bytes
             try:
-                reservation = admission.reserve(body_bytes)
+                reservation = admission.reserve(min(declared_bytes, Admission.FIRST_BYTES))
             except BufferFull as exc:
                 await self.on_error(exc)(scope, receive, send)
                 return
@@ -156,6 +161,12 @@ class LimitsAndAuth:
                 if received > self.max_body_bytes:
                     refused = self._too_large()
                     raise _BodyRefused
+                if reservation is not None and received > reservation.size:
+                    try:
+                        reservation.grow(received - reservation.size, arriving=True)
+                    except BufferFull as exc:
+                        refused = exc
+                        raise _BodyRefused from None
                 if not message.get("more_body", False):
                     complete = True
                     if reservation is not None:

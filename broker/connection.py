@@ -16,6 +16,11 @@ Reading:
   ``DECODED_EXPANSION`` times its size, for its decoded objects, and holds it until its handler answers.
   If the budget is full, reading pauses until memory frees up (Kafka's memory pool likewise mutes
   sockets); the client times out and retries.
+- What is reserved follows what the client has sent, not what it declared: a small frame is reserved
+  once it is complete (until then it holds only this connection's small buffer), and a large frame gets
+  its reservation and its own buffer once its first ``SMALL_FRAME`` bytes are in. So a client that
+  declares frames and sends them a byte at a time holds nothing of the budget, however many connections
+  it opens (bench/slow_clients_bench.py).
 - A Produce request is admitted (checked and put in the agent's buffer) before the next frame is looked
   at, so a connection's produce requests enter the buffer in the order they were sent; when a topic is not
   in the agent's topic cache, processing stops until it is loaded; a Produce answer waiting for its flush
@@ -204,7 +209,12 @@ class Connection(ProduceAdmission, asyncio.BufferedProtocol):
                     size = self._read_size()  # a size over the limit closes the connection at once
                     if available < 6:
                         break  # the API key too, to know what the frame will hold (``_cost``)
-                    if not self._reserve(self._cost(size), arriving=4 + size > available):
+                    complete = 4 + size <= available
+                    if not complete and (4 + size <= SMALL_FRAME or available < SMALL_FRAME):
+                        # Reserved only once the client has sent it (a small frame) or shown it is sending
+                        # it (a large one's first SMALL_FRAME bytes): see the module doc.
+                        break
+                    if not self._reserve(self._cost(size), arriving=not complete):
                         return  # stalled for memory: resumed by _wait_for_memory
                 else:
                     (size,) = _SIZE.unpack_from(self._small, self._start)
@@ -266,11 +276,11 @@ class Connection(ProduceAdmission, asyncio.BufferedProtocol):
             return True
         except BufferFull:
             self._stall(_MEMORY)
-            self._spawn(self._wait_for_memory(size))
+            self._spawn(self._wait_for_memory(size, arriving))
             return False
 
-    async def _wait_for_memory(self, size: int) -> None:
-        reservation = await self.ctx.agent.buffer.reserve_when_free(size, arriving=True)
+    async def _wait_for_memory(self, size: int, arriving: bool) -> None:
+        reservation = await self.ctx.agent.buffer.reserve_when_free(size, arriving=arriving)
         if self._lost:
             reservation.release()
             return

@@ -39,7 +39,8 @@ def test_a_body_that_stops_arriving_gets_408_and_gives_its_memory_back(
             "Content-Length: 100000\r\n\r\n"
         )
         sock.sendall(head.encode() + b'{"records": [')
-        _wait_for(lambda: buffer.arriving_bytes >= 100_000, 5, "the body's reservation")
+        # Reserved up front: the body's first bytes (Admission.FIRST_BYTES), not all it declared.
+        _wait_for(lambda: buffer.arriving_bytes == 64 * 1024, 5, "the body's reservation")
         sock.settimeout(10)
         answer = b""
         while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
@@ -54,6 +55,36 @@ def test_a_body_that_stops_arriving_gets_408_and_gives_its_memory_back(
         _wait_for(lambda: buffer.reserved_bytes == 0 and buffer.arriving_bytes == 0, 5, "the memory's return")
         # The agent goes on serving everyone else.
         assert srv.produce("t", [{"value": "after"}]).status_code == 200
+
+
+def test_a_body_reserves_what_has_arrived_as_it_arrives(server_factory: Callable[..., Any]) -> None:
+    # Many clients declaring large bodies and sending them slowly hold what they sent (and each its first
+    # 64 KiB) rather than what they declared; the last chunk moves the body out of the arriving share.
+    with server_factory(buffer_bytes=16 << 20) as srv:
+        srv.create_topic("t")
+        buffer = srv.runtime.agent.buffer
+        url = urlsplit(srv.url)
+        head = (
+            b"POST /v1/topics/t/records HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 4000000\r\n\r\n"
+        )
+        slow = [socket.create_connection((url.hostname, url.port)) for _ in range(20)]
+        for sock in slow:
+            sock.sendall(head + b'{"records": [')
+        _wait_for(lambda: buffer.arriving_bytes == 20 * 64 * 1024, 5, "the bodies' first reservations")
+        body = json.dumps({"records": [{"value": "v" * 1000} for _ in range(300)]}).encode()
+        assert len(body) > 64 * 1024  # grows past its first reservation as its chunks come
+        answer = httpx.post(
+            f"{srv.url}/v1/topics/t/records",
+            content=body,
+            headers={"Content-Type": "application/json"},
+            timeout=10,
+        )
+        assert answer.status_code == 200, answer.text
+        assert buffer.arriving_bytes == 20 * 64 * 1024
+        for sock in slow:
+            sock.close()
+        _wait_for(lambda: buffer.reserved_bytes == 0 and buffer.arriving_bytes == 0, 5, "the memory's return")
 
 
 def test_fetches_share_one_memory_budget(server_factory: Callable[..., Any]) -> None:

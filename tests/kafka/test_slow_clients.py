@@ -84,7 +84,8 @@ def test_slow_senders_hold_at_most_the_arriving_share_and_a_producer_is_served(
     with kafka_factory(buffer_bytes=4 << 20) as broker:
         create(broker, "t", 1)
         buffer = broker.runtime.agent.buffer
-        slow = [_partial_produce(broker.port, 700_000, 10_000) for _ in range(6)]
+        # Each sends past SMALL_FRAME, so it has shown it is sending and its frame is reserved.
+        slow = [_partial_produce(broker.port, 700_000, 40_000) for _ in range(6)]
         # Two of the six fit in half of 4 MiB; the others wait, reading paused, holding nothing.
         _wait_for(lambda: buffer.arriving_bytes >= 1_400_000, 5, "the slow frames' reservations")
         time.sleep(0.5)
@@ -97,6 +98,25 @@ def test_slow_senders_hold_at_most_the_arriving_share_and_a_producer_is_served(
         for sock in slow:
             sock.close()
         _wait_for(lambda: buffer.arriving_bytes == 0, 5, "the slow frames' memory")
+
+
+def test_clients_that_declare_frames_and_send_little_hold_nothing(kafka_factory: Callable[..., Any]) -> None:
+    # What is reserved follows what was sent: declared frames, large or small, sent a few bytes at a
+    # time, hold none of the budget, however many connections there are, and a producer is served.
+    with kafka_factory(buffer_bytes=4 << 20) as broker:
+        create(broker, "t", 1)
+        buffer = broker.runtime.agent.buffer
+        slow = [_partial_produce(broker.port, 900_000, 100) for _ in range(50)]
+        slow += [_partial_produce(broker.port, 20_000, 100) for _ in range(50)]
+        time.sleep(0.5)
+        assert (buffer.reserved_bytes, buffer.arriving_bytes) == (0, 0)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+        for i in range(200):
+            producer.produce("t", key=b"k", value=b"v" * 1000 + str(i).encode())
+        assert producer.flush(30) == 0
+        assert broker.runtime.metadata.partition_state("t", 0).high_watermark == 200
+        for sock in slow:
+            sock.close()
 
 
 def test_a_request_other_than_produce_holds_its_decoded_size_while_it_runs(broker: RunningBroker) -> None:
