@@ -40,7 +40,8 @@ def test_the_tour_runs_as_written(tmp_path: Path) -> None:
     kafka = examples(section(README, "### Kafka"))
     assert len(http) == 3, "create, produce, fetch"
     # The first Kafka example is kcat's; Kafka's own tool, after it, runs in tests/java/test_readme_java.py.
-    assert kafka and "kcat" in kafka[0][0]
+    assert kafka
+    assert "kcat" in kafka[0][0]
     with run_server(local_settings(tmp_path)) as srv:
         # The create prints the topic; the produce and fetch show their answers.
         (create, nothing), *shown = http
