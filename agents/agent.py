@@ -36,6 +36,7 @@ from agents.inflight import InflightAppends, append_key
 from agents.metrics import Metrics
 from agents.offsets import RecordOffsets
 from agents.sequencer import CommitSequencer
+from agents.transactions import TransactionCoordinator, TxnLimits
 from agents.watch import PartitionWatch
 from storage.clock import Clock
 from storage.errors import SettingsError, StrataError, Unavailable, UnknownTopic
@@ -80,6 +81,9 @@ class AgentConfig:
     # rebalance deadlines to every group (a group whose members all died is moved on by some agent).
     group_limits: GroupLimits = field(default_factory=GroupLimits)
     group_sweep_interval_s: float = 1.0
+    # Transactions: Kafka's transaction.max.timeout.ms and transactional.id.expiration.ms. Timed-out
+    # transactions are aborted by the group sweep's loop, at its interval.
+    txn_limits: TxnLimits = field(default_factory=TxnLimits)
 
     def __post_init__(self) -> None:
         for name in ("flush_interval_ms", "flush_bytes", "flush_idle_bytes", "buffer_bytes"):
@@ -141,6 +145,7 @@ class Agent:
         )
         self.fetcher = Fetcher(store, metadata, self.cache, self.watch, clock)
         self.groups = GroupCoordinator(metadata, clock, config.group_limits)
+        self.transactions = TransactionCoordinator(metadata, clock, self.watch, config.txn_limits)
         self._topics: dict[str, CachedTopic] = {}
         self._reloads: dict[str, asyncio.Task[None]] = {}
         self._inflight_keys: dict[str, asyncio.Future[RecordOffsets]] = {}
@@ -416,6 +421,13 @@ class Agent:
                 continue
             if removed:
                 log.info("expired %d producer state rows", removed)
+            try:
+                removed = await self.transactions.expire()
+            except Unavailable as exc:
+                log.warning("transactional id expiry skipped: %s", exc.message)
+                continue
+            if removed:
+                log.info("expired %d transactional ids", removed)
 
     async def _group_sweep(self) -> None:
         while True:
@@ -424,6 +436,10 @@ class Agent:
                 await self.groups.sweep()
             except StrataError as exc:  # the store down, or a group changing underneath: next turn
                 log.warning("consumer group sweep skipped: %s", exc.message)
+            try:
+                await self.transactions.sweep()
+            except StrataError as exc:  # the store down: next turn
+                log.warning("transaction timeout sweep skipped: %s", exc.message)
 
     # --- fetch -------------------------------------------------------------------------------------------
     async def fetch(

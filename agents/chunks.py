@@ -29,12 +29,15 @@ COALESCE_GAP = 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class BatchRead:
-    """One partition of a Kafka Fetch: from ``offset``, about ``max_bytes`` at most."""
+    """One partition of a Kafka Fetch: from ``offset``, about ``max_bytes`` at most. ``read_committed``:
+    only below the last stable offset, with the aborted transactions of the range (Kafka's isolation
+    level 1)."""
 
     topic: str
     partition: int
     offset: int
     max_bytes: int
+    read_committed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +53,10 @@ class BatchesResult:
     batches: list[tuple[memoryview, int]]
     high_watermark: int
     log_start_offset: int
+    # Kafka's last stable offset, and for a read_committed read the aborted transactions whose range
+    # meets the batches served, as (producer id, first offset).
+    last_stable_offset: int = -1
+    aborted: list[tuple[int, int]] | None = None
 
     @property
     def size(self) -> int:
@@ -130,10 +137,12 @@ def decode_fetch(result: ChunksResult) -> FetchResult:
 
 
 def batches_from(
-    loaded: list[tuple[ChunkRow, memoryview]], offset: int, max_bytes: int
-) -> list[tuple[memoryview, int]]:
-    """The chunks' batches from the one holding ``offset`` on, with their absolute base offsets, up to
-    max_bytes (at least one batch)."""
+    loaded: list[tuple[ChunkRow, memoryview]], offset: int, max_bytes: int, upper: int = 2**63 - 1
+) -> tuple[list[tuple[memoryview, int]], int | None]:
+    """The chunks' batches from the one holding ``offset`` on and starting below ``upper``, with their
+    absolute base offsets, up to max_bytes (at least one batch); and where it stopped short of the loaded
+    chunks' end (the first offset not served: a batch over the budget, damage, ``upper``), None if it
+    served every batch of them."""
     out: list[tuple[memoryview, int]] = []
     total = 0
     for chunk, data in loaded:
@@ -141,23 +150,24 @@ def batches_from(
             verify(chunk, data)
         except CorruptObject:
             if out:
-                return out  # what precedes the damage is served; the next fetch starts at it and fails
+                # What precedes the damage is served; the next fetch starts at it and fails.
+                return out, max(chunk.base_offset, offset)
             raise
         for header, batch in records.iter_batches(data, verify_crc=False):  # the chunk CRC covered it
             base = chunk.base_offset + header.base_offset
             if base + header.last_offset_delta < offset:
                 continue
-            if out and total + header.size > max_bytes:
-                return out
+            if base >= upper or (out and total + header.size > max_bytes):
+                return out, base
             try:
                 check_stored(batch, header)  # served undecoded: its records must parse (see check.py)
             except CodecError as exc:
                 if out:
-                    return out
+                    return out, base
                 raise corrupt(chunk, exc) from exc
             out.append((batch, base))
             total += header.size
-    return out
+    return out, None
 
 
 def within(chunks: list[ChunkRow], files: set[str]) -> list[ChunkRow]:

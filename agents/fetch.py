@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass, field, replace
 
+from agents import txn_fetch
 from agents.cache import ObjectCache
 from agents.chunks import (
     BatchesResult,
@@ -45,6 +47,26 @@ from storage.objectstore.base import AsyncObjectStore
 
 log = logging.getLogger("strata.fetch")
 
+
+@dataclass(slots=True)
+class _View:
+    """One partition of a multi-partition fetch as it is worked out: its state as read first, the chunks
+    found from the fetch offset on (``complete``: all of them up to the high watermark), the ids of those
+    read, the batches served, where they stopped short, and the aborted transactions."""
+
+    state: PartitionState
+    found: list[ChunkRow]
+    complete: bool
+    read: set[int] = field(default_factory=set)
+    batches: list[tuple[memoryview, int]] = field(default_factory=list)
+    stop: int | None = None
+    aborted: list[tuple[int, int]] | None = None
+
+    def upper(self, read: BatchRead) -> int:
+        """Where this read stops: the LSO for read_committed, else the high watermark."""
+        return self.state.last_stable_offset if read.read_committed else self.state.high_watermark
+
+
 # How often a long-polling fetch re-reads the high watermark to see other agents' commits.
 POLL_INTERVAL_S = 0.1
 MAX_CHUNKS_PER_FETCH = 256
@@ -53,6 +75,28 @@ MAX_CHUNKS_PER_FETCH = 256
 FIRST_CHUNKS_PER_PARTITION = 16
 # Files up to cache size / this are read whole and shared by every fetch that needs them (_get_file).
 WHOLE_FILE_CACHE_SHARE = 4
+
+
+def _plan(
+    wanted: list[tuple[int, BatchRead, list[ChunkRow]]], admitted: set[str], max_total: int
+) -> list[tuple[int, BatchRead, list[ChunkRow]]]:
+    """The chunks each partition of a multi-partition fetch reads, within the admitted files and the
+    answer's budget, each read's max_bytes cut to what the budget leaves it."""
+    plans: list[tuple[int, BatchRead, list[ChunkRow]]] = []
+    total = 0
+    for i, read, selected in wanted:
+        budget = min(read.max_bytes, max_total - total)
+        if budget <= 0 and total > 0:
+            continue
+        # A prefix within the admitted files (a partition's offsets stay contiguous), then max_bytes.
+        kept = select_chunks(within(selected, admitted), 2**63 - 1, max(budget, 1))
+        if not kept:
+            continue  # its next chunk is in a file a later fetch reads
+        if total > 0 and kept[0].length > budget:
+            continue  # only the answer's first batch may exceed max_total (KIP-74)
+        total += sum(c.length for c in kept)
+        plans.append((i, replace(read, max_bytes=max(budget, 1)), kept))
+    return plans
 
 
 class Fetcher:
@@ -130,24 +174,26 @@ class Fetcher:
         # A partition gets a second, larger page only when it would take every chunk of its first.
         looked_up = await asyncio.gather(*(self._lookup(r, FIRST_CHUNKS_PER_PARTITION) for r in reads))
         results: list[BatchesResult | StrataError] = []
+        views: dict[int, _View] = {}
         wanted: list[tuple[int, BatchRead, list[ChunkRow]]] = []
-        more: list[tuple[int, BatchRead, PartitionState, list[ChunkRow]]] = []
+        more: list[tuple[int, BatchRead, _View, list[ChunkRow]]] = []
         for i, (read, found) in enumerate(zip(reads, looked_up, strict=True)):
             if isinstance(found, StrataError):
                 results.append(found)
                 continue
-            state, chunks = found
-            results.append(BatchesResult([], state.high_watermark, state.log_start_offset))
-            if chunks:
-                selected = select_chunks(chunks, state.high_watermark, max(read.max_bytes, 1))
+            view = views[i] = _View(*found, complete=len(found[1]) < FIRST_CHUNKS_PER_PARTITION)
+            results.append(BatchesResult([], view.state.high_watermark, view.state.log_start_offset))
+            if view.found:
+                selected = select_chunks(view.found, view.upper(read), max(read.max_bytes, 1))
                 wanted.append((i, read, selected))
-                full = len(chunks) == FIRST_CHUNKS_PER_PARTITION and len(selected) == len(chunks)
-                if full and selected[-1].last_offset + 1 < state.high_watermark:
-                    more.append((len(wanted) - 1, read, state, selected))
-        heads = {selected[0].object_key for _, _, selected in wanted}
+                full = not view.complete and len(selected) == len(view.found)
+                if full and selected[-1].last_offset + 1 < view.upper(read):
+                    more.append((len(wanted) - 1, read, view, selected))
+        heads = {selected[0].object_key for _, _, selected in wanted if selected}
         admitted = self._admit_files([chunk for _, _, selected in wanted for chunk in selected], heads)
         more = [m for m in more if all(c.object_key in admitted for c in m[3])]
         if more:
+            limit = MAX_CHUNKS_PER_FETCH - FIRST_CHUNKS_PER_PARTITION
             pages = await asyncio.gather(
                 *(
                     asyncio.to_thread(
@@ -155,47 +201,74 @@ class Fetcher:
                         read.topic,
                         read.partition,
                         selected[-1].last_offset + 1,
-                        MAX_CHUNKS_PER_FETCH - FIRST_CHUNKS_PER_PARTITION,
+                        limit,
                     )
                     for _, read, _, selected in more
                 )
             )
-            for (at, read, state, selected), page in zip(more, pages, strict=True):
-                i = wanted[at][0]
+            for (at, read, view, selected), page in zip(more, pages, strict=True):
+                view.found = view.found + page
+                view.complete = len(page) < limit
                 wanted[at] = (
-                    i,
+                    wanted[at][0],
                     read,
-                    select_chunks(selected + page, state.high_watermark, max(read.max_bytes, 1)),
+                    select_chunks(selected + page, view.upper(read), max(read.max_bytes, 1)),
                 )
             admitted = self._admit_files([chunk for _, _, selected in wanted for chunk in selected], heads)
-        plans: list[tuple[int, BatchRead, list[ChunkRow]]] = []
-        total = 0
-        for i, read, selected in wanted:
-            budget = min(read.max_bytes, max_total - total)
-            if budget <= 0 and total > 0:
-                continue
-            # A prefix within the admitted files (a partition's offsets stay contiguous), then max_bytes.
-            kept = select_chunks(within(selected, admitted), 2**63 - 1, max(budget, 1))
-            if not kept:
-                continue  # its next chunk is in a file a later fetch reads
-            if total > 0 and kept[0].length > budget:
-                continue  # only the answer's first batch may exceed max_total (KIP-74)
-            total += sum(c.length for c in kept)
-            plans.append((i, BatchRead(read.topic, read.partition, read.offset, max(budget, 1)), kept))
+        plans = _plan(wanted, admitted, max_total)
         loaded = await self._load([c for _, _, selected in plans for c in selected])
         data_of = {chunk.chunk_id: data for chunk, data in loaded}
         for i, read, selected in plans:
-            previous = results[i]
-            assert isinstance(previous, BatchesResult)
+            view = views[i]
             try:
-                batches = batches_from(
-                    [(c, data_of[c.chunk_id]) for c in selected], read.offset, read.max_bytes
+                batches, view.stop = batches_from(
+                    [(c, data_of[c.chunk_id]) for c in selected],
+                    read.offset,
+                    read.max_bytes,
+                    view.upper(read),
                 )
             except CorruptObject as exc:
                 results[i] = exc  # this partition's answer; the others' are unaffected
+                del views[i]
                 continue
-            results[i] = BatchesResult(batches, previous.high_watermark, previous.log_start_offset)
+            view.read = {c.chunk_id for c in selected}
+            view.batches = batches
+        await asyncio.gather(*(self._transactional(reads[i], view) for i, view in views.items()))
+        for i, view in views.items():
+            state = view.state
+            results[i] = BatchesResult(
+                view.batches,
+                state.high_watermark,
+                state.log_start_offset,
+                state.last_stable_offset,
+                view.aborted,
+            )
         return results
+
+    async def _transactional(self, read: BatchRead, view: _View) -> None:
+        """Merge the markers the answer carries into its batches, and for read_committed read the aborted
+        transactions of its range (agents/txn_fetch.py says which and why it is safe)."""
+        state = view.state
+        upper = view.upper(read)
+        if state.last_marker_offset >= read.offset:
+            hi = txn_fetch.frontier(
+                view.batches, view.stop, read.offset, view.found, view.read, view.complete, upper
+            )
+            if hi > read.offset:
+                markers = await asyncio.to_thread(
+                    self.metadata.txn_markers, read.topic, read.partition, read.offset, hi - 1
+                )
+                view.batches = txn_fetch.merge(view.batches, markers, upper)
+        if read.read_committed:
+            end = txn_fetch.end_of(view.batches, read.offset)
+            aborted = (
+                await asyncio.to_thread(
+                    self.metadata.aborted_txns, read.topic, read.partition, read.offset, end - 1
+                )
+                if end > read.offset
+                else []
+            )
+            view.aborted = txn_fetch.aborted_list(aborted)
 
     def _admit_files(self, chunks: list[ChunkRow], heads: set[str]) -> set[str]:
         """The files one multi-partition fetch may read: every cached one, the oldest uncached ones up to
@@ -260,7 +333,8 @@ class Fetcher:
         try:
             state = await self.state(read.topic, read.partition)
             check_range(state, read.offset)
-            if read.offset >= state.high_watermark:
+            upper = state.last_stable_offset if read.read_committed else state.high_watermark
+            if read.offset >= upper:
                 return state, []
             chunks = await asyncio.to_thread(
                 self.metadata.find_chunks, read.topic, read.partition, read.offset, limit

@@ -73,7 +73,8 @@ def _row(group: Group) -> GroupRow:
     return GroupRow(group.phase.value, group.protocol_type, group_to_json(group))
 
 
-def _group(group_id: str, row: GroupRow | None) -> Group:
+def group_of(group_id: str, row: GroupRow | None) -> Group:
+    """The group a stored row holds (a group with no row is new and empty)."""
     return group_from_json(group_id, row.doc) if row is not None else Group(group_id)
 
 
@@ -97,7 +98,7 @@ class GroupCoordinator:
         now = self.clock.now_ms()
 
         def change(row: GroupRow | None) -> tuple[GroupRow | None, R | _Kept]:
-            group = _group(group_id, row)
+            group = group_of(group_id, row)
             gs.expire(group, self.limits, now)
             try:
                 result: R | _Kept = apply(group)
@@ -119,7 +120,7 @@ class GroupCoordinator:
         return result
 
     async def _load(self, group_id: str) -> Group:
-        return _group(group_id, await asyncio.to_thread(self.store.load_group, group_id))
+        return group_of(group_id, await asyncio.to_thread(self.store.load_group, group_id))
 
     def _wake(self, group_id: str) -> None:
         event = self._changed.pop(group_id, None)
@@ -224,7 +225,7 @@ class GroupCoordinator:
         empty group id is allowed here, as Kafka allows it for offsets (older clients commit with it)."""
 
         def check(row: GroupRow | None) -> None:
-            group = None if row is None else _group(group_id, row)
+            group = None if row is None else group_of(group_id, row)
             gs.check_commit(group, member_id, instance_id, generation)
 
         return await self._in_commit_order(
@@ -267,7 +268,7 @@ class GroupCoordinator:
 
     def _refuse_if_active(self, group_id: str, row: GroupRow | None, now_ms: int) -> None:
         if row is not None:
-            group = _group(group_id, row)
+            group = group_of(group_id, row)
             gs.expire(group, self.limits, now_ms)
             if group.members:
                 raise NonEmptyGroup(
@@ -299,7 +300,7 @@ class GroupCoordinator:
 
         def check(row: GroupRow | None) -> None:
             if row is not None:
-                group = _group(group_id, row)
+                group = group_of(group_id, row)
                 gs.expire(group, self.limits, now)
                 if group.members:
                     raise NonEmptyGroup(f"group {group_id!r} has {len(group.members)} active member(s)")
@@ -331,7 +332,7 @@ class GroupCoordinator:
         doomed = [key for key in partitions if key[0] not in subscribed]
 
         def check(row: GroupRow | None) -> None:
-            if row is not None and blocked(_group(group_id, row)) & {topic for topic, _ in doomed}:
+            if row is not None and blocked(group_of(group_id, row)) & {topic for topic, _ in doomed}:
                 raise RebalanceInProgress(f"group {group_id!r} changed its subscriptions; retry")
 
         await asyncio.to_thread(self.store.delete_group_offsets, group_id, check, doomed)
@@ -344,7 +345,7 @@ class GroupCoordinator:
         changed = 0
         for group_id, row in await asyncio.to_thread(self.store.list_groups, True):
             # The listed row is the group as stored: a write only for the groups with something due.
-            if gs.expire(_group(group_id, row), self.limits, self.clock.now_ms()):
+            if gs.expire(group_of(group_id, row), self.limits, self.clock.now_ms()):
                 await self._update(group_id, lambda g: g)
                 changed += 1
         return changed

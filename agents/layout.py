@@ -51,6 +51,8 @@ class PartitionBatch:
     producer_id: int = -1
     producer_epoch: int = -1
     base_sequence: int = -1
+    # A transactional producer's batch (attributes bit 4): the commit checks it against the transaction.
+    transactional: bool = False
 
 
 class _OpenChunk:
@@ -117,6 +119,7 @@ class BuiltFile:
                 producer_id=batch.producer_id,
                 epoch=batch.producer_epoch,
                 first_seq=batch.base_sequence,
+                transactional=batch.transactional,
             )
             for r, batches in enumerate(requests)
             for b, batch in enumerate(batches)

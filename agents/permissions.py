@@ -54,6 +54,10 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -67,6 +71,9 @@ class ApiKey(IntEnum):
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 class Name(Enum):
@@ -146,7 +153,9 @@ CONFIGS = "configs"
 _CREATE_TOPIC = _n(TOPIC, Op.CREATE, Name.TOPIC, alternative=_n(CLUSTER, Op.CREATE, Name.CLUSTER))
 
 KAFKA: dict[int, Rule] = {
-    ApiKey.PRODUCE: needs(_n(TOPIC, Op.WRITE, Name.TOPIC)),
+    ApiKey.PRODUCE: needs(
+        _n(TOPIC, Op.WRITE, Name.TOPIC), _n(TRANSACTIONAL_ID, Op.WRITE, Name.TRANSACTIONAL_ID)
+    ),
     ApiKey.FETCH: needs(_n(TOPIC, Op.READ, Name.TOPIC)),
     ApiKey.LIST_OFFSETS: needs(_n(TOPIC, Op.DESCRIBE, Name.TOPIC)),
     # Topics not named are listed only where DESCRIBE allows; a named one that does not exist is created
@@ -179,6 +188,18 @@ KAFKA: dict[int, Rule] = {
         _n(CLUSTER, Op.IDEMPOTENT_WRITE, Name.CLUSTER, alternative=_n(TOPIC, Op.WRITE, Name.SOME_TOPIC)),
         _n(TRANSACTIONAL_ID, Op.WRITE, Name.TRANSACTIONAL_ID),
     ),
+    ApiKey.ADD_PARTITIONS_TO_TXN: needs(
+        _n(TRANSACTIONAL_ID, Op.WRITE, Name.TRANSACTIONAL_ID), _n(TOPIC, Op.WRITE, Name.TOPIC)
+    ),
+    ApiKey.ADD_OFFSETS_TO_TXN: needs(
+        _n(TRANSACTIONAL_ID, Op.WRITE, Name.TRANSACTIONAL_ID), _n(GROUP, Op.READ, Name.GROUP)
+    ),
+    ApiKey.END_TXN: needs(_n(TRANSACTIONAL_ID, Op.WRITE, Name.TRANSACTIONAL_ID)),
+    ApiKey.TXN_OFFSET_COMMIT: needs(
+        _n(TRANSACTIONAL_ID, Op.WRITE, Name.TRANSACTIONAL_ID),
+        _n(GROUP, Op.READ, Name.GROUP),
+        _n(TOPIC, Op.READ, Name.TOPIC),
+    ),
     ApiKey.DESCRIBE_ACLS: needs(_n(CLUSTER, Op.DESCRIBE, Name.CLUSTER)),
     ApiKey.CREATE_ACLS: needs(_n(CLUSTER, Op.ALTER, Name.CLUSTER)),
     ApiKey.DELETE_ACLS: needs(_n(CLUSTER, Op.ALTER, Name.CLUSTER)),
@@ -198,6 +219,12 @@ KAFKA: dict[int, Rule] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: needs(_n(CLUSTER, Op.DESCRIBE, Name.CLUSTER)),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: needs(_n(CLUSTER, Op.ALTER, Name.CLUSTER)),
     ApiKey.DESCRIBE_CLUSTER: needs(_n(CLUSTER, Op.DESCRIBE, Name.CLUSTER)),
+    ApiKey.DESCRIBE_PRODUCERS: needs(_n(TOPIC, Op.READ, Name.TOPIC)),
+    ApiKey.DESCRIBE_TRANSACTIONS: needs(
+        _n(TRANSACTIONAL_ID, Op.DESCRIBE, Name.TRANSACTIONAL_ID),
+        _n(TOPIC, Op.DESCRIBE, Name.TOPIC, filters=True),
+    ),
+    ApiKey.LIST_TRANSACTIONS: needs(_n(TRANSACTIONAL_ID, Op.DESCRIBE, Name.TRANSACTIONAL_ID, filters=True)),
 }
 
 _T = "/v1/topics/{topic}"

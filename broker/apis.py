@@ -23,6 +23,11 @@ from kafka.protocol.admin.configs import (
 )
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.admin.topics import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeTransactionsRequest,
+    ListTransactionsRequest,
+)
 from kafka.protocol.admin.users import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest
@@ -40,7 +45,13 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersions
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest
-from kafka.protocol.producer.transaction import InitProducerIdRequest
+from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    TxnOffsetCommitRequest,
+)
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from broker import errors
@@ -63,6 +74,17 @@ from broker.handlers.offsets import handle_list_offsets
 from broker.handlers.producer_id import handle_init_producer_id
 from broker.handlers.scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from broker.handlers.topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+from broker.handlers.transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_end_txn,
+    handle_txn_offset_commit,
+)
+from broker.handlers.txn_admin import (
+    handle_describe_producers,
+    handle_describe_transactions,
+    handle_list_transactions,
+)
 
 # A handler answers with a response, None (no answer), or a response held against a budget until written.
 Handler = Callable[[BrokerContext, Any], Awaitable[ApiMessage | Held | None]]
@@ -116,6 +138,10 @@ TABLE: dict[int, Api] = {
         Api(20, 1, 4, DeleteTopicsRequest, handle_delete_topics),
         Api(21, 0, 2, DeleteRecordsRequest, handle_delete_records),
         Api(22, 0, 4, InitProducerIdRequest, handle_init_producer_id),
+        Api(24, 0, 3, AddPartitionsToTxnRequest, handle_add_partitions_to_txn),
+        Api(25, 0, 3, AddOffsetsToTxnRequest, handle_add_offsets_to_txn),
+        Api(26, 0, 3, EndTxnRequest, handle_end_txn),
+        Api(28, 0, 3, TxnOffsetCommitRequest, handle_txn_offset_commit),
         Api(29, 1, 3, DescribeAclsRequest, handle_describe_acls),
         Api(30, 1, 3, CreateAclsRequest, handle_create_acls),
         Api(31, 1, 3, DeleteAclsRequest, handle_delete_acls),
@@ -129,6 +155,9 @@ TABLE: dict[int, Api] = {
         Api(50, 0, 0, DescribeUserScramCredentialsRequest, handle_describe_user_scram_credentials),
         Api(51, 0, 0, AlterUserScramCredentialsRequest, handle_alter_user_scram_credentials),
         Api(60, 0, 1, DescribeClusterRequest, handle_describe_cluster),
+        Api(61, 0, 0, DescribeProducersRequest, handle_describe_producers),
+        Api(65, 0, 0, DescribeTransactionsRequest, handle_describe_transactions),
+        Api(66, 0, 1, ListTransactionsRequest, handle_list_transactions),
     )
 }
 PRODUCE = 0

@@ -8,7 +8,9 @@ accepted only if every check Kafka's broker makes on it (LogValidator) holds her
   been damaged on the way);
 - a codec Kafka defines: none, gzip, snappy, lz4 or zstd (codec ids 5-7: UNSUPPORTED_COMPRESSION_TYPE);
   zstd only from Produce v7 on, and served only to Fetch v10 on (KIP-110; UNSUPPORTED_COMPRESSION_TYPE);
-- not transactional and not a control batch (INVALID_RECORD): Strata has no transactions;
+- not a control batch (INVALID_RECORD): markers are written by the transaction coordinator only; a
+  transactional batch (attributes bit 4) has a producer id, and its producer's transaction is checked
+  where the flush commit gives it offsets (storage/metadata/sql/txn_append.py);
 - relative offsets 0..n-1, so the commit can give the batch n consecutive offsets (INVALID_RECORD);
 - at most ``max.message.bytes`` per batch (MESSAGE_TOO_LARGE), as Kafka counts it (the bytes as sent);
 - a batch with a producer id (>= 0) has a sequence and an epoch >= 0 (INVALID_RECORD, as Kafka's
@@ -142,6 +144,7 @@ def check_batches(
                     max(header.producer_id, -1),
                     header.producer_epoch,
                     header.base_sequence,
+                    bool(header.attributes & _TRANSACTIONAL),
                 )
             )
     except CodecError as exc:
@@ -159,8 +162,10 @@ def check_batches(
 
 def _check_header(header: records.BatchHeader, max_bytes: int) -> None:
     """The rules on a batch's header fields: no transactions, offsets 0..n-1, the size, producer fields."""
-    if header.attributes & (_TRANSACTIONAL | _CONTROL):
-        raise _reject(errors.INVALID_RECORD, "transactional and control batches are not supported")
+    if header.attributes & _CONTROL:
+        raise _reject(errors.INVALID_RECORD, "a producer may not send a control batch")
+    if header.attributes & _TRANSACTIONAL and header.producer_id < 0:
+        raise _reject(errors.INVALID_RECORD, "a transactional batch needs a producer id")
     if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
         raise _reject(
             errors.INVALID_RECORD,

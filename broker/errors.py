@@ -11,6 +11,7 @@ from storage.errors import (
     BadRequest,
     BufferFull,
     ClusterForbidden,
+    ConcurrentTransactions,
     CorruptObject,
     DuplicateResource,
     FencedInstanceId,
@@ -25,10 +26,13 @@ from storage.errors import (
     InvalidPartitionCount,
     InvalidPayload,
     InvalidProducerEpoch,
+    InvalidProducerIdMapping,
     InvalidRecord,
     InvalidSessionTimeout,
     InvalidTimestamp,
     InvalidTopicName,
+    InvalidTransactionTimeout,
+    InvalidTxnState,
     MemberIdRequired,
     NonEmptyGroup,
     OffsetOutOfRange,
@@ -41,6 +45,7 @@ from storage.errors import (
     StrataError,
     TopicExists,
     TransactionalIdForbidden,
+    TransactionalIdNotFound,
     UnacceptableCredential,
     Unavailable,
     UnknownMemberId,
@@ -71,6 +76,13 @@ POLICY_VIOLATION = 44
 INVALID_REPLICA_ASSIGNMENT = 39
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+OPERATION_NOT_ATTEMPTED = 55
+UNSTABLE_OFFSET_COMMIT = 88
+TRANSACTIONAL_ID_NOT_FOUND = 105
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 KAFKA_STORAGE_ERROR = 56
 UNSUPPORTED_COMPRESSION_TYPE = 76
@@ -130,6 +142,11 @@ _BY_TYPE: tuple[tuple[type[StrataError], int], ...] = (
     # aborting, where PRODUCER_FENCED is fatal); InitProducerId v4 answers PRODUCER_FENCED.
     (InvalidProducerEpoch, INVALID_PRODUCER_EPOCH),
     (ProducerFenced, PRODUCER_FENCED),
+    (InvalidTxnState, INVALID_TXN_STATE),
+    (InvalidProducerIdMapping, INVALID_PRODUCER_ID_MAPPING),
+    (InvalidTransactionTimeout, INVALID_TRANSACTION_TIMEOUT),
+    (ConcurrentTransactions, CONCURRENT_TRANSACTIONS),
+    (TransactionalIdNotFound, TRANSACTIONAL_ID_NOT_FOUND),
     (InvalidGroupId, INVALID_GROUP_ID),
     (UnknownMemberId, UNKNOWN_MEMBER_ID),
     (GroupIdNotFound, GROUP_ID_NOT_FOUND),
@@ -170,3 +187,13 @@ def kafka_group_error(exc: StrataError) -> int:
     if isinstance(exc, Unavailable):
         return COORDINATOR_NOT_AVAILABLE
     return kafka_error(exc)
+
+
+def kafka_txn_error(exc: StrataError, version: int, fenced_from: int) -> int:
+    """``kafka_error`` for the transaction coordinator's APIs: a fenced producer is PRODUCER_FENCED from
+    the API's version ``fenced_from`` on (KIP-588) and INVALID_PRODUCER_EPOCH before, which older clients
+    know (as Kafka's KafkaApis converts it); the metadata store unavailable is COORDINATOR_NOT_AVAILABLE,
+    which clients answer by finding the coordinator again and retrying."""
+    if isinstance(exc, ProducerFenced):
+        return PRODUCER_FENCED if version >= fenced_from else INVALID_PRODUCER_EPOCH
+    return kafka_group_error(exc)

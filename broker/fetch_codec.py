@@ -25,14 +25,18 @@ count + 1; strings as in broker/wire.py)::
         high_watermark      int64
         last_stable_offset  int64
         log_start_offset    int64 (v5+)
-        aborted_transactions  count: always empty (no transactions)
+        aborted_transactions  nullable count (null for read_uncommitted), each:
+          producer_id       int64
+          first_offset      int64
+          [v12: tagged fields]
         preferred_read_replica int32 (v11+): -1
         records             count of bytes, then the batches
         [v12: tagged fields: none (no diverging epoch, leader or snapshot to report)]
       [v12: tagged fields]
     [v12: tagged fields]
 
-The last stable offset is the high watermark: with no transactions every committed record is stable.
+The last stable offset is the partition's (broker/handlers/fetch.py); the aborted transactions are
+those of a read_committed answer's range (agents/txn_fetch.py).
 """
 
 from __future__ import annotations
@@ -54,6 +58,9 @@ class FetchedPartition:
     log_start_offset: int = -1
     # (stored batch, absolute base offset): the batch as stored, its first 8 bytes replaced on the wire.
     batches: Sequence[tuple[memoryview, int]] = field(default_factory=list)
+    last_stable_offset: int = -1
+    # (producer id, first offset) of each aborted transaction; None (null) for read_uncommitted.
+    aborted: Sequence[tuple[int, int]] | None = None
 
     @property
     def size(self) -> int:
@@ -66,7 +73,7 @@ def encode_response(
     """The whole response frame, size included, joined once."""
     flexible = version >= FLEXIBLE_FROM
     tags = wire.NO_TAGS if flexible else b""
-    empty = wire.count(0, flexible)  # aborted_transactions
+    null = b"\x00" if flexible else wire.I32.pack(-1)  # aborted_transactions of read_uncommitted
     parts: list[bytes | memoryview] = [b"", wire.I32.pack(correlation_id), tags, wire.I32.pack(0)]
     append = parts.append
     if version >= 7:
@@ -79,10 +86,17 @@ def encode_response(
             append(wire.I32.pack(p.index))
             append(wire.I16.pack(p.error_code))
             append(wire.I64.pack(p.high_watermark))
-            append(wire.I64.pack(p.high_watermark))  # last stable offset
+            append(wire.I64.pack(p.last_stable_offset))
             if version >= 5:
                 append(wire.I64.pack(p.log_start_offset))
-            append(empty)
+            if p.aborted is None:
+                append(null)
+            else:
+                append(wire.count(len(p.aborted), flexible))
+                for producer_id, first_offset in p.aborted:
+                    append(wire.I64.pack(producer_id))
+                    append(wire.I64.pack(first_offset))
+                    append(tags)
             if version >= 11:
                 append(wire.I32.pack(-1))  # preferred_read_replica: none
             append(wire.count(p.size, flexible))

@@ -5,6 +5,9 @@ this agent's own flushes and re-reading every 100 ms for other agents' (as the H
 Limits: ``partition_max_bytes`` per partition and ``max_bytes`` per response, except that the first batch
 of the response is sent whole even if larger (KIP-74), so a large batch never stalls a consumer.
 No fetch sessions (KIP-227): every answer has session id 0, so clients send full requests.
+Transactions: ``isolation_level`` read_committed serves only below each partition's last stable offset
+and lists the aborted transactions of the range; at either level the answer carries the commit and abort
+markers as control batches at their offsets, which clients skip but count (agents/txn_fetch.py).
 Before Fetch v10 a partition of a topic whose ``compression.type`` is ``zstd`` gets
 UNSUPPORTED_COMPRESSION_TYPE and no data (KIP-110), exactly where Kafka's broker refuses it
 (``KafkaApis.maybeConvertFetchedData``): a topic that keeps each producer's codec is served as stored.
@@ -42,6 +45,8 @@ class _Read:
     batches: list[tuple[memoryview, int]] = field(default_factory=list)
     high_watermark: int = -1
     log_start_offset: int = -1
+    last_stable_offset: int = -1
+    aborted: list[tuple[int, int]] | None = None
 
 
 async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> Held:
@@ -55,6 +60,7 @@ async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> Held:
         for t in req.topics
         for p in t.partitions
     ]
+    read_committed = req.isolation_level == READ_COMMITTED
     reads = []
     for r in every:
         if ctx.may(_READ, r.topic):
@@ -75,10 +81,10 @@ async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> Held:
             async with asyncio.timeout(max(deadline - ctx.clock.monotonic(), MIN_BUDGET_WAIT_S)):
                 grant = await budget.acquire(wanted)
         except TimeoutError:
-            await _states_only(ctx, reads)
+            await _states_only(ctx, reads, read_committed)
             return Held(_response(req, every), _nothing)
         try:
-            total = await _read_all(ctx, reads, grant, zstd_allowed=req.API_VERSION >= 10)
+            total = await _read_all(ctx, reads, grant, req.API_VERSION >= 10, read_committed)
         except BaseException:
             budget.release(grant)
             raise
@@ -93,6 +99,8 @@ async def handle_fetch(ctx: BrokerContext, req: FetchRequest) -> Held:
 
 # How long a Fetch whose deadline has passed still waits for fetch budget before answering without records.
 MIN_BUDGET_WAIT_S = 0.1
+# Fetch's isolation_level (v4+): 0 read_uncommitted, 1 read_committed.
+READ_COMMITTED = 1
 _READ = KAFKA[ApiKey.FETCH].need(TOPIC)
 
 
@@ -100,7 +108,7 @@ def _nothing() -> None:
     """An answer without records holds no grant."""
 
 
-async def _states_only(ctx: BrokerContext, reads: list[_Read]) -> None:
+async def _states_only(ctx: BrokerContext, reads: list[_Read], read_committed: bool) -> None:
     """No budget in time: each partition's offsets without records (its error, if it has one)."""
     for r in reads:
         try:
@@ -110,11 +118,15 @@ async def _states_only(ctx: BrokerContext, reads: list[_Read]) -> None:
             continue
         r.error_code, r.batches = errors.NONE, []
         r.high_watermark, r.log_start_offset = state.high_watermark, state.log_start_offset
+        r.last_stable_offset = state.last_stable_offset
+        r.aborted = [] if read_committed else None
 
 
-async def _read_all(ctx: BrokerContext, reads: list[_Read], response_max: int, zstd_allowed: bool) -> int:
+async def _read_all(
+    ctx: BrokerContext, reads: list[_Read], response_max: int, zstd_allowed: bool, read_committed: bool
+) -> int:
     """Read every partition at once (one GET per file range, across partitions); bytes returned."""
-    wanted = [BatchRead(r.topic, r.partition, r.offset, r.max_bytes) for r in reads]
+    wanted = [BatchRead(r.topic, r.partition, r.offset, r.max_bytes, read_committed) for r in reads]
     results = await ctx.agent.fetcher.read_batches_many(wanted, response_max)
     total = 0
     for r, result in zip(reads, results, strict=True):
@@ -130,6 +142,7 @@ async def _read_all(ctx: BrokerContext, reads: list[_Read], response_max: int, z
             result.high_watermark,
             result.log_start_offset,
         )
+        r.last_stable_offset, r.aborted = result.last_stable_offset, result.aborted
         total += result.size
     ctx.agent.metrics.fetch_bytes.inc(total)
     return total
@@ -161,6 +174,14 @@ def _response(req: FetchRequest, reads: list[_Read]) -> _Answer:
     by_topic: dict[str, list[FetchedPartition]] = {}
     for r in reads:
         by_topic.setdefault(r.topic, []).append(
-            FetchedPartition(r.partition, r.error_code, r.high_watermark, r.log_start_offset, r.batches)
+            FetchedPartition(
+                r.partition,
+                r.error_code,
+                r.high_watermark,
+                r.log_start_offset,
+                r.batches,
+                r.last_stable_offset if r.error_code == errors.NONE else -1,
+                r.aborted,
+            )
         )
     return _Answer(req.API_VERSION, list(by_topic.items()))

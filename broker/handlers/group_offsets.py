@@ -95,6 +95,14 @@ async def handle_offset_fetch(ctx: BrokerContext, req: OffsetFetchRequest) -> Of
     try:
         ctx.require(_FETCH.need(GROUP), req.group_id)
         committed = {(o.topic, o.partition): o for o in await ctx.agent.groups.offsets(req.group_id)}
+        # v7 require_stable: a partition with offsets of an open transaction is UNSTABLE_OFFSET_COMMIT
+        # (retriable) until the transaction ends, so a read_committed consumer never starts from offsets
+        # the transaction may still change (KIP-447).
+        unstable = (
+            await ctx.agent.transactions.pending_offsets(req.group_id)
+            if version >= 7 and req.require_stable
+            else set()
+        )
     except StrataError as exc:
         return OffsetFetchResponse[version](
             throttle_time_ms=0, topics=[], error_code=errors.kafka_group_error(exc), groups=[]
@@ -112,13 +120,16 @@ async def handle_offset_fetch(ctx: BrokerContext, req: OffsetFetchRequest) -> Of
         readable = ctx.may(_FETCH.need(TOPIC), name)
         for index in partitions:
             o = committed.get((name, index)) if readable else None
+            code = errors.NONE if readable else errors.TOPIC_AUTHORIZATION_FAILED
+            if readable and (name, index) in unstable:
+                o, code = None, errors.UNSTABLE_OFFSET_COMMIT
             rows.append(
                 _FPartition(
                     partition_index=index,
                     committed_offset=-1 if o is None else o.offset,
                     committed_leader_epoch=-1 if o is None else o.leader_epoch,
                     metadata="" if o is None or o.metadata is None else o.metadata,
-                    error_code=errors.NONE if readable else errors.TOPIC_AUTHORIZATION_FAILED,
+                    error_code=code,
                 )
             )
         topics.append(_FTopic(name=name, partitions=rows))

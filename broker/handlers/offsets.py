@@ -29,7 +29,12 @@ MAX_TIMESTAMP = -3
 MAX_TIMESTAMP_FROM_VERSION = 7
 
 
+READ_COMMITTED = 1
+
+
 async def handle_list_offsets(ctx: BrokerContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    # isolation_level (v2+): read_committed's latest offset is the last stable offset, as Kafka's.
+    committed = req.API_VERSION >= 2 and req.isolation_level == READ_COMMITTED
     topics = []
     for topic in req.topics:
         partitions = []
@@ -46,7 +51,9 @@ async def handle_list_offsets(ctx: BrokerContext, req: ListOffsetsRequest) -> Li
                 code = errors.UNSUPPORTED_VERSION
             else:
                 try:
-                    offset, timestamp = await _lookup(ctx, topic.name, p.partition_index, p.timestamp)
+                    offset, timestamp = await _lookup(
+                        ctx, topic.name, p.partition_index, p.timestamp, committed
+                    )
                     code = errors.NONE
                 except StrataError as exc:
                     offset, timestamp, code = -1, -1, errors.kafka_error(exc)
@@ -63,14 +70,17 @@ async def handle_list_offsets(ctx: BrokerContext, req: ListOffsetsRequest) -> Li
     return ListOffsetsResponse[req.API_VERSION](throttle_time_ms=0, topics=topics)
 
 
-async def _lookup(ctx: BrokerContext, topic: str, partition: int, spec: int) -> tuple[int, int]:
+async def _lookup(
+    ctx: BrokerContext, topic: str, partition: int, spec: int, read_committed: bool
+) -> tuple[int, int]:
     ctx.require(KAFKA[ApiKey.LIST_OFFSETS].need(TOPIC), topic)
     fetcher = ctx.agent.fetcher
     cached = await ctx.agent.topic(topic)
     if not 0 <= partition < cached.info.partitions:
         raise UnknownPartition(f"topic {topic!r} has no partition {partition}")
     if spec == LATEST:
-        return (await fetcher.state(topic, partition)).high_watermark, -1
+        state = await fetcher.state(topic, partition)
+        return (state.last_stable_offset if read_committed else state.high_watermark), -1
     if spec == EARLIEST:
         return (await fetcher.state(topic, partition)).log_start_offset, -1
     found = (

@@ -14,7 +14,10 @@ its first record, or its own error code; one partition's bad batch does not fail
 Each partition's batches go to the agent as a request of their own: that is Kafka's unit of append for an
 idempotent producer, which the flush commit accepts, answers as a duplicate (with the original offset) or
 rejects (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH) as a whole, without touching the other
-partitions of the same produce request.
+partitions of the same produce request. A transactional producer's batches are refused there too unless
+their partition is in its open transaction (INVALID_TXN_STATE, KIP-890 part 1); the request's
+``transactional_id`` needs WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and transactional batches
+without one are refused the same way.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from agents.agent import CachedTopic
 from agents.buffer import PartitionBatch, Reservation
 from agents.buffer import ProduceRequest as AgentRequest
 from agents.offsets import FIRST_RECORD, RecordOffsets
-from agents.permissions import KAFKA, TOPIC, ApiKey
+from agents.permissions import KAFKA, TOPIC, TRANSACTIONAL_ID, ApiKey
 from broker import errors
 from broker.batches import BatchRejected, check_batches, codecs_in
 from broker.budget import Answer
@@ -58,6 +61,7 @@ class _PartitionResult:
 # A topic's name and its partitions' results, in request order: what its answer is encoded from.
 _TopicPlan = tuple[str, list[_PartitionResult]]
 _WRITE = KAFKA[ApiKey.PRODUCE].need(TOPIC)
+_TRANSACTIONAL = KAFKA[ApiKey.PRODUCE].need(TRANSACTIONAL_ID)
 
 
 Topics = dict[str, CachedTopic | StrataError]
@@ -82,7 +86,7 @@ async def check_off_loop(ctx: BrokerContext, req: ProduceRequest, topics: Topics
     now = ctx.clock.now_ms()
     zstd_allowed = req.API_VERSION >= 7  # KIP-110
     wanted: list[tuple[tuple[int, int], str, int, bytes | memoryview, CachedTopic]] = []
-    if _refusal(req) is None:
+    if _refusal(ctx, req) is None:
         for ti, topic_data in enumerate(req.topic_data):
             cached = topics[topic_data.name]
             if not isinstance(cached, CachedTopic) or not ctx.may(_WRITE, topic_data.name):
@@ -235,7 +239,7 @@ def _admit_topic(
     checked: Checked | None,
 ) -> _TopicPlan:
     plan = (topic_data.name, [_PartitionResult(p.index) for p in topic_data.partition_data])
-    refusal = _refusal(req)
+    refusal = _refusal(ctx, req)
     if refusal is None and not ctx.may(_WRITE, topic_data.name):
         # Before the topic's existence, as Kafka: a denied principal cannot probe which topics exist.
         refusal = errors.TOPIC_AUTHORIZATION_FAILED, f"not allowed to write topic {topic_data.name!r}"
@@ -264,6 +268,11 @@ def _admit_topic(
                     raise outcome
                 batches = outcome
             result.idempotent = any(batch.producer_id >= 0 for batch in batches[:1])
+            if req.transactional_id is None and any(batch.transactional for batch in batches):
+                # As Kafka: transactional records come with the transactional id they are authorized by.
+                result.error_code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                result.error_message = "transactional batches need the request's transactional id"
+                continue
             if cached.config.log_append_time:
                 # check_batches stamped every batch with one time, also each batch's max timestamp; taken
                 # from the batches because they may have been checked off the loop, at another now.
@@ -280,11 +289,14 @@ def _admit_topic(
     return plan
 
 
-def _refusal(req: ProduceRequest) -> tuple[int, str] | None:
+def _refusal(ctx: BrokerContext, req: ProduceRequest) -> tuple[int, str] | None:
     if req.acks not in (0, 1, -1):
         return errors.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {req.acks}"
-    if req.transactional_id is not None:
-        return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Strata does not support transactions"
+    if req.transactional_id is not None and not ctx.may(_TRANSACTIONAL, req.transactional_id):
+        return (
+            errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            f"not allowed to write transactional id {req.transactional_id!r}",
+        )
     return None
 
 

@@ -5,8 +5,10 @@
   after an error that leaves their sequences unknown. The rules are ``ProducerStore.init_producer_id``'s.
   A stale epoch gets PRODUCER_FENCED at v4 and INVALID_PRODUCER_EPOCH before (older clients do not know
   code 90; Kafka's KafkaApis.handleInitProducerIdRequest converts it the same way).
-- a transactional id is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Produce refuses one):
-  Strata has no transactions yet.
+- a transactional id (WRITE on it): the transaction coordinator's producer id and epoch for it, which
+  fences every earlier incarnation and aborts what it left open (agents/transactions.py,
+  storage/metadata/txn_state.py); a timeout above ``transaction.max.timeout.ms`` is
+  INVALID_TRANSACTION_TIMEOUT, an empty id INVALID_REQUEST.
 The ids are stored, so any agent continues any producer, and they hold across agent restarts.
 """
 
@@ -29,11 +31,10 @@ _RULE = KAFKA[ApiKey.INIT_PRODUCER_ID]
 
 async def handle_init_producer_id(ctx: BrokerContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
     version = req.API_VERSION
-    if req.transactional_id is not None:
-        # WRITE on the transactional id is checked as Kafka does, but either way there are no transactions.
-        ctx.may(_RULE.need(TRANSACTIONAL_ID), req.transactional_id)
+    transactional_id = req.transactional_id
+    if transactional_id is not None and not ctx.may(_RULE.need(TRANSACTIONAL_ID), transactional_id):
         return _response(version, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if not ctx.may(_RULE.need(CLUSTER)):
+    if transactional_id is None and not ctx.may(_RULE.need(CLUSTER)):
         # IDEMPOTENT_WRITE on the cluster, which WRITE on any topic implies (KIP-679).
         return _response(version, errors.CLUSTER_AUTHORIZATION_FAILED)
     # v0-2 have no such fields: the defaults are -1.
@@ -44,12 +45,19 @@ async def handle_init_producer_id(ctx: BrokerContext, req: InitProducerIdRequest
         return _response(version, errors.INVALID_REQUEST)
     current = None if producer_id == NO_PRODUCER_ID else ProducerIdAndEpoch(producer_id, epoch)
     try:
-        given = await asyncio.to_thread(ctx.metadata.init_producer_id, current, ctx.clock.now_ms())
-    except ProducerFenced:
-        code = errors.PRODUCER_FENCED if version >= _FENCED_FROM_VERSION else errors.INVALID_PRODUCER_EPOCH
-        return _response(version, code)
+        if transactional_id is None:
+            given = await asyncio.to_thread(ctx.metadata.init_producer_id, current, ctx.clock.now_ms())
+        elif not transactional_id:
+            return _response(version, errors.INVALID_REQUEST)
+        else:
+            given = await ctx.agent.transactions.init_producer(
+                transactional_id, req.transaction_timeout_ms, current
+            )
     except StrataError as exc:
-        return _response(version, errors.kafka_error(exc))
+        code = errors.kafka_txn_error(exc, version, _FENCED_FROM_VERSION)
+        if transactional_id is None and not isinstance(exc, ProducerFenced):
+            code = errors.kafka_error(exc)  # no coordinator is involved: the store's own code
+        return _response(version, code)
     return _response(version, errors.NONE, given)
 
 

@@ -19,7 +19,8 @@ written: ``CommitConflict`` (a compare-and-set commit), ``LeaseLost`` (a job lea
 first by another flush), ``ProducerConflict`` (producer batches that are duplicates or out of sequence)
 and ``TopicExists``.
 
-The classes live by kind in ``base``, ``client``, ``races``, ``groups`` and ``server``; import them from here.
+The classes live by kind in ``base``, ``client``, ``races``, ``groups``, ``transactions`` and ``server``;
+import them from here.
 """
 
 from __future__ import annotations
@@ -92,6 +93,13 @@ from storage.errors.server import (
     TransientStoreError,
     Unavailable,
 )
+from storage.errors.transactions import (
+    ConcurrentTransactions,
+    InvalidProducerIdMapping,
+    InvalidTransactionTimeout,
+    InvalidTxnState,
+    TransactionalIdNotFound,
+)
 
 __all__ = [
     "BadRequest",
@@ -100,6 +108,7 @@ __all__ = [
     "ClusterForbidden",
     "CodecError",
     "CommitConflict",
+    "ConcurrentTransactions",
     "Conflict",
     "CorruptObject",
     "DamagedRange",
@@ -118,11 +127,14 @@ __all__ = [
     "InvalidPartitionCount",
     "InvalidPayload",
     "InvalidProducerEpoch",
+    "InvalidProducerIdMapping",
     "InvalidReadOption",
     "InvalidRecord",
     "InvalidSessionTimeout",
     "InvalidTimestamp",
     "InvalidTopicName",
+    "InvalidTransactionTimeout",
+    "InvalidTxnState",
     "JobGivenUp",
     "LeaseLost",
     "MemberIdRequired",
@@ -145,6 +157,7 @@ __all__ = [
     "StrataError",
     "TopicExists",
     "TransactionalIdForbidden",
+    "TransactionalIdNotFound",
     "TransientStoreError",
     "UnacceptableCredential",
     "Unauthorized",

@@ -64,7 +64,7 @@ from storage.errors import DamagedRange
 from storage.errors import IdempotencyConflict as IdempotencyConflict
 from storage.errors import ProducerConflict as ProducerConflict
 from storage.errors import UnknownJob as UnknownJob
-from storage.metadata.coordination import AgentRegistry, GroupStore, ProducerStore
+from storage.metadata.coordination import AgentRegistry, GroupStore, ProducerStore, TransactionStore
 from storage.metadata.rows import (
     PRODUCER_ID_EXPIRATION_MS,
     ChunkRow,
@@ -92,6 +92,7 @@ from storage.metadata.rows import (
     TopicSummary,
 )
 from storage.metadata.security import SecurityStore
+from storage.metadata.txn_state import AbortedTxn, TxnMarker
 
 T = TypeVar("T")
 
@@ -160,6 +161,14 @@ class LogStore(TopicReader, Protocol):
 
     def find_chunks(self, topic: str, partition: int, offset: int, limit: int) -> list[ChunkRow]:
         """Live chunks of the partition whose last_offset >= offset, by base_offset, at most ``limit``."""
+        ...
+
+    def txn_markers(self, topic: str, partition: int, first: int, last: int) -> list[TxnMarker]:
+        """The transaction markers at offsets ``first`` .. ``last`` of a partition, by offset."""
+        ...
+
+    def aborted_txns(self, topic: str, partition: int, first: int, last: int) -> list[AbortedTxn]:
+        """The aborted transactions whose range (first offset .. marker) meets ``first`` .. ``last``."""
         ...
 
 
@@ -405,8 +414,8 @@ class AdminStore(TopicReader, Protocol):
         ...
 
 
-class AgentMetadata(LogStore, GroupStore, Protocol):
-    """What an agent uses: the log, and the consumer groups it coordinates."""
+class AgentMetadata(LogStore, GroupStore, TransactionStore, Protocol):
+    """What an agent uses: the log, and the consumer groups and transactions it coordinates."""
 
 
 class MetadataStore(
@@ -417,6 +426,7 @@ class MetadataStore(
     FileCatalog,
     AdminStore,
     ProducerStore,
+    TransactionStore,
     GroupStore,
     DamageLog,
     SecurityStore,

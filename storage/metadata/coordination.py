@@ -1,6 +1,7 @@
 """The metadata roles the coordinators any agent can play use: consumer groups (``GroupStore``), idempotent
-producers' ids (``ProducerStore``), and the agents shown to Kafka clients as one cluster
-(``AgentRegistry``). Part of ``storage.metadata.base``'s roles; the lost-race rule there holds here too.
+producers' ids (``ProducerStore``), transactions (``TransactionStore``), and the agents shown to Kafka
+clients as one cluster (``AgentRegistry``). Part of ``storage.metadata.base``'s roles; the lost-race rule
+there holds here too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from storage.metadata.rows import (
     OffsetToCommit,
     ProducerIdAndEpoch,
 )
+from storage.metadata.txn_state import ActiveProducer, EndedTxn, Txn, TxnDescription
 
 T = TypeVar("T")
 
@@ -93,6 +95,82 @@ class ProducerStore(Protocol):
         latest, it is a retry of the bump that produced the latest, which is returned unchanged. Older
         epochs raise ProducerFenced. An id the store does not know gets a new id.
         """
+        ...
+
+
+class TransactionStore(Protocol):
+    """Kafka's transaction coordinator as rows (``sql/transactions.py``; the rules in ``txn_state``): each
+    method is one SQL transaction, so any agent coordinates any transactional id. The producer checks
+    raise InvalidProducerIdMapping and ProducerFenced; the state checks InvalidTxnState."""
+
+    def init_transactional_producer(
+        self,
+        transactional_id: str,
+        timeout_ms: int,
+        max_timeout_ms: int,
+        expected: ProducerIdAndEpoch | None,
+        now_ms: int,
+    ) -> tuple[ProducerIdAndEpoch, list[tuple[str, int]]]:
+        """InitProducerId with a transactional id: the producer id and epoch to use, and the partitions
+        that got an ABORT marker (an open transaction of the previous incarnation, aborted first)."""
+        ...
+
+    def add_partitions_to_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: Sequence[tuple[str, int]],
+        now_ms: int,
+    ) -> dict[tuple[str, int], StrataError]:
+        """Add the partitions to the open transaction (opening one), all or none: the unknown ones are
+        returned, and then none is added."""
+        ...
+
+    def add_offsets_to_txn(
+        self, transactional_id: str, producer_id: int, epoch: int, group: str, now_ms: int
+    ) -> None:
+        """Add the group to the open transaction (opening one)."""
+        ...
+
+    def txn_offset_commit(
+        self,
+        transactional_id: str,
+        group: str,
+        producer_id: int,
+        epoch: int,
+        check: Callable[[GroupRow | None], None],
+        offsets: Sequence[OffsetToCommit],
+        now_ms: int,
+    ) -> dict[tuple[str, int], StrataError]:
+        """Offsets pending until the transaction ends, after ``check`` accepted the group's row; the
+        partitions refused (unknown) are returned."""
+        ...
+
+    def end_txn(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool, now_ms: int
+    ) -> EndedTxn:
+        """Commit or abort the open transaction: markers, the aborted index, the pending offsets."""
+        ...
+
+    def abort_timed_out_transactions(self, now_ms: int, limit: int = 100) -> list[tuple[str, int]]:
+        """Abort (and fence) the transactions open longer than their timeout; the partitions marked."""
+        ...
+
+    def expire_transactional_ids(self, before_ms: int) -> int: ...
+
+    def describe_transaction(self, transactional_id: str) -> TxnDescription:
+        """Raises TransactionalIdNotFound."""
+        ...
+
+    def list_transactions(self) -> list[Txn]: ...
+
+    def pending_txn_offsets(self, group: str) -> set[tuple[str, int]]:
+        """The partitions with offsets of an open transaction for ``group``."""
+        ...
+
+    def describe_producers(self, topic: str, partition: int) -> list[ActiveProducer]:
+        """The producers the partition remembers; raises UnknownTopic/UnknownPartition."""
         ...
 
 

@@ -50,6 +50,16 @@ class PartitionState:
     partition: int
     log_start_offset: int
     high_watermark: int  # = next offset to assign
+    # The first offset of the partition's oldest open transaction (None: no transaction is open), and the
+    # offset of its newest transaction marker (-1: none): read with the rest, in one snapshot.
+    open_txn_offset: int | None = None
+    last_marker_offset: int = -1
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: read_committed consumers read below it. Every offset below it is decided: its
+        transaction (if any) has its marker, and an aborted one its ``aborted_txns`` row."""
+        return self.high_watermark if self.open_txn_offset is None else self.open_txn_offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +136,9 @@ class ProducerBatch:
     producer_id: int
     epoch: int
     first_seq: int
+    # A transactional producer's batch: the commit refuses it unless its partition is in the producer's
+    # open transaction (KIP-890 part 1), and records where the transaction begins there (the LSO).
+    transactional: bool = False
 
 
 @dataclass(frozen=True, slots=True)

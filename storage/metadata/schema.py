@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from storage.errors import SettingsError
+from storage.metadata.schema_transactions import v9
 
 if TYPE_CHECKING:
     from storage.metadata.sql.core import Tx
@@ -362,6 +363,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "compaction reports: job stats and topics, dirty-ratio samples", _v6(_SQLITE)),
     Migration(7, "damaged ranges and their quarantine", _v7(_SQLITE)),
     Migration(8, "ACLs and SCRAM credentials, and their version", _v8(_SQLITE)),
+    Migration(9, "transactions: coordinator state, open partitions, markers, aborted index", v9(_SQLITE)),
 )
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_POSTGRES)),
@@ -372,6 +374,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "compaction reports: job stats and topics, dirty-ratio samples", _v6(_POSTGRES)),
     Migration(7, "damaged ranges and their quarantine", _v7(_POSTGRES)),
     Migration(8, "ACLs and SCRAM credentials, and their version", _v8(_POSTGRES)),
+    Migration(9, "transactions: coordinator state, open partitions, markers, aborted index", v9(_POSTGRES)),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {

@@ -190,7 +190,10 @@ async def test_find_coordinator(broker_parts: BrokerParts) -> None:
     v0 = await call(broker_parts.ctx, FindCoordinatorRequest[0](key="g"))
     assert (v0.error_code, v0.node_id) == (errors.NONE, 5)
     txn = await call(broker_parts.ctx, FindCoordinatorRequest[3](key="txn", key_type=1))
-    assert (txn.error_code, txn.node_id, txn.port) == (errors.COORDINATOR_NOT_AVAILABLE, -1, -1)
+    # Any agent coordinates any transactional id, as any group: this one answers with itself.
+    assert (txn.error_code, txn.node_id, txn.port) == (errors.NONE, 5, 9092)
+    unknown = await call(broker_parts.ctx, FindCoordinatorRequest[3](key="x", key_type=2))
+    assert (unknown.error_code, unknown.node_id) == (errors.INVALID_REQUEST, -1)
 
 
 # --- InitProducerId -------------------------------------------------------------------------------------
@@ -230,7 +233,7 @@ async def test_init_producer_id_gives_ids_and_bumps_epochs(broker_parts: BrokerP
 @pytest.mark.parametrize(
     ("request_", "code"),
     [
-        (init_request(4, transactional_id="tx"), errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        (init_request(4, transactional_id=""), errors.INVALID_REQUEST),  # an empty transactional id
         (init_request(4, producer_id=12), errors.INVALID_REQUEST),  # an id without its epoch
         (init_request(4, producer_id=-5, epoch=0), errors.INVALID_REQUEST),
     ],

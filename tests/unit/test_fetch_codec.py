@@ -22,6 +22,9 @@ partition = st.tuples(
     st.integers(0, 2**40),  # high watermark
     st.integers(0, 2**40),  # log start offset
     st.lists(st.tuples(batch_records, st.integers(0, 2**62)), max_size=3),  # (records, absolute base)
+    st.integers(-1, 2**40),  # last stable offset
+    # aborted transactions: null (read_uncommitted) or (producer id, first offset) each
+    st.one_of(st.none(), st.lists(st.tuples(st.integers(0, 2**62), st.integers(0, 2**62)), max_size=3)),
 )
 topics = st.lists(st.tuples(names, st.lists(partition, max_size=4)), max_size=3)
 
@@ -38,7 +41,7 @@ def library_response(version: int, correlation_id: int, data: list) -> bytes:
     topic_list = []
     for name, parts in data:
         out = []
-        for index, error, hwm, start, batches in parts:
+        for index, error, hwm, start, batches, lso, aborted in parts:
             joined = bytearray()
             for recs, base in batches:
                 position = len(joined)
@@ -49,9 +52,11 @@ def library_response(version: int, correlation_id: int, data: list) -> bytes:
                     partition_index=index,
                     error_code=error,
                     high_watermark=hwm,
-                    last_stable_offset=hwm,
+                    last_stable_offset=lso,
                     log_start_offset=start,
-                    aborted_transactions=[],
+                    aborted_transactions=None
+                    if aborted is None
+                    else [P.AbortedTransaction(producer_id=p, first_offset=f) for p, f in aborted],
                     preferred_read_replica=-1,
                     records=bytes(joined),
                 )
@@ -74,9 +79,15 @@ def test_response_encodes_as_the_library_does(version: int, correlation_id: int,
                 name,
                 [
                     fetch_codec.FetchedPartition(
-                        index, error, hwm, start, [(stored(recs), base) for recs, base in batches]
+                        index,
+                        error,
+                        hwm,
+                        start,
+                        [(stored(recs), base) for recs, base in batches],
+                        lso,
+                        aborted,
                     )
-                    for index, error, hwm, start, batches in parts
+                    for index, error, hwm, start, batches, lso, aborted in parts
                 ],
             )
             for name, parts in data

@@ -44,10 +44,10 @@ from storage.metadata.rows import (
     ProducerIdAndEpoch,
 )
 from storage.metadata.sql.core import Dialect, SqlBase, Tx, batches, values
+from storage.metadata.sql.txn_append import OpenTxns
+from storage.metadata.txn_state import EPOCH_EXHAUSTED
 
 MAX_SEQUENCE = 2**31 - 1
-# Kafka's TransactionMetadata.isEpochExhausted: at this epoch or above, a bump hands out a new id instead.
-EPOCH_EXHAUSTED = 2**15 - 2
 
 StateKey = tuple[str, int, int]  # (topic, partition, producer id)
 
@@ -142,13 +142,18 @@ def _init_producer_id(
                 raise ProducerFenced(
                     f"producer {current.producer_id} epoch {current.epoch} was replaced by epoch {epoch}"
                 )
+    return ProducerIdAndEpoch(new_producer_id(tx, now_ms), 0)
+
+
+def new_producer_id(tx: Tx, now_ms: int) -> int:
+    """A producer id never handed out before (idempotent and transactional producers share the sequence)."""
     row = tx.one(
         "INSERT INTO producer_ids (epoch, last_epoch, created_ms, updated_ms) VALUES (0, ?, ?, ?)"
         " RETURNING producer_id",
         (NO_PRODUCER_EPOCH, now_ms, now_ms),
     )
     assert row is not None  # INSERT ... RETURNING without a conflict clause returns its row
-    return ProducerIdAndEpoch(int(row[0]), 0)
+    return int(row[0])
 
 
 def check_producers(
@@ -170,6 +175,8 @@ def check_producers(
     if not live:
         return
     keys = sorted({_key(chunks, b) for b in live})
+    # Transactions' partition rows rank before producer_state rows in the lock order (core).
+    open_txns = OpenTxns.load(tx, d, sorted({_key(chunks, b) for b in live if b.transactional}))
     state = _load(tx, d, keys, now_ms - expiration_ms)
     by_append: dict[int, list[ProducerBatch]] = {}
     for b in live:
@@ -182,6 +189,8 @@ def check_producers(
         for b in by_append[append]:
             key = _key(chunks, b)
             verdict = _apply(trial[key], b, bases[b.chunk] + b.relative, key)
+            if verdict is None and b.transactional:
+                verdict = open_txns.verify(b, key)
             if verdict is not None:
                 break
         if isinstance(verdict, int):
@@ -190,8 +199,12 @@ def check_producers(
             rejected[append] = verdict
         else:
             state.update(trial)  # the append is accepted: later appends are checked against it
+            for b in by_append[append]:
+                if b.transactional:
+                    open_txns.written(_key(chunks, b), bases[b.chunk] + b.relative)
     if duplicates or rejected:
         raise ProducerConflict(duplicates, rejected)
+    open_txns.store(tx)
     changed = [(key, state[key]) for key in keys if state[key].changed]
     tx.executemany(
         "INSERT INTO producer_state (topic, partition_id, producer_id, epoch, batches, last_ms)"
@@ -268,3 +281,9 @@ def _batches_to_json(remembered: Sequence[_Remembered]) -> str:
 
 def _batches_from_json(text: str) -> list[_Remembered]:
     return [_Remembered(int(f), int(last), int(base)) for f, last, base in json.loads(text)]
+
+
+def last_sequence_of(text: str) -> int:
+    """The last sequence a ``producer_state.batches`` value records (-1: none)."""
+    remembered = _batches_from_json(text)
+    return remembered[-1].last_seq if remembered else -1

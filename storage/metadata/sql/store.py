@@ -8,18 +8,18 @@ from storage.metadata.sql.compaction import CompactionQueries
 from storage.metadata.sql.damage import DamageQueries
 from storage.metadata.sql.files import FileQueries
 from storage.metadata.sql.flush import FlushQueries
-from storage.metadata.sql.groups import GroupQueries
 from storage.metadata.sql.jobs import JobQueries
 from storage.metadata.sql.producers import ProducerQueries
 from storage.metadata.sql.reads import ReadQueries
 from storage.metadata.sql.security import SecurityQueries
 from storage.metadata.sql.stats import StatsQueries
 from storage.metadata.sql.topics import TopicQueries
+from storage.metadata.sql.transactions import TransactionQueries
 
 
 class SqlMetadataStore(
     TopicQueries,  # TopicReader, AdminStore (topics)
-    GroupQueries,  # AdminStore (groups)
+    TransactionQueries,  # TransactionStore, LogStore (markers); a GroupQueries (groups)
     FlushQueries,  # LogStore (commit_flush, idempotency)
     ReadQueries,  # LogStore (find_chunks), CompactionCatalog (reads)
     JobQueries,  # CompactionCatalog (jobs)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from storage.errors import InvalidPartitionCount, TopicExists, UnknownTopic
 from storage.metadata.rows import PartitionState, TopicInfo
 from storage.metadata.sql.core import (
+    Row,
     SqlBase,
     Tx,
     configs_from_json,
@@ -123,8 +124,10 @@ class TopicQueries(SqlBase):
             ]
             tx.execute("DELETE FROM chunks WHERE topic = ?", (name,))
             mark_obsolete_if_empty(tx, file_ids, now_ms)
-            # A topic created again under this name starts with no producer state, as a new Kafka log does.
-            tx.execute("DELETE FROM producer_state WHERE topic = ?", (name,))
+            # A topic created again under this name starts with no producer or transaction state, as a new
+            # Kafka log does. An open transaction loses the partition: its EndTxn skips it.
+            for table in ("txn_partitions", "producer_state", "txn_markers", "aborted_txns", "txn_offsets"):
+                tx.execute(f"DELETE FROM {table} WHERE topic = ?", (name,))
             tx.execute("DELETE FROM group_offsets WHERE topic = ?", (name,))
             # Its dirty-ratio history goes with it. Its jobs stay: they are the record of work that was done.
             tx.execute("DELETE FROM dirty_samples WHERE topic = ?", (name,))
@@ -137,8 +140,8 @@ class TopicQueries(SqlBase):
     def partition_states(self, topic: str) -> list[PartitionState]:
         rows = self._backend.run(
             lambda tx: tx.all(
-                "SELECT partition_id, log_start_offset, next_offset FROM partitions WHERE topic = ?"
-                " ORDER BY partition_id",
+                f"SELECT p.partition_id, p.log_start_offset, p.next_offset, {_TXN_COLUMNS}"
+                " FROM partitions p WHERE p.topic = ? ORDER BY p.partition_id",
                 (topic,),
             ),
             write=False,
@@ -147,16 +150,39 @@ class TopicQueries(SqlBase):
         # A topic has at least one partition row for as long as it exists (created and deleted together).
         if not rows:
             raise UnknownTopic(f"unknown topic {topic!r}")
-        return [PartitionState(topic, int(r[0]), int(r[1]), int(r[2])) for r in rows]
+        return [_state(topic, int(r[0]), r[1:]) for r in rows]
 
     def partition_state(self, topic: str, partition: int) -> PartitionState:
         def work(tx: Tx) -> PartitionState:
             row = tx.one(
-                "SELECT log_start_offset, next_offset FROM partitions WHERE topic = ? AND partition_id = ?",
+                f"SELECT p.log_start_offset, p.next_offset, {_TXN_COLUMNS} FROM partitions p"
+                " WHERE p.topic = ? AND p.partition_id = ?",
                 (topic, partition),
             )
             if row is None:
                 raise missing_partition(tx, topic, partition)
-            return PartitionState(topic, partition, int(row[0]), int(row[1]))
+            return _state(topic, partition, row)
 
         return self._backend.run(work, write=False, what="partition_state")
+
+
+# The partition's oldest open transaction and newest marker, read in the same statement as its offsets so
+# that the LSO and the high watermark come from one snapshot (both primary-key lookups).
+_TXN_COLUMNS = (
+    "(SELECT MIN(t.first_offset) FROM txn_partitions t"
+    " WHERE t.topic = p.topic AND t.partition_id = p.partition_id),"
+    " (SELECT MAX(m.marker_offset) FROM txn_markers m"
+    " WHERE m.topic = p.topic AND m.partition_id = p.partition_id)"
+)
+
+
+def _state(topic: str, partition: int, r: Row) -> PartitionState:
+    """A PartitionState from (log_start_offset, next_offset, *_TXN_COLUMNS)."""
+    return PartitionState(
+        topic,
+        partition,
+        int(r[0]),
+        int(r[1]),
+        None if r[2] is None else int(r[2]),
+        -1 if r[3] is None else int(r[3]),
+    )

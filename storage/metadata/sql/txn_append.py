@@ -1,0 +1,90 @@
+"""Transactional batches in a flush commit: KIP-890 part 1's check, made where offsets are given.
+
+A transactional batch is written only if its partition is in its producer's open transaction with the
+batch's epoch (a ``txn_partitions`` row, added by AddPartitionsToTxn). The check runs inside
+``commit_flush`` under the partition locks, which EndTxn takes too before it deletes the rows, so a late
+batch of an ended or fenced transaction is refused rather than stored after the marker, where it would
+hold the partition's LSO forever (a hanging transaction). The refusals:
+- no row: INVALID_PRODUCER_EPOCH when the transactional id has moved to a newer epoch (the producer was
+  fenced, by a new incarnation or a timeout), else INVALID_TXN_STATE (the partition was never added);
+- a row of another epoch: INVALID_PRODUCER_EPOCH for an older one, INVALID_TXN_STATE for a newer one.
+The first written batch sets the row's ``first_offset``: where the transaction begins in the partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from storage.errors import InvalidProducerEpoch, InvalidTxnState, StrataError
+from storage.metadata.rows import ProducerBatch
+from storage.metadata.sql.core import Dialect, Tx, batches, values
+
+Key = tuple[str, int, int]  # (topic, partition, producer id)
+
+
+@dataclass(slots=True)
+class OpenTxns:
+    """The ``txn_partitions`` rows of a flush's transactional batches, locked, and what the flush adds."""
+
+    rows: dict[Key, tuple[int, int | None]]  # key -> (epoch, first_offset)
+    first: dict[Key, int] = field(default_factory=dict)
+    tx: Tx | None = None
+
+    @classmethod
+    def load(cls, tx: Tx, d: Dialect, keys: Sequence[Key]) -> OpenTxns:
+        """Lock and read the rows of ``keys`` (sorted, so locks are taken in the global order)."""
+        rows: dict[Key, tuple[int, int | None]] = {}
+        for batch in batches(keys):
+            for topic, partition, producer_id, epoch, first in tx.all(
+                "SELECT topic, partition_id, producer_id, epoch, first_offset FROM txn_partitions"
+                f" WHERE (topic, partition_id, producer_id) IN (VALUES {values(len(batch), 3)})"
+                f" ORDER BY topic{d.binary_collation}, partition_id, producer_id{d.for_update}",
+                [v for key in batch for v in key],
+            ):
+                rows[(str(topic), int(partition), int(producer_id))] = (
+                    int(epoch),
+                    None if first is None else int(first),
+                )
+        return cls(rows, tx=tx)
+
+    def verify(self, batch: ProducerBatch, key: Key) -> StrataError | None:
+        where = f"producer {batch.producer_id} on {key[0]}/{key[1]}"
+        row = self.rows.get(key)
+        if row is None:
+            newer = self._current_epoch(batch.producer_id)
+            if newer is not None and newer > batch.epoch:
+                return InvalidProducerEpoch(f"{where}: epoch {batch.epoch} was fenced by epoch {newer}")
+            return InvalidTxnState(
+                f"{where}: the partition is not in the producer's open transaction (AddPartitionsToTxn first)"
+            )
+        epoch = row[0]
+        if batch.epoch < epoch:
+            return InvalidProducerEpoch(
+                f"{where}: epoch {batch.epoch} is older than the transaction's {epoch}"
+            )
+        if batch.epoch > epoch:
+            return InvalidTxnState(f"{where}: epoch {batch.epoch} has no open transaction here")
+        return None
+
+    def written(self, key: Key, offset: int) -> None:
+        """A batch of ``key``'s transaction is accepted at ``offset``."""
+        if self.rows[key][1] is None:
+            self.first[key] = min(offset, self.first.get(key, offset))
+
+    def store(self, tx: Tx) -> None:
+        """Record where each transaction begins in partitions it had not written to before."""
+        if not self.first:
+            return
+        tx.executemany(
+            "UPDATE txn_partitions SET first_offset = ?"
+            " WHERE topic = ? AND partition_id = ? AND producer_id = ? AND first_offset IS NULL",
+            [(offset, *key) for key, offset in sorted(self.first.items())],
+        )
+
+    def _current_epoch(self, producer_id: int) -> int | None:
+        """The epoch of the transactional id that holds ``producer_id`` now, read without a lock: it only
+        chooses between two refusals."""
+        assert self.tx is not None
+        row = self.tx.one("SELECT MAX(epoch) FROM transactions WHERE producer_id = ?", (producer_id,))
+        return None if row is None or row[0] is None else int(row[0])
