@@ -89,6 +89,7 @@ from broker import apis, errors
 from storage.acl_model import ResourceType
 from tests.fixtures.kafka import RunningBroker
 from tests.fixtures.permissions import PROBE, PROBE_PASSWORD, PROBE_TOML, everything_but, only_just, set_acls
+from tests.kafka.permission_txn_cases import txn_case
 from tests.kafka.test_protocol import batch, produce
 from tests.kafka.test_sasl import _commit, _fetch, _lo_topic
 from tests.kafka.wire import Wire
@@ -113,7 +114,7 @@ class Case:
     response: Any
     code: Callable[[Any], int]
     # Set when the same request with every permission still answers the denial code for a reason of its
-    # own (Strata has no transactions): then only the denial is checked.
+    # own: then only the denial is checked.
     denied_anyway: bool = False
 
 
@@ -147,6 +148,9 @@ def case(key: int, need: Need, names: Names) -> Case:
     r = need.resource
     topic = names.topic()
     group = names.group(topic)
+    txn = txn_case(key, r, topic, group, batch([b"v"]), FILTERED, names.broker.runtime.metadata)
+    if txn is not None:
+        return Case(*txn)
     if key == ApiKey.PRODUCE:
         return Case(
             produce(topic, {0: batch([b"v"])}, acks=1),
@@ -245,11 +249,13 @@ def case(key: int, need: Need, names: Names) -> Case:
         )
         return Case(req, DeleteRecordsResponse, lambda a: a.topics[0].partitions[0].error_code)
     if key == ApiKey.INIT_PRODUCER_ID:
-        txn = "tx" if r is ResourceType.TRANSACTIONAL_ID else None
         req = InitProducerIdRequest[4](
-            transactional_id=txn, transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1
+            transactional_id="tx" if r is ResourceType.TRANSACTIONAL_ID else None,
+            transaction_timeout_ms=60_000,
+            producer_id=-1,
+            producer_epoch=-1,
         )
-        return Case(req, InitProducerIdResponse, lambda a: a.error_code, denied_anyway=txn is not None)
+        return Case(req, InitProducerIdResponse, lambda a: a.error_code)
     if key == ApiKey.DESCRIBE_ACLS:
         req = DescribeAclsRequest[1](
             resource_type_filter=1,

@@ -256,12 +256,12 @@ def test_a_fetch_of_many_partitions_reads_each_file_with_one_get(kafka_factory: 
         assert reader.runtime.counters.get(GET) - before == 1
 
 
-def test_find_coordinator_answers_itself_for_groups_only(broker: RunningBroker) -> None:
+def test_find_coordinator_answers_itself_for_groups_and_transactions(broker: RunningBroker) -> None:
     with Wire(broker.port) as wire:
         group = wire.call(FindCoordinatorRequest[3](key="g", key_type=0), FindCoordinatorResponse)
         assert (group.error_code, group.node_id, group.port) == (0, 0, broker.port)
         txn = wire.call(FindCoordinatorRequest[3](key="t", key_type=1), FindCoordinatorResponse, 2)
-        assert txn.error_code == errors.COORDINATOR_NOT_AVAILABLE
+        assert (txn.error_code, txn.node_id, txn.port) == (0, 0, broker.port)
 
 
 @pytest.mark.parametrize("lanes", [1, 4])
