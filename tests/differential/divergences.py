@@ -68,12 +68,6 @@ INTENDED: tuple[Divergence, ...] = (
         ("bad-batches/codec gzip, bytes plain/*/error_code",),
     ),
     Divergence(
-        "no-transactions-yet",
-        "Strata has no transactions yet: a transactional batch is INVALID_RECORD; Kafka checks the "
-        "transactional id first (TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one).",
-        ("bad-batches/transactional without transaction/*/error_code",),
-    ),
-    Divergence(
         "trailing-bytes",
         "Strata refuses a Produce whose records end in bytes that are not a whole batch; Kafka's broker "
         "ignores a tail shorter than a batch header and stores the batches before it.",
