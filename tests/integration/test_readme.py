@@ -1,12 +1,14 @@
 """The README's short tour, run by the shell as written against a real agent: the HTTP examples with curl,
-the Kafka one with kcat. Only the addresses change (the test agent listens on free ports); each output
-shown must be what the command prints, record timestamps aside."""
+the Kafka one with kcat, and the transactional copy with confluent-kafka. Only the addresses change (the
+test agent listens on free ports); each output shown must be what the command prints, record timestamps
+aside."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +61,21 @@ def test_the_tour_runs_as_written(tmp_path: Path) -> None:
         assert output is not None
         printed = _shell(command.replace("127.0.0.1:9092", srv.kafka_bootstrap))
         assert printed.splitlines() == output.splitlines()
+
+        # The transactional copy, with the Python that runs the tests (confluent-kafka is installed).
+        ((copy, shown),) = examples(section(README, "### Kafka"), "python")
+        assert shown is not None
+        done = subprocess.run(
+            [sys.executable, "-c", copy.replace("127.0.0.1:9092", srv.kafka_bootstrap)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == shown.splitlines()
+        shouts = _shell(
+            f"kcat -b {srv.kafka_bootstrap} -C -t shouts -o beginning -e -X isolation.level=read_committed"
+            " -f '%k %s\\n'"
+        )
+        assert shouts.splitlines() == ["k1 HELLO", "k2 WORLD"]

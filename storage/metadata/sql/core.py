@@ -16,16 +16,23 @@ global order, so no two transactions can wait on each other in a cycle:
   2. ``topics`` rows (only ``update_topic_configs`` and ``delete_topic``, one row);
   3. ``files`` rows, sorted by file_id, taken before deciding that a file has no live chunk left;
   4. ``job_files`` claims, inserted in sorted file_id order (``create_job``) or deleted by job;
+  4b. ``txn_partitions`` rows, sorted by (topic, partition_id, producer_id): locked and updated by
+     ``commit_flush`` under the partitions' locks (``txn_append``), deleted by a transaction's end under
+     them (``transactions``), inserted by AddPartitionsToTxn (new keys, after a ``transactions`` row);
   5. ``producer_state`` rows, sorted by (topic, partition_id, producer_id), locked and upserted only by
      ``commit_flush`` under the partitions' locks (``delete_topic`` deletes a topic's rows under them);
      ``expire_producers`` deletes rows with SKIP LOCKED and never waits;
   6. ``idempotency`` keys, inserted in sorted key order;
-  7. ``group_offsets`` rows, upserted in sorted (topic, partition_id) order.
+  7. ``group_offsets`` rows, upserted in sorted (topic, partition_id) order (a transaction's end: sorted
+     by (group, topic, partition_id));
+  8. ``txn_offsets`` rows (TxnOffsetCommit upserts them; a transaction's end deletes them).
 ``job_topics`` rows are written only by the transaction that creates their job or one holding the job's row
 (0), so they need no rank of their own. ``dirty_samples`` rows are written by ``record_dirty_samples`` in
 a transaction that takes no other lock, and deleted with their topic by ``delete_topic``.
 A ``consumer_groups`` row (one group's coordinator state) is taken first in its transaction, before 1 and
-7; no transaction holding a lock above takes one (``groups``).
+7; no transaction holding a lock above takes one (``groups``). A ``transactions`` row (one transactional
+id) comes next: after a ``consumer_groups`` row (TxnOffsetCommit), before every rank above (the
+transaction APIs, ``transactions``); ``commit_flush`` never locks one.
 One ``producer_ids`` row is locked alone, by ``init_producer_id``, in a transaction of its own.
 The ``security_version`` row is locked first by every transaction that changes ``acls`` or
 ``scram_credentials`` (``security``), and those transactions take no other lock.
