@@ -448,7 +448,15 @@ class Agent:
         return await self.fetcher.fetch(topic, partition, offset, max_bytes, max_wait_ms)
 
     async def fetch_chunks(
-        self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int,
+        max_wait_ms: int,
+        read_committed: bool = False,
     ) -> ChunksResult:
         """``fetch`` without decoding (see ``agents.chunks.ChunksResult``)."""
-        return await self.fetcher.fetch_chunks(topic, partition, offset, max_bytes, max_wait_ms)
+        return await self.fetcher.fetch_chunks(
+            topic, partition, offset, max_bytes, max_wait_ms, read_committed
+        )

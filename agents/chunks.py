@@ -82,6 +82,13 @@ class ChunksResult:
     max_bytes: int
     high_watermark: int
     log_start_offset: int
+    # A read_committed read: the last stable offset it stopped at (None: read up to the high watermark).
+    stable: int | None = None
+
+    @property
+    def end(self) -> int:
+        """Where this read stops: the offset a read that found nothing more moves on to."""
+        return self.high_watermark if self.stable is None else self.stable
 
 
 def plan_reads(chunks: list[ChunkRow]) -> list[tuple[str, int, int, list[ChunkRow]]]:
@@ -132,7 +139,7 @@ def decode_fetch(result: ChunksResult) -> FetchResult:
         next_offset = max(next_offset, chunk.last_offset + 1)
     if not result.chunks:
         # No chunk at or after ``offset`` below the high watermark: everything up to it was removed.
-        next_offset = max(offset, result.high_watermark)
+        next_offset = max(offset, result.end)
     return FetchResult(out, next_offset, result.high_watermark, result.log_start_offset)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from agents import txn_fetch
 from agents.cache import ObjectCache
@@ -38,6 +38,7 @@ from agents.chunks import (
     select_chunks,
     within,
 )
+from agents.fetch_plan import View, plan, read_end, read_stable
 from agents.watch import PartitionWatch
 from storage.clock import Clock
 from storage.errors import CorruptObject, ObjectNotFound, StrataError
@@ -47,26 +48,6 @@ from storage.objectstore.base import AsyncObjectStore
 
 log = logging.getLogger("strata.fetch")
 
-
-@dataclass(slots=True)
-class _View:
-    """One partition of a multi-partition fetch as it is worked out: its state as read first, the chunks
-    found from the fetch offset on (``complete``: all of them up to the high watermark), the ids of those
-    read, the batches served, where they stopped short, and the aborted transactions."""
-
-    state: PartitionState
-    found: list[ChunkRow]
-    complete: bool
-    read: set[int] = field(default_factory=set)
-    batches: list[tuple[memoryview, int]] = field(default_factory=list)
-    stop: int | None = None
-    aborted: list[tuple[int, int]] | None = None
-
-    def upper(self, read: BatchRead) -> int:
-        """Where this read stops: the LSO for read_committed, else the high watermark."""
-        return self.state.last_stable_offset if read.read_committed else self.state.high_watermark
-
-
 # How often a long-polling fetch re-reads the high watermark to see other agents' commits.
 POLL_INTERVAL_S = 0.1
 MAX_CHUNKS_PER_FETCH = 256
@@ -75,28 +56,6 @@ MAX_CHUNKS_PER_FETCH = 256
 FIRST_CHUNKS_PER_PARTITION = 16
 # Files up to cache size / this are read whole and shared by every fetch that needs them (_get_file).
 WHOLE_FILE_CACHE_SHARE = 4
-
-
-def _plan(
-    wanted: list[tuple[int, BatchRead, list[ChunkRow]]], admitted: set[str], max_total: int
-) -> list[tuple[int, BatchRead, list[ChunkRow]]]:
-    """The chunks each partition of a multi-partition fetch reads, within the admitted files and the
-    answer's budget, each read's max_bytes cut to what the budget leaves it."""
-    plans: list[tuple[int, BatchRead, list[ChunkRow]]] = []
-    total = 0
-    for i, read, selected in wanted:
-        budget = min(read.max_bytes, max_total - total)
-        if budget <= 0 and total > 0:
-            continue
-        # A prefix within the admitted files (a partition's offsets stay contiguous), then max_bytes.
-        kept = select_chunks(within(selected, admitted), 2**63 - 1, max(budget, 1))
-        if not kept:
-            continue  # its next chunk is in a file a later fetch reads
-        if total > 0 and kept[0].length > budget:
-            continue  # only the answer's first batch may exceed max_total (KIP-74)
-        total += sum(c.length for c in kept)
-        plans.append((i, replace(read, max_bytes=max(budget, 1)), kept))
-    return plans
 
 
 class Fetcher:
@@ -122,26 +81,53 @@ class Fetcher:
         return decode_fetch(await self.fetch_chunks(topic, partition, offset, max_bytes, max_wait_ms))
 
     async def fetch_chunks(
-        self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int,
+        max_wait_ms: int,
+        read_committed: bool = False,
     ) -> ChunksResult:
-        """``fetch`` up to its reads: long-polls as ``fetch`` does and returns the chunks undecoded."""
+        """``fetch`` up to its reads: long-polls as ``fetch`` does and returns the chunks undecoded.
+        ``read_committed``: only below the last stable offset, without aborted transactions' batches
+        (``txn_fetch.committed_chunks``); markers are holes either way."""
         state = await asyncio.to_thread(self.metadata.partition_state, topic, partition)
         check_range(state, offset)
         deadline = self.clock.monotonic() + max_wait_ms / 1000
-        while offset >= state.high_watermark:
+        while offset >= read_end(state, read_committed):
             remaining = deadline - self.clock.monotonic()
             if remaining <= 0:
-                return ChunksResult([], offset, max_bytes, state.high_watermark, state.log_start_offset)
+                return ChunksResult(
+                    [],
+                    offset,
+                    max_bytes,
+                    state.high_watermark,
+                    state.log_start_offset,
+                    read_stable(state, read_committed),
+                )
             await self.watch.wait(topic, partition, min(remaining, POLL_INTERVAL_S))
             state = await asyncio.to_thread(self.metadata.partition_state, topic, partition)
             check_range(state, offset)
         try:
-            return await self._read_once(state, offset, max_bytes)
+            result = await self._read_once(state, offset, max_bytes, read_committed)
         except ObjectNotFound:
             # Compaction may have replaced these chunks and GC deleted their file between our lookup and
             # our GET (only possible past the GC grace period). The new chunk rows point at live files.
             log.info("a file vanished under a fetch of %s/%d; looking up again", state.topic, state.partition)
-            return await self._read_once(state, offset, max_bytes)
+            result = await self._read_once(state, offset, max_bytes, read_committed)
+        if not read_committed or not result.chunks:
+            return result
+        last = result.chunks[-1][0].last_offset
+        # Aborted ranges end at a marker: none can meet this read unless a marker lies at or past it.
+        aborted = (
+            await asyncio.to_thread(self.metadata.aborted_txns, topic, partition, offset, last)
+            if state.last_marker_offset >= offset
+            else []
+        )
+        return replace(
+            result, chunks=txn_fetch.committed_chunks(result.chunks, state.last_stable_offset, aborted)
+        )
 
     async def state(self, topic: str, partition: int) -> PartitionState:
         return await asyncio.to_thread(self.metadata.partition_state, topic, partition)
@@ -174,14 +160,14 @@ class Fetcher:
         # A partition gets a second, larger page only when it would take every chunk of its first.
         looked_up = await asyncio.gather(*(self._lookup(r, FIRST_CHUNKS_PER_PARTITION) for r in reads))
         results: list[BatchesResult | StrataError] = []
-        views: dict[int, _View] = {}
+        views: dict[int, View] = {}
         wanted: list[tuple[int, BatchRead, list[ChunkRow]]] = []
-        more: list[tuple[int, BatchRead, _View, list[ChunkRow]]] = []
+        more: list[tuple[int, BatchRead, View, list[ChunkRow]]] = []
         for i, (read, found) in enumerate(zip(reads, looked_up, strict=True)):
             if isinstance(found, StrataError):
                 results.append(found)
                 continue
-            view = views[i] = _View(*found, complete=len(found[1]) < FIRST_CHUNKS_PER_PARTITION)
+            view = views[i] = View(*found, complete=len(found[1]) < FIRST_CHUNKS_PER_PARTITION)
             results.append(BatchesResult([], view.state.high_watermark, view.state.log_start_offset))
             if view.found:
                 selected = select_chunks(view.found, view.upper(read), max(read.max_bytes, 1))
@@ -215,7 +201,7 @@ class Fetcher:
                     select_chunks(selected + page, view.upper(read), max(read.max_bytes, 1)),
                 )
             admitted = self._admit_files([chunk for _, _, selected in wanted for chunk in selected], heads)
-        plans = _plan(wanted, admitted, max_total)
+        plans = plan(wanted, admitted, max_total)
         loaded = await self._load([c for _, _, selected in plans for c in selected])
         data_of = {chunk.chunk_id: data for chunk, data in loaded}
         for i, read, selected in plans:
@@ -245,7 +231,7 @@ class Fetcher:
             )
         return results
 
-    async def _transactional(self, read: BatchRead, view: _View) -> None:
+    async def _transactional(self, read: BatchRead, view: View) -> None:
         """Merge the markers the answer carries into its batches, and for read_committed read the aborted
         transactions of its range (agents/txn_fetch.py says which and why it is safe)."""
         state = view.state
@@ -393,14 +379,23 @@ class Fetcher:
                 found = (record.offset, record.timestamp)
         return found
 
-    async def _read_once(self, state: PartitionState, offset: int, max_bytes: int) -> ChunksResult:
+    async def _read_once(
+        self, state: PartitionState, offset: int, max_bytes: int, read_committed: bool
+    ) -> ChunksResult:
         chunks = await asyncio.to_thread(
             self.metadata.find_chunks, state.topic, state.partition, offset, MAX_CHUNKS_PER_FETCH
         )
-        selected = select_chunks(chunks, state.high_watermark, max_bytes)
+        selected = select_chunks(chunks, read_end(state, read_committed), max_bytes)
         selected = within(selected, self._admit_one_partition(selected)) or selected[:1]
         loaded = await self._load(selected)
-        return ChunksResult(loaded, offset, max_bytes, state.high_watermark, state.log_start_offset)
+        return ChunksResult(
+            loaded,
+            offset,
+            max_bytes,
+            state.high_watermark,
+            state.log_start_offset,
+            read_stable(state, read_committed),
+        )
 
     async def _load(self, chunks: list[ChunkRow]) -> list[tuple[ChunkRow, memoryview]]:
         # (key, offset of the bytes read within the object, GET range or whole file, chunks)

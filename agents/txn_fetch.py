@@ -24,7 +24,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from dataclasses import replace
 
+from crc32c import crc32c
+
+from agents.chunks import verify
+from storage import records
 from storage.metadata.rows import ChunkRow
 from storage.metadata.txn_state import AbortedTxn, TxnMarker
 from storage.records.control import control_batch
@@ -94,3 +99,46 @@ def _as_batch(marker: TxnMarker) -> tuple[memoryview, int]:
 def aborted_list(aborted: Sequence[AbortedTxn]) -> list[tuple[int, int]]:
     """Kafka's aborted_transactions: (producer id, first offset) of each, by first offset."""
     return [(a.producer_id, a.first_offset) for a in aborted]
+
+
+def committed_chunks(
+    loaded: list[tuple[ChunkRow, memoryview]], upper: int, aborted: Sequence[AbortedTxn]
+) -> list[tuple[ChunkRow, memoryview]]:
+    """The chunks as a read_committed reader that decodes records sees them (the HTTP door): without the
+    batches at or past ``upper`` (the LSO) and those of ``aborted`` transactions. A chunk that loses a
+    batch is checked against its CRC first, then given the bytes of the batches it keeps, a row whose CRC
+    covers them, and a last offset below ``upper``: the offsets of the batches left out read as holes.
+    Chunks that lose nothing are returned as they are, unchecked (the reader checks them)."""
+    out: list[tuple[ChunkRow, memoryview]] = []
+    for chunk, data in loaded:
+        if chunk.base_offset >= upper:
+            break
+        if chunk.last_offset < upper and not any(
+            a.first_offset <= chunk.last_offset and chunk.base_offset <= a.last_offset for a in aborted
+        ):
+            out.append((chunk, data))
+            continue
+        verify(chunk, data)
+        kept = bytearray()
+        for header, batch in records.iter_batches(data, verify_crc=False):
+            base = chunk.base_offset + header.base_offset
+            if base >= upper:
+                break
+            if any(
+                a.producer_id == header.producer_id and a.first_offset <= base <= a.last_offset
+                for a in aborted
+            ):
+                continue
+            kept += batch
+        if not kept:
+            continue  # every batch left out: its offsets are holes
+        view = memoryview(bytes(kept))
+        trimmed = replace(
+            chunk,
+            length=len(view),
+            crc=crc32c(view),
+            last_offset=min(chunk.last_offset, upper - 1),
+            has_holes=True,
+        )
+        out.append((trimmed, view))
+    return out

@@ -19,6 +19,10 @@ from storage.topic_config import MAX_PARTITIONS
 MAX_OFFSET = 2**63 - 1
 MAX_TIMESTAMP = 2**63 - 1
 Encoding = Literal["utf8", "base64"]
+# Which records a fetch returns, by Kafka's isolation levels: read_committed (the default) stops at the
+# last stable offset and leaves out aborted transactions' records; read_uncommitted returns every stored
+# record up to the high watermark.
+Isolation = Literal["read_committed", "read_uncommitted"]
 
 
 class _Strict(BaseModel):
@@ -121,11 +125,14 @@ class FetchOut(BaseModel):
     next_offset: int
     high_watermark: int
     log_start_offset: int
+    # Below it, every transaction has ended (Kafka's LSO): a read_committed fetch stops there.
+    last_stable_offset: int
 
 
 class OffsetsOut(BaseModel):
     log_start_offset: int
     high_watermark: int
+    last_stable_offset: int
 
 
 class GroupOffsetIn(_Strict):

@@ -72,7 +72,7 @@ def render_records(result: ChunksResult, base64: bool, out: bytearray) -> tuple[
         # Offsets up to the chunk's last offset are consumed even if compaction removed them.
         next_offset = max(next_offset, chunk.last_offset + 1)
     if not result.chunks:
-        next_offset = max(offset, result.high_watermark)
+        next_offset = max(offset, result.end)
     out += b"]"
     return count, next_offset
 

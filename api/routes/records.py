@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import dataclass
 from typing import Annotated
 
 import orjson
@@ -140,13 +141,20 @@ async def fetch(
     max_bytes: Annotated[int, Query(ge=1, le=64 * MiB)] = MiB,
     max_wait_ms: Annotated[int, Query(ge=0, le=60_000)] = 500,
     encoding: models.Encoding = "utf8",
+    isolation: models.Isolation = "read_committed",
 ) -> Response:
+    """Records from ``offset`` on. ``isolation``: ``read_committed`` (the default, as librdkafka's and
+    kafkajs' consumers) stops at the last stable offset and leaves out aborted transactions' records;
+    ``read_uncommitted`` returns every stored record. Transaction markers are never records."""
     name = topic_name(topic)
     authz.check(http, _FETCH, name)
     started = ctx.clock.monotonic()
     grant = await _fetch_grant(ctx, max_bytes, max_wait_ms)
+    committed = isolation == "read_committed"
     try:
-        response = await _fetch(ctx, name, partition, offset, max_bytes, max_wait_ms, encoding, started)
+        response = await _fetch(
+            ctx, _Read(name, partition, offset, max_bytes, max_wait_ms, committed), encoding, started
+        )
     except BaseException:
         ctx.fetch_budget.release(grant)
         raise
@@ -166,20 +174,23 @@ async def _fetch_grant(ctx: HttpContext, max_bytes: int, max_wait_ms: int) -> in
         raise BufferFull("fetch answers hold the agent's fetch memory; retry later") from None
 
 
-async def _fetch(
-    ctx: HttpContext,
-    name: str,
-    partition: int,
-    offset: int,
-    max_bytes: int,
-    max_wait_ms: int,
-    encoding: models.Encoding,
-    started: float,
-) -> Response:
+@dataclass(frozen=True, slots=True)
+class _Read:
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+    max_wait_ms: int
+    read_committed: bool
+
+
+async def _fetch(ctx: HttpContext, read: _Read, encoding: models.Encoding, started: float) -> Response:
     try:
         # A negative offset is out of range like any other: the fetcher checks it against the
         # partition's log start and high watermark and raises 41601 with the valid range.
-        result = await ctx.agent.fetch_chunks(name, partition, offset, max_bytes, max_wait_ms)
+        result = await ctx.agent.fetch_chunks(
+            read.topic, read.partition, read.offset, read.max_bytes, read.max_wait_ms, read.read_committed
+        )
         body = bytearray(b'{"records":')
         rendered = render_records(result, encoding == "base64", body)
         if rendered is None:
@@ -203,6 +214,7 @@ async def _fetch(
             "next_offset": next_offset,
             "high_watermark": result.high_watermark,
             "log_start_offset": result.log_start_offset,
+            "last_stable_offset": result.stable if result.stable is not None else result.high_watermark,
         }
     )[1:]  # {"records":[...],"next_offset":...}: the object's other fields after the records array
     return Response(memoryview(body), media_type="application/json")
@@ -219,7 +231,11 @@ async def offsets(
     name = topic_name(topic)
     authz.check(http, _OFFSETS, name)
     state = await asyncio.to_thread(ctx.metadata.partition_state, name, partition)
-    return models.OffsetsOut(log_start_offset=state.log_start_offset, high_watermark=state.high_watermark)
+    return models.OffsetsOut(
+        log_start_offset=state.log_start_offset,
+        high_watermark=state.high_watermark,
+        last_stable_offset=state.last_stable_offset,
+    )
 
 
 @router.delete(
@@ -243,4 +259,8 @@ async def delete_records(
     state = await asyncio.to_thread(
         delete_records_below, ctx.metadata, name, partition, before_offset, ctx.clock.now_ms()
     )
-    return models.OffsetsOut(log_start_offset=state.log_start_offset, high_watermark=state.high_watermark)
+    return models.OffsetsOut(
+        log_start_offset=state.log_start_offset,
+        high_watermark=state.high_watermark,
+        last_stable_offset=state.last_stable_offset,
+    )

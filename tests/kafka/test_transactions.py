@@ -1,14 +1,18 @@
 """Transactions over the Kafka door with confluent-kafka (librdkafka): commit, abort, markers as offsets,
-both isolation levels, offsets sent to the transaction, fencing and the timeout bound."""
+both isolation levels, offsets sent to the transaction, fencing and the timeout bound; and the HTTP door's
+reads of a transactional topic at both isolation levels."""
 
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
+import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.fixtures.kafka import RunningBroker
+from tests.fixtures.server import local_settings, run_server
 
 pytestmark = pytest.mark.integration
 
@@ -167,3 +171,58 @@ def test_a_timeout_above_the_maximum_is_refused(broker: RunningBroker) -> None:
     with pytest.raises(KafkaException) as refused:
         p.init_transactions(30)
     assert refused.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT
+
+
+def read_all(url: str) -> list[tuple[int, str]]:
+    """(offset, value) of every record an HTTP reader gets following ``next_offset`` until it stops."""
+    got: list[tuple[int, str]] = []
+    offset = 0
+    for _ in range(50):
+        answer = httpx.get(f"{url}&offset={offset}").json()
+        got.extend((r["offset"], r["value"]) for r in answer["records"])
+        if answer["next_offset"] == offset:
+            return got
+        offset = answer["next_offset"]
+    raise AssertionError(f"the reader kept moving: {got}")
+
+
+def test_http_reads_committed_records_by_default(tmp_path: Path) -> None:
+    topic = "txn-http"
+    with run_server(local_settings(tmp_path)) as srv:
+        p = producer(srv.kafka_bootstrap, "tx-http")
+        p.init_transactions(30)
+        for values, commit in (([b"c0", b"c1"], True), ([b"a0"], False), ([b"c2"], True)):
+            p.begin_transaction()
+            for v in values:
+                p.produce(topic, value=v, partition=0)
+            p.flush(30)
+            if commit:
+                p.commit_transaction(30)
+            else:
+                p.abort_transaction(30)
+        p.begin_transaction()
+        p.produce(topic, value=b"open", partition=0)
+        p.flush(30)
+        url = f"{srv.url}/v1/topics/{topic}/partitions/0/records?max_wait_ms=0"
+        # c0 c1 (0, 1), COMMIT (2), a0 (3), ABORT (4), c2 (5), COMMIT (6), open (7): the LSO is 7.
+        assert read_all(url) == [(0, "c0"), (1, "c1"), (5, "c2")]
+        committed = httpx.get(url).json()
+        assert (committed["next_offset"], committed["last_stable_offset"], committed["high_watermark"]) == (
+            6,
+            7,
+            8,
+        )
+        # The marker at 6 is a hole: the next read moves past it to the LSO, and no further while the
+        # transaction is open.
+        past_marker = httpx.get(f"{url}&offset=6").json()
+        assert (past_marker["records"], past_marker["next_offset"]) == ([], 7)
+        assert httpx.get(f"{url}&offset=7").json()["records"] == []
+        everything = read_all(f"{url}&isolation=read_uncommitted")
+        assert [v for _, v in everything] == ["c0", "c1", "a0", "c2", "open"]
+        p.commit_transaction(30)
+        after = httpx.get(f"{url}&offset=7").json()
+        assert [(r["offset"], r["value"]) for r in after["records"]] == [(7, "open")]
+        tail = httpx.get(f"{url}&offset={after['next_offset']}").json()
+        assert (tail["records"], tail["next_offset"]) == ([], 9)  # past the last marker: never stalls on one
+        offsets = httpx.get(f"{srv.url}/v1/topics/{topic}/partitions/0/offsets").json()
+        assert offsets == {"log_start_offset": 0, "high_watermark": 9, "last_stable_offset": 9}
