@@ -42,6 +42,7 @@ from planner.retain import retain_mask
 from planner.stats import JobOutcome, JobStats
 from planner.streams import ForwardReader
 from planner.throttle import ReadThrottle
+from planner.txn_filter import TxnFilter
 from storage import fileformat, records
 from storage.clock import Clock
 from storage.errors import StrataError, UnknownTopic
@@ -204,16 +205,18 @@ class JobRun:
         dedup = config is not None and config.compacted
         runs, covers_prefix, cleaned_offset = self._runs(topic, partition, chunks, dedup)
         map_end = -1
+        txns = TxnFilter.load(self.metadata, topic, partition) if dedup else None
         if dedup:
             assert config is not None
+            assert txns is not None
             with self.on_phase("pass1"):
-                map_end = self._pass1(chunks, cleaned_offset if covers_prefix else 0, config)
+                map_end = self._pass1(chunks, cleaned_offset if covers_prefix else 0, config, txns)
             self.stats.partitions_deduplicated += 1
             if covers_prefix and map_end >= 0:
                 runs = _split_at(runs, map_end + 1)  # the new cleaned offset: see _split_at
         for run in runs:
             with self.on_phase("pass2"):
-                self._pass2(topic, partition, run, dedup, map_end, covers_prefix, config)
+                self._pass2(topic, partition, run, map_end, covers_prefix, config, txns)
         self.map.clear()
         if dedup and covers_prefix and map_end >= 0:
             return CleanedUpTo(topic, partition, map_end + 1)
@@ -263,8 +266,9 @@ class JobRun:
         fileformat.verify_chunk(data, fc.chunk.crc, object_key=fc.chunk.object_key)
         return data
 
-    def _pass1(self, chunks: list[FileChunk], start: int, config: TopicConfig) -> int:
-        """Fill the map from ``start``; returns the last offset it covers (-1: none)."""
+    def _pass1(self, chunks: list[FileChunk], start: int, config: TopicConfig, txns: TxnFilter) -> int:
+        """Fill the map from ``start`` up to the last stable offset, aborted transactions left out
+        (planner/txn_filter.py); returns the last offset it covers (-1: none)."""
         started = self.clock.monotonic()
         # Without a minimum lag every record is cleanable, even one stamped ahead of this worker's clock
         # (CreateTime comes from producers): checking it would stall cleaning behind that chunk.
@@ -287,7 +291,16 @@ class JobRun:
                 key_offsets: list[I64] = []
                 pending = 0
                 last_seen = -1
+                stable = False
                 for header, view in records.iter_batches(data, verify_crc=False):
+                    base = chunk.base_offset + header.base_offset
+                    if base >= txns.stable:
+                        stable = True  # an open transaction's records, or later ones: never cleaned
+                        break
+                    if txns.aborted_batch(header, base):
+                        if base + header.last_offset_delta >= start:  # decided, but not a value
+                            last_seen = base + header.last_offset_delta
+                        continue
                     cols = scan_columns(view, header, chunk.base_offset, self.hasher.key_a, self.hasher.key_b)
                     wanted = cols.offsets >= start
                     if not wanted.any():
@@ -308,6 +321,8 @@ class JobRun:
                     return full_at
                 if last_seen >= 0:
                     map_end = last_seen
+                if stable:
+                    break
             return map_end
         finally:
             self.stats.map_utilization = max(self.stats.map_utilization, offset_map.utilization)
@@ -329,12 +344,15 @@ class JobRun:
         topic: str,
         partition: int,
         run: list[FileChunk],
-        dedup: bool,
         map_end: int,
         can_drop_tombstones: bool,
         config: TopicConfig | None,
+        txns: TxnFilter | None,
     ) -> None:
+        """Copy or filter ``run`` into output pieces. ``txns``: the partition is deduplicated (a compacted
+        topic's), and its aborted transactions' batches are dropped."""
         started = self.clock.monotonic()
+        dedup = txns is not None
         dense = not dedup and all(_dense(fc.chunk) for fc in run) and _contiguous(run)
         piece = Piece(run[0].chunk.base_offset)
         horizon = self.now_ms + (config.delete_retention_ms if config is not None else 0)
@@ -354,7 +372,7 @@ class JobRun:
             for header, view in records.iter_batches(data, verify_crc=False):
                 if dense:
                     _copy_batch(piece, view, header, chunk)
-                else:
+                elif txns is None or not txns.aborted_batch(header, chunk.base_offset + header.base_offset):
                     self._filter_batch(piece, view, header, chunk, rule, config)
             if dense:
                 piece.min_ts = min(piece.min_ts, chunk.min_timestamp)

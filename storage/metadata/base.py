@@ -196,6 +196,10 @@ class DamageLog(Protocol):
 class CompactionCatalog(TopicReader, DamageLog, Protocol):
     """What the planner, the worker and retention read and write: stats, files, chunks, jobs, the swap."""
 
+    def aborted_txns(self, topic: str, partition: int, first: int, last: int) -> list[AbortedTxn]:
+        """The aborted transactions whose range meets ``first`` .. ``last`` (a clean job drops them)."""
+        ...
+
     # --- what the planner reads ------------------------------------------------------------------------
     def partition_stats(self, topic: str | None = None) -> list[PartitionStats]:
         """Stats of every partition of ``topic`` (UnknownTopic if it does not exist), or of all topics
