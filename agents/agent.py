@@ -145,7 +145,7 @@ class Agent:
         )
         self.fetcher = Fetcher(store, metadata, self.cache, self.watch, clock)
         self.groups = GroupCoordinator(metadata, clock, config.group_limits)
-        self.transactions = TransactionCoordinator(metadata, clock, self.watch, config.txn_limits)
+        self.transactions = TransactionCoordinator(metadata, clock, self.watch, config.txn_limits, metrics)
         self._topics: dict[str, CachedTopic] = {}
         self._reloads: dict[str, asyncio.Task[None]] = {}
         self._inflight_keys: dict[str, asyncio.Future[RecordOffsets]] = {}

@@ -88,6 +88,21 @@ class Metrics:
         self.flush_seconds = Histogram(
             "strata_flush_seconds", "Upload + commit time of a flush", buckets=_LATENCY_BUCKETS, registry=r
         )
+        # Transactions (agents/transactions.py): ends by outcome (commit, abort, timeout: the sweep's aborts),
+        # EndTxn's latency, and what the last sweep saw of the transactions open on every agent.
+        self.txn_ends = Counter("strata_txn_ends", "Transactions ended, by outcome", ["outcome"], registry=r)
+        self.txn_end_seconds = Histogram(
+            "strata_txn_end_seconds",
+            "EndTxn latency (one metadata transaction)",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.txn_open = Gauge("strata_txn_open", "Transactions open, at the last timeout sweep", registry=r)
+        self.txn_oldest_open_seconds = Gauge(
+            "strata_txn_oldest_open_seconds",
+            "Age of the oldest open transaction at the last sweep",
+            registry=r,
+        )
         self.buffer_bytes = Gauge("strata_buffer_bytes", "Bytes held by the produce buffer", registry=r)
         self.cache_bytes = Gauge("strata_cache_bytes", "Bytes held by the fetch cache", registry=r)
         r.register(_RequestCollector(counters))

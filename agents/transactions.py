@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from agents import group_state as gs
 from agents.group_coordinator import group_of
+from agents.metrics import Metrics
 from agents.watch import PartitionWatch
 from storage.clock import Clock
 from storage.errors import StrataError
@@ -43,24 +44,20 @@ class TxnLimits:
     id_expiration_ms: int = TRANSACTIONAL_ID_EXPIRATION_MS
 
 
-@dataclass(slots=True)
-class TxnCounts:
-    """What the coordinator did, for the metrics (agents/metrics.py reads them at scrape time)."""
-
-    commits: int = 0
-    aborts: int = 0
-    timed_out: int = 0
-
-
 class TransactionCoordinator:
     def __init__(
-        self, store: TransactionStore, clock: Clock, watch: PartitionWatch, limits: TxnLimits
+        self,
+        store: TransactionStore,
+        clock: Clock,
+        watch: PartitionWatch,
+        limits: TxnLimits,
+        metrics: Metrics,
     ) -> None:
         self.store = store
         self.clock = clock
         self.watch = watch
         self.limits = limits
-        self.counts = TxnCounts()
+        self.metrics = metrics
 
     async def init_producer(
         self, transactional_id: str, timeout_ms: int, expected: ProducerIdAndEpoch | None
@@ -74,7 +71,7 @@ class TransactionCoordinator:
             self.clock.now_ms(),
         )
         if aborted:
-            self.counts.aborts += 1
+            self.metrics.txn_ends.labels("abort").inc()
             self.watch.notify(aborted)
         return given
 
@@ -124,24 +121,27 @@ class TransactionCoordinator:
         )
 
     async def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> EndedTxn:
+        started = self.clock.monotonic()
         ended = await asyncio.to_thread(
             self.store.end_txn, transactional_id, producer_id, epoch, commit, self.clock.now_ms()
         )
+        self.metrics.txn_end_seconds.observe(self.clock.monotonic() - started)
         if ended.changed:
-            if commit:
-                self.counts.commits += 1
-            else:
-                self.counts.aborts += 1
+            self.metrics.txn_ends.labels("commit" if commit else "abort").inc()
             self.watch.notify(ended.partitions)
         return ended
 
     async def sweep(self) -> None:
         """Abort the transactions past their timeout (every agent runs this; each row is swept once)."""
-        marked = await asyncio.to_thread(self.store.abort_timed_out_transactions, self.clock.now_ms())
+        now = self.clock.now_ms()
+        marked = await asyncio.to_thread(self.store.abort_timed_out_transactions, now)
         if marked:
-            self.counts.timed_out += 1
+            self.metrics.txn_ends.labels("timeout").inc()
             self.watch.notify(marked)
             log.info("aborted timed-out transactions; %d partition(s) marked", len(marked))
+        count, oldest = await asyncio.to_thread(self.store.open_transactions, now)
+        self.metrics.txn_open.set(count)
+        self.metrics.txn_oldest_open_seconds.set(0 if oldest is None else max(now - oldest, 0) / 1000)
 
     async def expire(self) -> int:
         before = self.clock.now_ms() - self.limits.id_expiration_ms

@@ -159,6 +159,10 @@ class TransactionStore(Protocol):
 
     def expire_transactional_ids(self, before_ms: int) -> int: ...
 
+    def open_transactions(self, now_ms: int) -> tuple[int, int | None]:
+        """How many transactions are open, and when the oldest began (None: none is open)."""
+        ...
+
     def describe_transaction(self, transactional_id: str) -> TxnDescription:
         """Raises TransactionalIdNotFound."""
         ...

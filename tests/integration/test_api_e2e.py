@@ -134,7 +134,13 @@ def test_long_poll_wakes_on_new_data(server: RunningServer) -> None:
 def test_fetch_at_high_watermark_without_wait_is_empty(server: RunningServer) -> None:
     server.create_topic("e")
     body = server.fetch("e", 0, 0).json()
-    assert body == {"records": [], "next_offset": 0, "high_watermark": 0, "log_start_offset": 0}
+    assert body == {
+        "records": [],
+        "next_offset": 0,
+        "high_watermark": 0,
+        "log_start_offset": 0,
+        "last_stable_offset": 0,
+    }
 
 
 def test_fetch_out_of_range_gives_valid_range(server: RunningServer) -> None:
@@ -293,6 +299,8 @@ def test_health_and_metrics(server: RunningServer) -> None:
         "strata_flush_partitions_bucket",
         'strata_object_store_requests_total{kind="PUT"}',
         "strata_buffer_bytes",
+        "strata_txn_open",
+        "strata_txn_end_seconds_bucket",
     ):
         assert name in text, name
 

@@ -15,11 +15,13 @@ from storage.metadata.sql.security import SecurityQueries
 from storage.metadata.sql.stats import StatsQueries
 from storage.metadata.sql.topics import TopicQueries
 from storage.metadata.sql.transactions import TransactionQueries
+from storage.metadata.sql.txn_reads import TransactionReads
 
 
 class SqlMetadataStore(
     TopicQueries,  # TopicReader, AdminStore (topics)
-    TransactionQueries,  # TransactionStore, LogStore (markers); a GroupQueries (groups)
+    TransactionQueries,  # TransactionStore; a GroupQueries (groups)
+    TransactionReads,  # TransactionStore (describes), LogStore and CompactionCatalog (markers, aborted)
     FlushQueries,  # LogStore (commit_flush, idempotency)
     ReadQueries,  # LogStore (find_chunks), CompactionCatalog (reads)
     JobQueries,  # CompactionCatalog (jobs)

@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from storage.errors import (
     InvalidTxnState,
     StrataError,
-    TransactionalIdNotFound,
 )
 from storage.metadata.rows import GroupRow, OffsetToCommit, ProducerIdAndEpoch
 from storage.metadata.sql.core import (
@@ -36,15 +35,10 @@ from storage.metadata.sql.core import (
     values,
 )
 from storage.metadata.sql.groups import GroupQueries
-from storage.metadata.sql.producers import last_sequence_of, new_producer_id
+from storage.metadata.sql.producers import new_producer_id
 from storage.metadata.txn_state import (
-    AbortedTxn,
-    ActiveProducer,
     EndedTxn,
     Txn,
-    TxnDescription,
-    TxnMarker,
-    TxnPartition,
     TxnState,
     begun,
     bumped,
@@ -57,13 +51,13 @@ from storage.metadata.txn_state import (
     timed_out,
 )
 
-_TXN_COLUMNS = (
+TXN_COLUMNS = (
     "transactional_id, producer_id, epoch, last_producer_id, last_epoch, state, timeout_ms, started_ms,"
     " updated_ms"
 )
 
 
-def _txn(r: Row) -> Txn:
+def txn_row(r: Row) -> Txn:
     return Txn(
         str(r[0]),
         int(r[1]),
@@ -94,7 +88,7 @@ class TransactionQueries(GroupQueries):
             if txn is None:
                 given = ProducerIdAndEpoch(new_producer_id(tx, now_ms), 0)
                 tx.execute(
-                    f"INSERT INTO transactions ({_TXN_COLUMNS}) VALUES (?, ?, ?, -1, -1, ?, ?, NULL, ?)",
+                    f"INSERT INTO transactions ({TXN_COLUMNS}) VALUES (?, ?, ?, -1, -1, ?, ?, NULL, ?)",
                     (
                         transactional_id,
                         given.producer_id,
@@ -284,90 +278,14 @@ class TransactionQueries(GroupQueries):
             what="expire_transactional_ids",
         )
 
-    # --- reads ---------------------------------------------------------------------------------------------
-    def describe_transaction(self, transactional_id: str) -> TxnDescription:
-        def work(tx: Tx) -> TxnDescription:
-            txn = self._lock_txn(tx, transactional_id, "")
-            if txn is None:
-                raise TransactionalIdNotFound(f"no transaction has the id {transactional_id!r}")
-            parts = [
-                TxnPartition(str(r[0]), int(r[1]), None if r[2] is None else int(r[2]))
-                for r in tx.all(
-                    "SELECT topic, partition_id, first_offset FROM txn_partitions"
-                    " WHERE transactional_id = ? AND producer_id = ?"
-                    f" ORDER BY topic{self._d.binary_collation}, partition_id",
-                    (transactional_id, txn.producer_id),
-                )
-            ]
-            groups = [
-                str(r[0])
-                for r in tx.all(
-                    "SELECT group_id FROM txn_groups WHERE transactional_id = ?"
-                    f" ORDER BY group_id{self._d.binary_collation}",
-                    (transactional_id,),
-                )
-            ]
-            return TxnDescription(txn, parts, groups)
-
-        return self._backend.run(work, write=False, what="describe_transaction")
-
-    def list_transactions(self) -> list[Txn]:
-        rows = self._backend.run(
-            lambda tx: tx.all(
-                f"SELECT {_TXN_COLUMNS} FROM transactions ORDER BY transactional_id{self._d.binary_collation}"
-            ),
-            write=False,
-            what="list_transactions",
-        )
-        return [_txn(r) for r in rows]
-
-    def txn_markers(self, topic: str, partition: int, first: int, last: int) -> list[TxnMarker]:
-        """The markers at offsets ``first`` .. ``last`` of a partition, by offset."""
-        rows = self._backend.run(
-            lambda tx: tx.all(
-                "SELECT marker_offset, producer_id, epoch, is_commit, timestamp_ms FROM txn_markers"
-                " WHERE topic = ? AND partition_id = ? AND marker_offset >= ? AND marker_offset <= ?"
-                " ORDER BY marker_offset",
-                (topic, partition, first, last),
-            ),
-            write=False,
-            what="txn_markers",
-        )
-        return [TxnMarker(int(r[0]), int(r[1]), int(r[2]), bool(r[3]), int(r[4])) for r in rows]
-
-    def aborted_txns(self, topic: str, partition: int, first: int, last: int) -> list[AbortedTxn]:
-        """The aborted transactions whose range meets offsets ``first`` .. ``last``, by first offset."""
-        rows = self._backend.run(
-            lambda tx: tx.all(
-                "SELECT producer_id, first_offset, last_offset FROM aborted_txns"
-                " WHERE topic = ? AND partition_id = ? AND last_offset >= ? AND first_offset <= ?"
-                " ORDER BY first_offset, last_offset",
-                (topic, partition, first, last),
-            ),
-            write=False,
-            what="aborted_txns",
-        )
-        return [AbortedTxn(int(r[0]), int(r[1]), int(r[2])) for r in rows]
-
-    def pending_txn_offsets(self, group: str) -> set[tuple[str, int]]:
-        """The partitions with offsets of an open transaction for ``group`` (OffsetFetch's require_stable)."""
-        rows = self._backend.run(
-            lambda tx: tx.all(
-                "SELECT DISTINCT topic, partition_id FROM txn_offsets WHERE group_id = ?", (group,)
-            ),
-            write=False,
-            what="pending_txn_offsets",
-        )
-        return {(str(r[0]), int(r[1])) for r in rows}
-
     # --- helpers -------------------------------------------------------------------------------------------
     def _lock_txn(self, tx: Tx, transactional_id: str, lock: str | None = None) -> Txn | None:
         row = tx.one(
-            f"SELECT {_TXN_COLUMNS} FROM transactions WHERE transactional_id = ?"
+            f"SELECT {TXN_COLUMNS} FROM transactions WHERE transactional_id = ?"
             f"{self._d.for_update if lock is None else lock}",
             (transactional_id,),
         )
-        return None if row is None else _txn(row)
+        return None if row is None else txn_row(row)
 
     def _store_txn(self, tx: Tx, txn: Txn, timeout_ms: int) -> None:
         tx.execute(
@@ -462,33 +380,3 @@ class TransactionQueries(GroupQueries):
         )
         tx.execute("DELETE FROM txn_groups WHERE transactional_id = ?", (txn.transactional_id,))
         return [(t, p) for t, p, _ in markers]
-
-    def describe_producers(self, topic: str, partition: int) -> list[ActiveProducer]:
-        """The producers a partition remembers (DescribeProducers), with where their open transaction
-        begins there (-1: none)."""
-
-        def work(tx: Tx) -> list[ActiveProducer]:
-            if (
-                tx.one("SELECT 1 FROM partitions WHERE topic = ? AND partition_id = ?", (topic, partition))
-                is None
-            ):
-                raise missing_partition(tx, topic, partition)
-            rows = tx.all(
-                "SELECT s.producer_id, s.epoch, s.batches, s.last_ms, t.first_offset FROM producer_state s"
-                " LEFT JOIN txn_partitions t ON t.topic = s.topic AND t.partition_id = s.partition_id"
-                " AND t.producer_id = s.producer_id"
-                " WHERE s.topic = ? AND s.partition_id = ? ORDER BY s.producer_id",
-                (topic, partition),
-            )
-            return [
-                ActiveProducer(
-                    int(r[0]),
-                    int(r[1]),
-                    last_sequence_of(str(r[2])),
-                    int(r[3]),
-                    -1 if r[4] is None else int(r[4]),
-                )
-                for r in rows
-            ]
-
-        return self._backend.run(work, write=False, what="describe_producers")
