@@ -282,6 +282,15 @@ HTTP: dict[tuple[str, str], Rule] = {
         _n(GROUP, Op.DESCRIBE, Name.GROUP), _n(TOPIC, Op.DESCRIBE, Name.TOPIC, filters=True)
     ),
     ("POST", _G + "/offsets/reset"): needs(_n(GROUP, Op.READ, Name.GROUP), _n(TOPIC, Op.READ, Name.TOPIC)),
+    ("GET", "/v1/transactions"): needs(
+        _n(TRANSACTIONAL_ID, Op.DESCRIBE, Name.TRANSACTIONAL_ID, filters=True),
+        _n(TOPIC, Op.DESCRIBE, Name.TOPIC, filters=True),
+    ),
+    # As kafka-transactions --abort: the producer's own permission on its id (Kafka's tool also needs
+    # WRITE on the topics, for the markers WriteTxnMarkers writes; here the coordinator writes them).
+    ("POST", "/v1/transactions/{transactional_id}/abort"): needs(
+        _n(TRANSACTIONAL_ID, Op.WRITE, Name.TRANSACTIONAL_ID)
+    ),
     ("GET", "/v1/cluster"): _CLUSTER_DESCRIBE,
     ("GET", "/v1/metrics/history"): _CLUSTER_DESCRIBE,
     ("GET", "/v1/acls"): _CLUSTER_DESCRIBE,

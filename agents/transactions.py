@@ -143,6 +143,12 @@ class TransactionCoordinator:
         self.metrics.txn_open.set(count)
         self.metrics.txn_oldest_open_seconds.set(0 if oldest is None else max(now - oldest, 0) / 1000)
 
+    async def abort(self, transactional_id: str) -> None:
+        """An operator's abort (kafka-transactions --abort): fence the producer, abort what it has open."""
+        marked = await asyncio.to_thread(self.store.abort_transaction, transactional_id, self.clock.now_ms())
+        self.metrics.txn_ends.labels("abort").inc()
+        self.watch.notify(marked)
+
     async def expire(self) -> int:
         before = self.clock.now_ms() - self.limits.id_expiration_ms
         return await asyncio.to_thread(self.store.expire_transactional_ids, before)

@@ -21,7 +21,7 @@ from api import models
 from api.context import HttpContext
 from api.errors import error_response, install_error_handlers
 from api.middleware import Admission, LimitsAndAuth
-from api.routes import browse, cluster, groups, ops, records, security, topics, ui
+from api.routes import browse, cluster, groups, ops, records, security, topics, transactions, ui
 from api.routes import compaction as compaction_routes
 
 
@@ -46,7 +46,7 @@ def create_app(
         admission=Admission(functools.partial(ctx.agent.buffer.reserve, arriving=True)),
         body_timeout_s=ctx.limits.body_timeout_ms / 1000,
     )
-    for module in (topics, records, browse, groups, cluster, security, ops, ui):
+    for module in (topics, records, browse, groups, transactions, cluster, security, ops, ui):
         app.include_router(module.router)
     app.include_router(compaction_routes.router)  # jobs, partition detail, compaction history
     app.mount("/ui/assets", ui.assets(), name="ui-assets")

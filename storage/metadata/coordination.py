@@ -157,6 +157,11 @@ class TransactionStore(Protocol):
         """Abort (and fence) the transactions open longer than their timeout; the partitions marked."""
         ...
 
+    def abort_transaction(self, transactional_id: str, now_ms: int) -> list[tuple[str, int]]:
+        """Fence the producer and abort its open transaction (an operator's abort); the partitions marked.
+        Raises TransactionalIdNotFound, or InvalidTxnState when nothing is open."""
+        ...
+
     def expire_transactional_ids(self, before_ms: int) -> int: ...
 
     def open_transactions(self, now_ms: int) -> tuple[int, int | None]:

@@ -27,7 +27,12 @@ from tests.fixtures.server import RunningServer
 
 pytestmark = pytest.mark.integration
 
-CODES = {ResourceType.TOPIC: 40301, ResourceType.GROUP: 40302, ResourceType.CLUSTER: 40303}
+CODES = {
+    ResourceType.TOPIC: 40301,
+    ResourceType.GROUP: 40302,
+    ResourceType.CLUSTER: 40303,
+    ResourceType.TRANSACTIONAL_ID: 40304,
+}
 AUTH = {"Authorization": "Basic " + base64.b64encode(f"{PROBE}:{PROBE_PASSWORD}".encode()).decode()}
 
 
@@ -69,18 +74,32 @@ class Names:
         self.meta.commit_group_offsets(name, [(topic, 0, 1)], 0)
         return name
 
+    def transaction(self, topic: str) -> str:
+        """An open transaction writing to ``topic`` (partition 0)."""
+        name = f"walk-tx-{next(self._n)}"
+        given, _ = self.meta.init_transactional_producer(name, 60_000, 900_000, None, 0)
+        assert self.meta.add_partitions_to_txn(name, given.producer_id, given.epoch, [(topic, 0)], 0) == {}
+        return name
+
 
 def call(method: str, path: str, need: Need, names: Names) -> Call:
     t = names.topic()
     g = names.group(t)
     url = path.replace("{topic}", t).replace("{partition}", "0").replace("{group}", g)
     url = url.replace("{user}", "walker").replace("{mechanism}", "SCRAM-SHA-256")
+    txn = names.transaction(t)
+    url = url.replace("{transactional_id}", txn)
     listed: dict[tuple[str, str], Callable[[httpx.Response], bool]] = {
         ("GET", "/v1/topics"): lambda r: t in r.json()["topics"],
         ("GET", "/v1/groups"): lambda r: g in [x["group"] for x in r.json()["groups"]],
         ("GET", "/v1/groups/{group}"): lambda r: t in [p["topic"] for p in r.json()["partitions"]],
         ("GET", "/v1/groups/{group}/offsets"): lambda r: t in [o["topic"] for o in r.json()["offsets"]],
         ("GET", "/v1/topics/{topic}"): lambda r: bool(r.json()["configs"]),
+        ("GET", "/v1/transactions"): lambda r: (
+            any(p["topic"] == t for x in r.json()["transactions"] for p in x["partitions"])
+            if need.resource is ResourceType.TOPIC
+            else txn in [x["transactional_id"] for x in r.json()["transactions"]]
+        ),
     }
     if need.filters and (method, path) == ("GET", "/v1/compaction/jobs"):
         return Call(method, url + f"?topic={t}")  # naming one topic is refused, as for the others

@@ -226,3 +226,38 @@ def test_http_reads_committed_records_by_default(tmp_path: Path) -> None:
         assert (tail["records"], tail["next_offset"]) == ([], 9)  # past the last marker: never stalls on one
         offsets = httpx.get(f"{srv.url}/v1/topics/{topic}/partitions/0/offsets").json()
         assert offsets == {"log_start_offset": 0, "high_watermark": 9, "last_stable_offset": 9}
+
+
+def test_operators_list_and_abort_a_transaction_over_http(tmp_path: Path) -> None:
+    topic = "txn-ops"
+    with run_server(local_settings(tmp_path)) as srv:
+        p = producer(srv.kafka_bootstrap, "tx-ops")
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce(topic, value=b"held", partition=0)
+        p.flush(30)
+        listed = httpx.get(f"{srv.url}/v1/transactions", params={"state": "Ongoing"}).json()["transactions"]
+        [txn] = [t for t in listed if t["transactional_id"] == "tx-ops"]
+        assert (txn["state"], txn["hanging"], txn["partitions"]) == (
+            "Ongoing",
+            False,
+            [{"topic": topic, "partition": 0, "first_offset": 0}],
+        )
+        offsets = f"{srv.url}/v1/topics/{topic}/partitions/0/offsets"
+        assert httpx.get(offsets).json()["last_stable_offset"] == 0
+        aborted = httpx.post(f"{srv.url}/v1/transactions/tx-ops/abort")
+        assert aborted.status_code == 200, aborted.text
+        assert (aborted.json()["state"], aborted.json()["producer_epoch"]) == ("CompleteAbort", 1)
+        # The marker moved the LSO past the aborted record; the fenced producer cannot commit.
+        assert httpx.get(offsets).json() == {
+            "log_start_offset": 0,
+            "high_watermark": 2,
+            "last_stable_offset": 2,
+        }
+        with pytest.raises(KafkaException) as fenced:
+            p.commit_transaction(30)
+        assert fenced.value.args[0].fatal() or not fenced.value.args[0].retriable(), fenced.value.args[0]
+        again = httpx.post(f"{srv.url}/v1/transactions/tx-ops/abort")
+        assert (again.status_code, again.json()["error_code"]) == (422, 42217)
+        missing = httpx.post(f"{srv.url}/v1/transactions/nobody/abort")
+        assert (missing.status_code, missing.json()["error_code"]) == (404, 40407)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from storage.errors import (
     InvalidTxnState,
     StrataError,
+    TransactionalIdNotFound,
 )
 from storage.metadata.rows import GroupRow, OffsetToCommit, ProducerIdAndEpoch
 from storage.metadata.sql.core import (
@@ -257,14 +258,32 @@ class TransactionQueries(GroupQueries):
                 txn = self._lock_txn(tx, transactional_id, self._d.for_update + self._d.skip_locked)
                 if txn is None or not timed_out(txn, now_ms):
                     return []  # ended meanwhile, or being changed by someone else right now
-                fenced = fenced_pair(txn) or ProducerIdAndEpoch(new_producer_id(tx, now_ms), 0)
-                aborting = bumped(txn, fenced, now_ms, retry_from_current=False)
-                done = self._end_txn(tx, aborting, False, now_ms, producer_id=txn.producer_id)
-                self._store_txn(tx, ended(aborting, False, now_ms), txn.timeout_ms)
-                return done
+                return self._fence_and_abort(tx, txn, now_ms)
 
             touched.extend(self._backend.run(work, write=True, what="abort_timed_out_transaction"))
         return touched
+
+    def abort_transaction(self, transactional_id: str, now_ms: int) -> list[tuple[str, int]]:
+        def work(tx: Tx) -> list[tuple[str, int]]:
+            txn = self._lock_txn(tx, transactional_id)
+            if txn is None:
+                raise TransactionalIdNotFound(f"no transaction has the id {transactional_id!r}")
+            if txn.state is not TxnState.ONGOING:
+                raise InvalidTxnState(
+                    f"transactional id {transactional_id!r} is {txn.state.value}: nothing is open"
+                )
+            return self._fence_and_abort(tx, txn, now_ms)
+
+        return self._backend.run(work, write=True, what="abort_transaction")
+
+    def _fence_and_abort(self, tx: Tx, txn: Txn, now_ms: int) -> list[tuple[str, int]]:
+        """Epoch + 1 (a new producer id once exhausted), then abort the open transaction with the new pair,
+        as Kafka's ``prepareFenceProducerEpoch``: the old pair's requests are refused from now on."""
+        fenced = fenced_pair(txn) or ProducerIdAndEpoch(new_producer_id(tx, now_ms), 0)
+        aborting = bumped(txn, fenced, now_ms, retry_from_current=False)
+        done = self._end_txn(tx, aborting, False, now_ms, producer_id=txn.producer_id)
+        self._store_txn(tx, ended(aborting, False, now_ms), txn.timeout_ms)
+        return done
 
     def expire_transactional_ids(self, before_ms: int) -> int:
         """Forget the ids idle since ``before_ms`` with no open transaction
