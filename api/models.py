@@ -77,6 +77,9 @@ class PartitionInfo(BaseModel):
     partition: int
     log_start_offset: int
     high_watermark: int
+    # Below it every Kafka transaction has ended: read_committed readers stop here (the high watermark
+    # when no transaction is open).
+    last_stable_offset: int | None = None
     cleaned_offset: int = 0
     dirty_ratio: float = 0.0
     live_bytes: int = 0

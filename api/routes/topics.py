@@ -32,6 +32,7 @@ async def topic_out(ctx: HttpContext, name: str, *, with_configs: bool = True) -
     meta = ctx.metadata
     info = await asyncio.to_thread(meta.get_topic, name)
     stats = await asyncio.to_thread(meta.partition_stats, name)
+    stable = {s.partition: s.last_stable_offset for s in await asyncio.to_thread(meta.partition_states, name)}
     levels = await asyncio.to_thread(meta.level_stats, name)
     return models.TopicOut(
         name=info.name,
@@ -41,6 +42,7 @@ async def topic_out(ctx: HttpContext, name: str, *, with_configs: bool = True) -
                 partition=s.partition,
                 log_start_offset=s.log_start_offset,
                 high_watermark=s.high_watermark,
+                last_stable_offset=stable.get(s.partition, s.high_watermark),
                 cleaned_offset=s.cleaned_offset,
                 dirty_ratio=cm.shown_ratio(s.dirty_bytes, s.live_bytes),
                 live_bytes=s.live_bytes,

@@ -330,3 +330,34 @@ def test_topic_list_pages_through_many_topics(browser: Browser, srv: RunningServ
     page.click("text=Search")
     expect(rows).to_have_count(10)
     expect(rows.last).to_contain_text("t09999")
+
+
+def test_an_operator_sees_the_lso_and_aborts_a_hanging_transaction(
+    browser: Browser, srv: RunningServer
+) -> None:
+    from confluent_kafka import KafkaException, Producer
+
+    topic = "console-txn"
+    srv.create_topic(topic)
+    producer = Producer({"bootstrap.servers": srv.kafka_bootstrap, "transactional.id": "console-copier"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"held", partition=0)
+    producer.flush(30)
+    page = open_page(browser, f"{srv.url}/ui#/topics/{topic}")
+    # One record of an open transaction: the high watermark is 1, read_committed readers stop at 0.
+    expect(page.locator("table").first).to_contain_text("Last stable")
+    page.goto(f"{srv.url}/ui#/transactions")
+    row = page.locator("tr", has_text="console-copier")
+    expect(row).to_contain_text(f"{topic}/0 @ 0")
+    page.click("button[data-txn='console-copier']")
+    expect(page.locator("#confirm")).to_be_visible()
+    page.fill("#confirm-typed", "console-copier")
+    page.click("#confirm-ok")
+    expect(page.locator("#flash .msg").last).to_contain_text("Aborted the transaction of console-copier")
+    expect(page.locator("#transactions")).to_contain_text("No transaction is open.")
+    offsets = srv.client.get(f"/v1/topics/{topic}/partitions/0/offsets").json()
+    assert offsets == {"log_start_offset": 0, "high_watermark": 2, "last_stable_offset": 2}
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(30)  # fenced
+    assert page.errors == []  # type: ignore[attr-defined]

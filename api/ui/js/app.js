@@ -8,6 +8,7 @@ import * as records from "./records.js";
 import * as groups from "./groups.js";
 import * as compaction from "./compaction.js";
 import * as access from "./access.js";
+import * as transactions from "./transactions.js";
 
 const ROUTES = [
   [/^#?\/?$/, overview.render, "overview"],
@@ -16,6 +17,7 @@ const ROUTES = [
   [/^#\/topics\/([^/]+)\/records$/, records.render, "topics"],
   [/^#\/groups$/, groups.renderList, "groups"],
   [/^#\/groups\/([^/]+)$/, groups.renderGroup, "groups"],
+  [/^#\/transactions$/, transactions.render, "transactions"],
   [/^#\/compaction$/, compaction.render, "compaction"],
   [/^#\/access$/, access.render, "access"],
 ];

@@ -79,11 +79,14 @@ export async function renderTopic(main, [name]) {
       h("a", { href: `#/topics/${enc}/records`, id: "tab-records" }, "Records")),
   );
   const parts = await api(`/v1/topics/${enc}/partitions`, { query: { limit: 1000 } });
+  // Kafka transactions: read_committed readers stop at the last stable offset (an open transaction's start).
+  const stable = new Map(topic.partitions.map((p) => [p.partition, p.last_stable_offset]));
   main.append(h("h2", {}, "Partitions"), table(
     [
       { label: "Partition", cell: (p) => p.partition, num: true },
       { label: "Log start", cell: (p) => num(p.log_start_offset), num: true },
       { label: "High watermark", cell: (p) => num(p.high_watermark), num: true },
+      { label: "Last stable", cell: (p) => num(stable.has(p.partition) ? stable.get(p.partition) : p.high_watermark), num: true },
       { label: "Cleaned to", cell: (p) => num(p.cleaned_offset), num: true },
       { label: "Records", cell: (p) => num(p.records), num: true },
       { label: "Bytes by level", cell: (p) => p.bytes_by_level.map((l) => `L${l.level}: ${bytes(l.bytes)} (${l.files} files)`).join(" · ") || "–" },
