@@ -45,6 +45,7 @@ class Settings:
     abort_rate: float = 0.1
     crash_rate: float = 0.03
     offsets_rate: float = 0.3
+    isolation: str = "read_committed"
 
 
 class Worker:
@@ -55,7 +56,9 @@ class Worker:
         self.log = HistoryWriter(s.history, self.process)
         self.next_value = s.worker * VALUES_PER_WORKER
         self.incarnation = 0
-        self.consumer: Consumer = read_committed_consumer(s.bootstrap, f"{s.topic}-{self.process}")
+        self.consumer: Consumer = read_committed_consumer(
+            s.bootstrap, f"{s.topic}-{self.process}", **{"isolation.level": s.isolation}
+        )
         self.assignment = [TopicPartition(s.topic, p, 0) for p in range(s.partitions)]
         self.consumer.assign(self.assignment)
         self.producer = self._incarnate()
@@ -239,6 +242,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, required=True)
     parser.add_argument("--history", type=Path, required=True)
     parser.add_argument("--txn-timeout-ms", type=int, default=10_000)
+    parser.add_argument("--isolation", default="read_committed")
     args = parser.parse_args()
     Worker(
         Settings(
@@ -250,6 +254,7 @@ def main() -> None:
             args.seconds,
             args.history,
             args.txn_timeout_ms,
+            isolation=args.isolation,
         )
     ).run()
 

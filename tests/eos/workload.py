@@ -39,9 +39,12 @@ class WorkloadConfig:
     seed: int = 0
     txn_timeout_ms: int = 10_000
     drain_timeout_s: float = 60.0
+    # The workers' consumers; the drain is always read_committed. read_uncommitted is the negative control
+    # that shows the checker finds aborted and uncommitted reads on a real broker.
+    isolation: str = "read_committed"
 
 
-def _worker_env() -> dict[str, str]:
+def worker_env() -> dict[str, str]:
     path = os.environ.get("PYTHONPATH", "")
     return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)}
 
@@ -53,11 +56,11 @@ def start_workers(cfg: WorkloadConfig, out: Path) -> list[subprocess.Popen[bytes
             sys.executable, "-m", "tests.eos.worker", "--bootstrap", cfg.bootstrap, "--topic", cfg.topic,
             "--partitions", str(cfg.partitions), "--worker", str(i), "--seed", str(cfg.seed),
             "--seconds", str(cfg.seconds), "--history", str(out / f"w{i}.jsonl"),
-            "--txn-timeout-ms", str(cfg.txn_timeout_ms),
+            "--txn-timeout-ms", str(cfg.txn_timeout_ms), "--isolation", cfg.isolation,
         ]  # fmt: skip
         with (out / f"w{i}.log").open("wb") as log:
             procs.append(
-                subprocess.Popen(args, cwd=ROOT, env=_worker_env(), stdout=log, stderr=subprocess.STDOUT)
+                subprocess.Popen(args, cwd=ROOT, env=worker_env(), stdout=log, stderr=subprocess.STDOUT)
             )
     return procs
 
