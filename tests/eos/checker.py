@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.eos.cycles import find_cycle, strongly_connected
-from tests.eos.history import DRAIN, FAIL, OK, Op, Poll, Record, Send, TopicPartition, iter_reads
+from tests.eos.history import DRAIN, FAIL, OK, TXN, Op, Poll, Record, Send, TopicPartition, iter_reads
 
 DUPLICATE = "duplicate"
 INCONSISTENT_OFFSETS = "inconsistent-offsets"
@@ -183,9 +183,7 @@ def _reads(ops: list[Op], index: _Index, verdict: Verdict) -> None:
         writer = written.op
         if writer.type == FAIL:
             kind = G1A
-        elif writer.f == "txn" and (
-            writer.end_at is None or poll.at < writer.end_at or writer.end != "commit"
-        ):
+        elif writer.f == TXN and (writer.end_at is None or poll.at < writer.end_at or writer.end != "commit"):
             kind = PRECOMMITTED_READ
         else:
             continue
@@ -292,10 +290,10 @@ def check(ops: Iterable[Op]) -> Verdict:
             verdict.add(ZOMBIE_COMMIT, {"op": op.index, "process": op.process})
     verdict.stats = {
         "ops": len(history),
-        "txns": sum(1 for op in history if op.f == "txn"),
-        "committed": sum(1 for op in history if op.f == "txn" and op.type == OK),
-        "aborted": sum(1 for op in history if op.f == "txn" and op.type == FAIL),
-        "unknown": sum(1 for op in history if op.f == "txn" and op.type not in (OK, FAIL)),
+        "txns": sum(1 for op in history if op.f == TXN),
+        "committed": sum(1 for op in history if op.f == TXN and op.type == OK),
+        "aborted": sum(1 for op in history if op.f == TXN and op.type == FAIL),
+        "unknown": sum(1 for op in history if op.f == TXN and op.type not in (OK, FAIL)),
         "values": len(index.writes),
         "drained": sum(len(o) for o in index.drained.values()),
     }

@@ -42,6 +42,9 @@ INPUT_PARTITIONS = 2
 CALL_TIMEOUT_S = 30.0
 DONE_EXIT = 0
 FATAL_EXIT = 3  # the producer was fenced or failed fatally: restart me
+# Exits the run tolerates that it did not cause (a traceback: a call failed for good); more fail the run.
+MAX_CRASHES = 3
+INIT_DEADLINE_S = 60.0
 
 
 # ---- the copier process -------------------------------------------------------------------------------
@@ -72,7 +75,7 @@ def _producer(a: CopierArgs) -> Producer:
             **QUIET,
         }
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + INIT_DEADLINE_S
     while True:
         try:
             producer.init_transactions(CALL_TIMEOUT_S)
@@ -203,6 +206,8 @@ class Copiers:
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.done: set[int] = set()
         self.starts = 0
+        self.killed: set[int] = set()  # partitions whose copier the run SIGKILLed and not yet restarted
+        self.crashes = 0
 
     def start(self, partition: int) -> None:
         c = self.cfg
@@ -226,6 +231,7 @@ class Copiers:
             return False
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
+        self.killed.add(partition)
         return True
 
     def tend(self) -> None:
@@ -235,8 +241,14 @@ class Copiers:
                 continue
             if proc.returncode == DONE_EXIT:
                 self.done.add(partition)
-            else:
-                self.start(partition)
+                continue
+            if partition not in self.killed and proc.returncode != FATAL_EXIT:
+                self.crashes += 1
+                if self.crashes > MAX_CRASHES:
+                    log = (self.out / f"copier-{partition}.log").read_text(errors="replace")
+                    raise WorkloadError(f"copiers crashed {self.crashes} times; the last log:\n{log[-3000:]}")
+            self.killed.discard(partition)
+            self.start(partition)
 
     def stop(self) -> None:
         for partition in self.procs:

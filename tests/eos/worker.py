@@ -77,7 +77,7 @@ class Worker:
                 **QUIET,
             }
         )
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 60
         while True:
             try:
                 producer.init_transactions(CALL_TIMEOUT_S)
