@@ -5,11 +5,12 @@ TransactionalMessageCopier) in Python, with confluent-kafka.
 * One copier process per input partition (``python -m tests.eos.copier``): a read_committed consumer on
   its partition, resuming from the group's committed offset, and a transactional producer with a
   transactional.id of its own partition, so a restarted copier fences its dead predecessor. Each
-  transaction copies up to ``--batch`` records to the output topic, adds the next input offset with
+  transaction copies up to ``--batch`` records (100 here) to the output topic, adds the next input offset with
   send_offsets_to_transaction, and commits; 10% are aborted on purpose, and the copier rewinds its consumer
   to the batch's first offset, as a copier that lost its transaction must.
 * ``run_copy``: seeds, starts the copiers, SIGKILLs a copier at a quarter, half and three quarters of the
-  copy (and calls ``on_tick``, where a test kills agents too), restarts whatever died, and waits until every
+  copy (and calls ``on_tick`` with the fraction copied, where a test kills agents too), restarts whatever
+  died, and waits until every
   copier has copied its whole partition. A read_committed consumer reads the output concurrently; a final
   drain reads it again from offset 0. Both, and the group's committed offsets, go to ``check_copy``.
 
@@ -45,6 +46,7 @@ FATAL_EXIT = 3  # the producer was fenced or failed fatally: restart me
 # Exits the run tolerates that it did not cause (a traceback: a call failed for good); more fail the run.
 MAX_CRASHES = 3
 INIT_DEADLINE_S = 60.0
+MID_TXN_WAIT_S = 1.5
 
 
 # ---- the copier process -------------------------------------------------------------------------------
@@ -166,9 +168,11 @@ class CopyConfig:
     prefix: str
     records: int = 6000
     output_partitions: int = 3
-    batch: int = 200
+    # Kafka's test commits every 750 of 100,000; here 100 of 6,000 with a pause between transactions, so
+    # that a copy spans its three kills (each restart takes a second or two) on a fast broker too.
+    batch: int = 100
     abort_rate: float = 0.1
-    pause_s: float = 0.05
+    pause_s: float = 0.1
     kills: int = 3
     seed: int = 0
     timeout_s: float = 240.0
@@ -234,6 +238,12 @@ class Copiers:
         self.killed.add(partition)
         return True
 
+    def in_transaction(self, partition: int) -> bool:
+        """Whether the copier's last event is an invoke: it is between begin_transaction and its end."""
+        path = self.out / f"copier-{partition}.jsonl"
+        lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+        return bool(lines) and '"type":"invoke"' in lines[-1]
+
     def tend(self) -> None:
         """Notes finished copiers; restarts dead ones (SIGKILLed, or exited after a fatal error)."""
         for partition, proc in self.procs.items():
@@ -272,7 +282,8 @@ def run_copy(cfg: CopyConfig, out: Path, on_tick: Callable[[float], None] | None
     )
     reader.start()
     copiers = Copiers(cfg, out)
-    kills = 0
+    kills = mid_txn_kills = 0
+    due = 0.0  # when the pending kill fell due
     started = time.monotonic()
     try:
         for partition in inputs:
@@ -281,13 +292,21 @@ def run_copy(cfg: CopyConfig, out: Path, on_tick: Callable[[float], None] | None
             elapsed = time.monotonic() - started
             if elapsed > cfg.timeout_s:
                 raise WorkloadError(f"the copiers did not finish in {cfg.timeout_s} s")
-            if on_tick is not None:
-                on_tick(elapsed)
             progress = _copied(out)
+            if on_tick is not None:
+                on_tick(progress / cfg.records)
             if kills < cfg.kills and progress >= (kills + 1) / (cfg.kills + 1) * cfg.records:
+                due = due or time.monotonic()
                 running = [p for p, proc in copiers.procs.items() if proc.poll() is None]
-                if running and copiers.kill(rng.choice(running)):
+                # Prefer a copier inside a transaction: its open transaction must be aborted by its
+                # successor's InitProducerId. After MID_TXN_WAIT_S, any running copier will do.
+                open_txn = [p for p in running if copiers.in_transaction(p)]
+                late = time.monotonic() - due > MID_TXN_WAIT_S
+                victims = open_txn or (running if late else [])
+                if victims and copiers.kill(rng.choice(victims)):
                     kills += 1
+                    mid_txn_kills += bool(open_txn)
+                    due = 0.0
             copiers.tend()
             time.sleep(0.1)
     finally:
@@ -298,7 +317,7 @@ def run_copy(cfg: CopyConfig, out: Path, on_tick: Callable[[float], None] | None
     committed = _group_offsets(cfg, source)
     verdict = check_copy(inputs, final.records, ordered=cfg.output_partitions == 1, committed=committed)
     verdict.merge(check_copy(inputs, concurrent[0].records if concurrent else [], label="concurrent"))
-    verdict.stats.update({"kills": kills, "copier_starts": copiers.starts})
+    verdict.stats.update({"kills": kills, "mid_txn_kills": mid_txn_kills, "copier_starts": copiers.starts})
     for name, result in (("final", final), ("concurrent", concurrent[0] if concurrent else DrainResult())):
         if not result.complete:
             verdict.add(

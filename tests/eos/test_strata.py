@@ -33,6 +33,7 @@ class Cluster:
         self.stack, self.tmp_path, self.common = stack, tmp_path, common
         self.ports = [free_port(), free_port()]
         self.agents: dict[int, AgentProcess] = {}
+        self.faults_done: list[str] = []
         for port in self.ports:
             self.start(port)
         self.wait_for_brokers()
@@ -58,19 +59,25 @@ class Cluster:
                 pytest.fail("the two agents never both appeared in Metadata")
             time.sleep(0.2)
 
-    def faults(self, span_s: float) -> Callable[[float], None]:
-        """An ``on_tick`` that kills agent a, restarts it, then kills and restarts b, within ``span_s``."""
+    def faults(self) -> Callable[[float], None]:
+        """An ``on_tick(progress)``: SIGKILL agent a at a fifth of the run, restart it 2 s later, then the
+        same for b at half. Each done step goes to ``self.faults_done``."""
         a, b = self.ports
-        steps = [
-            (0.25, lambda: self.kill(a)),
-            (0.45, lambda: self.start(a)),
-            (0.60, lambda: self.kill(b)),
-            (0.80, lambda: self.start(b)),
+        # (progress reached, seconds since the previous step, what, action)
+        steps: list[tuple[float, float, str, Callable[[], None]]] = [
+            (0.2, 0.0, "kill a", lambda: self.kill(a)),
+            (0.0, 2.0, "start a", lambda: self.start(a)),
+            (0.5, 0.0, "kill b", lambda: self.kill(b)),
+            (0.0, 2.0, "start b", lambda: self.start(b)),
         ]
+        last = [time.monotonic()]
 
-        def on_tick(elapsed: float) -> None:
-            while steps and elapsed >= steps[0][0] * span_s:
-                steps.pop(0)[1]()
+        def on_tick(progress: float) -> None:
+            if steps and progress >= steps[0][0] and time.monotonic() - last[0] >= steps[0][1]:
+                _, _, what, action = steps.pop(0)
+                action()
+                last[0] = time.monotonic()
+                self.faults_done.append(what)
 
         return on_tick
 
@@ -95,16 +102,18 @@ def test_strata_workload_is_clean_across_agent_sigkills(strata_cluster: Cluster,
     seconds = 20.0
     topic = f"eos-{uuid.uuid4().hex[:8]}"
     cfg = WorkloadConfig(strata_cluster.bootstrap, topic, processes=3, seconds=seconds, seed=21)
-    history = run_workload(cfg, tmp_path / "history", on_tick=strata_cluster.faults(seconds))
+    history = run_workload(cfg, tmp_path / "history", on_tick=strata_cluster.faults())
     verdict = check(history)
     assert verdict.valid, f"history in {tmp_path}\n{verdict.summary()}"
     assert verdict.stats["committed"] > 20, verdict.stats
     assert any(op.f == CRASH for op in history)
+    assert strata_cluster.faults_done == ["kill a", "start a", "kill b", "start b"]
 
 
 def test_strata_copier_survives_copier_and_agent_sigkills(strata_cluster: Cluster, tmp_path: Path) -> None:
     cfg = CopyConfig(strata_cluster.bootstrap, f"copy-{uuid.uuid4().hex[:8]}", records=4000, seed=6)
-    result = run_copy(cfg, tmp_path / "copy", on_tick=strata_cluster.faults(15.0))
+    result = run_copy(cfg, tmp_path / "copy", on_tick=strata_cluster.faults())
     assert result.verdict.valid, f"history in {tmp_path}\n{result.verdict.summary()}"
     assert result.kills == cfg.kills
+    assert strata_cluster.faults_done[:3] == ["kill a", "start a", "kill b"]
     assert len(result.final.records) == cfg.records

@@ -1,7 +1,8 @@
 """The EOS workload: N worker processes (``tests.eos.worker``) against one cluster, then a complete drain.
 
 ``run_workload`` creates the topic, starts the workers as OS processes (each with its own history file in
-the run's directory), calls ``on_tick`` about every 0.2 s while they run (where a test injects faults:
+the run's directory), calls ``on_tick`` with the fraction of the run's time gone about every 0.2 s while
+they run (where a test injects faults:
 SIGKILL and restart of agents), waits for them, drains every partition with a read_committed consumer to
 LSO = HWM, appends the drain to the history as process ``drain``, and returns the merged history.
 
@@ -93,7 +94,7 @@ def run_workload(cfg: WorkloadConfig, out: Path, on_tick: Callable[[float], None
     try:
         while any(p.poll() is None for p in procs):
             if on_tick is not None:
-                on_tick(time.monotonic() - started)
+                on_tick(min((time.monotonic() - started) / cfg.seconds, 1.0))
             if time.monotonic() > deadline:
                 raise WorkloadError(f"workers still running {deadline - started:.0f} s after the start")
             time.sleep(0.2)
