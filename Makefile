@@ -14,7 +14,7 @@ DECODER_JAR := $(JARS_DIR)/strata-spark.jar
 DECODER_SOURCES := $(shell find pipeline/jvm/src -type f 2>/dev/null)
 
 .PHONY: run test test-fast check install kafka-java maven clean jars spark-decoder demo kcat kafkajs chromium postgres jdk \
-	kafka-conformance differential fuzz fuzz-build clang
+	kafka-conformance differential eos fuzz fuzz-build clang
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -104,6 +104,14 @@ kafka-conformance: $(STAMP)
 # runs the quick scenarios. SCENARIOS="topic-configs bad-frames" runs only those.
 differential: $(STAMP) $(KAFKA_STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tests.differential $(SCENARIOS)
+
+# The exactly-once workload and its history checker (tests/eos), longer than `make test` runs it: transactional
+# producers and read_committed consumers with crashes against an agent on the embedded default, then a full
+# drain and the checker's verdict (aborted reads, lost writes, duplicates, cycles...). EOS_SECONDS, EOS_SEED.
+EOS_SECONDS ?= 120
+EOS_SEED ?= 1
+eos: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tests.eos --strata --seconds $(EOS_SECONDS) --seed $(EOS_SEED)
 
 # Coverage-guided fuzzing of the C extensions that parse client bytes (fuzz/README.md): libFuzzer harnesses
 # built with clang-14's AddressSanitizer and UndefinedBehaviorSanitizer into .cache/fuzz, each run for
