@@ -42,7 +42,6 @@ BROKER_OWN = frozenset(
         "leader_epoch",
         "partition_leader_epoch",
         "preferred_read_replica",
-        "aborted_transactions",
         "session_id",
         "unknown_tags",
     }
@@ -65,12 +64,17 @@ class Members:
 def answer(data: Any, members: Members | None = None) -> Any:
     members = members or Members()
     if isinstance(data, dict):
-        out = {}
+        out: dict[str, Any] = {}
         for key, value in data.items():
             if key in BROKER_OWN:
                 continue
             if key == "records" and isinstance(value, bytes | bytearray | memoryview):
                 out[key] = decode_batches(bytes(value))
+            elif key == "aborted_transactions" and isinstance(value, list):
+                # Producer ids are each broker's to hand out: the first offsets are compared.
+                out[key] = [
+                    {"producer_id": "<producer id>", "first_offset": a["first_offset"]} for a in value
+                ]
             elif key in MEMBER_FIELDS and isinstance(value, str):
                 out[key] = members(value)
             else:
@@ -81,6 +85,29 @@ def answer(data: Any, members: Members | None = None) -> Any:
     if isinstance(data, bytes | bytearray | memoryview):
         return bytes(data).hex()
     return data
+
+
+_CONTROL = 0x20
+_CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
+
+
+def _control(batch: bytes) -> dict[str, Any]:
+    """A transaction marker (storage/records/control.py's layout): its offset, attributes, producer epoch
+    and type. Its timestamp is when the transaction ended on that broker, so it is left out."""
+    base_offset, attributes, epoch = (
+        struct.unpack_from(">q", batch, 0)[0],
+        struct.unpack_from(">h", batch, 21)[0],
+        struct.unpack_from(">h", batch, 51)[0],
+    )
+    # The one record: length, attributes, timestampDelta, offsetDelta (varints of one byte here), key length
+    # (varint 4 = 0x08), then the key: int16 version, int16 type.
+    (kind,) = struct.unpack_from(">h", batch, 61 + 5 + 2)
+    return {
+        "base_offset": base_offset,
+        "attributes": attributes,
+        "producer_epoch": epoch,
+        "control": _CONTROL_TYPES.get(kind, kind),
+    }
 
 
 def decode_batches(data: bytes) -> list[dict[str, Any]]:
@@ -97,6 +124,10 @@ def decode_batches(data: bytes) -> list[dict[str, Any]]:
             out.append({"partial": len(data) - pos})
             break
         batch = data[pos : pos + 12 + length]
+        if struct.unpack_from(">h", batch, 21)[0] & _CONTROL:
+            out.append(_control(batch))
+            pos += 12 + length
+            continue
         header = records.read_header(batch, 0, True)
         out.append(
             {
@@ -122,4 +153,5 @@ def decode_batches(data: bytes) -> list[dict[str, Any]]:
             }
         )
         pos += 12 + length
-    return answer(out)
+    normalised: list[dict[str, Any]] = answer(out)
+    return normalised

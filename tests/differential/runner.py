@@ -11,6 +11,7 @@ from tests.differential import (  # noqa: F401  (each registers its scenarios)
     scenarios_frames,
     scenarios_groups,
     scenarios_log,
+    scenarios_txn,
     scenarios_versions,
 )
 from tests.differential.base import SCENARIOS, Scenario
