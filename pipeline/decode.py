@@ -2,7 +2,11 @@
 
 Every chunk is checked against its CRC before decoding; batch base offsets are relative to the chunk
 (``base_offset`` comes from the driver's snapshot), and offsets that compaction removed simply have no
-record, so the holes need no special handling beyond keeping [start, end).
+record, so the holes need no special handling beyond keeping [start, end). A task's aborted transactions
+(read_committed, ``ChunkTask.aborted``) drop each transactional batch of theirs (its producer id, and its
+absolute base offset within the transaction's first offset .. ABORT marker): Kafka's consumer rule, the
+rule compaction's ``TxnFilter`` applies. Such a batch is dropped once its header and CRC are checked, so
+damage there still fails the read, and before its records are decoded, as the JVM decoder does.
 
 Without headers (the Kafka source's default), records are decoded straight into Arrow buffers by C
 (``storage/_recordcols.c``: no Python object per record); with headers, or wherever that loop declines
@@ -19,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.snapshot import ChunkTask
+from planner.txn_filter import TxnFilter
 from storage import fileformat, records
 from storage._recordcols import decode_columns
 from storage.errors import CodecError
@@ -68,6 +73,12 @@ def decode_file(
     return decode_file_reference(content, tasks, include_headers, object_key, fail_on_data_loss)
 
 
+def aborted_filter(task: ChunkTask) -> TxnFilter | None:
+    """What drops the batches of the task's aborted transactions; None when it has none. Its stable
+    offset is the task's end: a task never reads at or past the LSO."""
+    return TxnFilter.of(task.end, task.aborted) if task.aborted else None
+
+
 def _decode_columns(
     content: bytes | memoryview, tasks: Sequence[ChunkTask], object_key: str
 ) -> pa.RecordBatch | None:
@@ -79,7 +90,14 @@ def _decode_columns(
         for task in tasks:
             data = view[task.position : task.position + task.length]
             fileformat.verify_chunk(data, task.crc, object_key=object_key)
+            aborted = aborted_filter(task)
+            # batches_for_c has decompressed a batch before it is dropped here: where that fails, the
+            # reference decides (it drops the batch first), so both give the same rows.
             for header, args in records.batches_for_c(data, task.base_offset):
+                if aborted is not None and aborted.aborted_batch(
+                    header, task.base_offset + header.base_offset
+                ):
+                    continue
                 n = decode_columns(columns, *args, task.start, task.end)  # type: ignore[arg-type]
                 if n is None:
                     return None
@@ -187,7 +205,10 @@ def _decode_chunk(
     keys, values, topics, partitions, offsets, timestamps, types, headers = out
     data = memoryview(content)[task.position : task.position + task.length]
     fileformat.verify_chunk(data, task.crc, object_key=object_key)
+    aborted = aborted_filter(task)
     for header, batch in records.iter_batches(data, verify_crc=True):
+        if aborted is not None and aborted.aborted_batch(header, task.base_offset + header.base_offset):
+            continue
         timestamp_type = 1 if header.attributes & _LOG_APPEND_TIME else 0
         decoded = list(records.decode_records(batch, offset_base=task.base_offset, verify_crc=False))
         for record in decoded:

@@ -8,6 +8,11 @@
 - ``failOnDataLoss``: "true" (default) / "false", as in Spark's Kafka source: a chunk whose stored bytes
   fail their checks fails the read, or with "false" is skipped (what precedes the damage is kept) and
   logged with its range.
+- ``kafka.isolation.level``: "read_committed" (default) | "read_uncommitted", the name Spark's Kafka source
+  passes to its consumer. read_committed reads below each partition's last stable offset (LSO) and drops
+  the batches of aborted transactions; read_uncommitted reads every stored record up to the high
+  watermark. The default differs from Spark's Kafka source, whose consumer defaults to read_uncommitted:
+  Strata's reader serves what its Kafka and HTTP doors serve by default, committed data.
 
 Every bad value raises ``InvalidReadOption`` naming the option, as Spark's Kafka source fails fast.
 """
@@ -33,9 +38,19 @@ class ReadOptions:
     ending: str | Mapping[str, Mapping[int, int]] = "latest"
     include_headers: bool = False
     fail_on_data_loss: bool = True
+    read_committed: bool = True  # kafka.isolation.level
 
 
-_KNOWN = {"subscribe", "assign", "startingoffsets", "endingoffsets", "includeheaders", "failondataloss"}
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+_KNOWN = {
+    "subscribe",
+    "assign",
+    "startingoffsets",
+    "endingoffsets",
+    "includeheaders",
+    "failondataloss",
+    "kafka.isolation.level",
+}
 
 
 def parse_options(options: Mapping[str, object]) -> ReadOptions:
@@ -66,6 +81,7 @@ def parse_options(options: Mapping[str, object]) -> ReadOptions:
         ending=_offsets("endingOffsets", lowered.get("endingoffsets", "latest"), ending=True),
         include_headers=_bool("includeHeaders", lowered.get("includeheaders", False)),
         fail_on_data_loss=_bool("failOnDataLoss", lowered.get("failondataloss", True)),
+        read_committed=_isolation(lowered.get("kafka.isolation.level", "read_committed")),
     )
 
 
@@ -88,6 +104,16 @@ def _bool(name: str, value: object) -> bool:
     if isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
     raise InvalidReadOption(f"{name} must be true or false")
+
+
+def _isolation(value: object) -> bool:
+    """Whether ``kafka.isolation.level`` asks for read_committed."""
+    level = value.strip().lower() if isinstance(value, str) else value
+    if level not in ISOLATION_LEVELS:
+        raise InvalidReadOption(
+            f"kafka.isolation.level must be read_committed (the default) or read_uncommitted, not {value!r}"
+        )
+    return level == "read_committed"
 
 
 def _offsets(name: str, value: object, *, ending: bool) -> str | dict[str, dict[int, int]]:

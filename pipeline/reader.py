@@ -17,6 +17,9 @@ chunks to decode. Two decoders read it, with the same rows:
 
 Both honour chunk byte ranges, relative batch offsets and compaction holes, and drop offsets outside the
 requested ranges on the executors, so a read is exactly [startingOffsets, endingOffsets) per partition.
+By default (``kafka.isolation.level=read_committed``, unlike Spark's Kafka source) that range ends at the
+last stable offset and both drop the batches of aborted transactions, which the snapshot names per chunk;
+``read_uncommitted`` reads every stored record up to the high watermark.
 A corrupt chunk fails the job with the Python error's code and wording (``CodecError 50002: chunk in <key>
 fails its CRC-32C check ...``), or, with ``failOnDataLoss=false`` (Spark's Kafka source option), is skipped
 and logged with its range while the read goes on.
@@ -89,7 +92,8 @@ def read_topic(
     spark: SparkSession, metadata_url: str, bucket_url: str, *, decoder: Decoder = "jvm", **options: object
 ) -> DataFrame:
     """The topic(s) as a DataFrame. ``options`` are the Kafka source's: subscribe or assign, startingOffsets,
-    endingOffsets, includeHeaders (also accepted as a dict via ``**{"startingOffsets": ...}``).
+    endingOffsets, includeHeaders, failOnDataLoss, and ``kafka.isolation.level`` (read_committed by default,
+    ``pipeline.options`` says why), also accepted as a dict via ``**{"kafka.isolation.level": ...}``.
 
     ``decoder`` picks where records are decoded: "jvm" (the Java source, the default) or "python" (the
     executors' Python workers); both give the same rows."""

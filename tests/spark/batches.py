@@ -27,11 +27,14 @@ LOG_APPEND_TIME = 0x08
 TRANSACTIONAL = 0x10
 
 
-def with_records(batch: bytes, stored: bytes, attributes: int) -> bytes:
-    """``batch``'s 61-byte header over ``stored`` records, with ``attributes``, batchLength and CRC redone."""
+def with_records(batch: bytes, stored: bytes, attributes: int, producer_id: int | None = None) -> bytes:
+    """``batch``'s 61-byte header over ``stored`` records, with ``attributes`` (and ``producer_id`` if
+    given), batchLength and CRC redone."""
     out = bytearray(batch[: records.RECORD_BATCH_OVERHEAD]) + stored
     struct.pack_into(">i", out, 8, len(out) - records.LOG_OVERHEAD)
     struct.pack_into(">h", out, 21, attributes)
+    if producer_id is not None:
+        struct.pack_into(">q", out, 43, producer_id)
     fix_crc(out, 0, len(out))
     return bytes(out)
 
@@ -41,8 +44,16 @@ def fix_crc(buf: bytearray, start: int, end: int) -> None:
     struct.pack_into(">I", buf, start + 17, crc32c(bytes(buf[start + 21 : end])))
 
 
-def batch(recs: Sequence[records.Record], base_offset: int, kind: str = "none", *, flags: int = 0) -> bytes:
-    """One batch of ``recs`` stored as ``kind`` (see KINDS), with extra attribute ``flags``."""
+def batch(
+    recs: Sequence[records.Record],
+    base_offset: int,
+    kind: str = "none",
+    *,
+    flags: int = 0,
+    producer_id: int | None = None,
+) -> bytes:
+    """One batch of ``recs`` stored as ``kind`` (see KINDS), with extra attribute ``flags`` (and
+    ``producer_id``, else the encoder's -1)."""
     plain = records.encode_batch(recs, base_offset)
     section = plain[records.RECORD_BATCH_OVERHEAD :]
     if kind == "none":
@@ -55,7 +66,7 @@ def batch(recs: Sequence[records.Record], base_offset: int, kind: str = "none", 
     else:
         codec = compression.CODEC_IDS[kind]
         stored = compression.compress(codec, section)
-    return with_records(plain, stored, codec | flags)
+    return with_records(plain, stored, codec | flags, producer_id)
 
 
 def bomb(kind: str, size: int) -> bytes:

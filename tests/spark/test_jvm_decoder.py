@@ -37,6 +37,7 @@ from pipeline.tasklist import HEADER, encode_tasks
 from planner.round import CompactionRound
 from storage import records
 from storage.errors import CodecError, SettingsError, SparkSetupError
+from storage.metadata.txn_state import AbortedTxn
 from tests.fixtures.server import local_settings, run_server
 from tests.spark.batches import (
     KINDS,
@@ -249,7 +250,9 @@ def test_an_unknown_decoder_is_a_read_option_error(tmp_path: Path) -> None:
 def test_the_task_list_names_keys_urls_and_chunks(tmp_path: Path) -> None:
     bucket = tmp_path / "my checkout" / "50% [x]"
     tasks = {
-        "data/l0/b.strata": (ChunkTask("t", 1, 10, 0, 100, 0xFFFFFFFF, 12, 20),),
+        "data/l0/b.strata": (
+            ChunkTask("t", 1, 10, 0, 100, 0xFFFFFFFF, 12, 20, (AbortedTxn(4, 10, 15), AbortedTxn(9, 14, 30))),
+        ),
         "data/l0/a.strata": (
             ChunkTask("t", 0, 0, 0, 5, 1, 0, 3),
             ChunkTask("u.v-w_x", 7, 2**62, 5, 9, 0, 2**62, 2**62 + 4),
@@ -263,8 +266,11 @@ def test_the_task_list_names_keys_urls_and_chunks(tmp_path: Path) -> None:
         f"C\tu.v-w_x\t7\t{2**62}\t5\t9\t0\t{2**62}\t{2**62 + 4}",
         f"F\tdata/l0/b.strata\tfile://{bucket}/data/l0/b.strata",
         "C\tt\t1\t10\t0\t100\t4294967295\t12\t20",
+        "X\t4\t10\t15",
+        "X\t9\t14\t30",
         "",
     ]
+    assert HEADER == "strata-tasks 2"
     # Hadoop opens the path verbatim; only Spark's file loader (binaryFile) needs glob characters escaped.
     assert object_url(f"file://{bucket}", "k") == f"file://{bucket}/k".replace("[", "\\[").replace("]", "\\]")
     assert (
@@ -413,8 +419,16 @@ def _chunk(draw: st.DrawFn) -> bytes:
             )
             for o in offsets
         ]
-        flags = draw(st.sampled_from([0, 0, LOG_APPEND_TIME, TRANSACTIONAL]))
-        encoded = batch(recs, relative, draw(st.sampled_from(KINDS)), flags=flags)
+        flags = draw(st.sampled_from([0, 0, LOG_APPEND_TIME, TRANSACTIONAL, TRANSACTIONAL]))
+        # Producers 1 and 2, the ids of the aborted ranges _file draws; a non-transactional batch of one
+        # is never dropped.
+        encoded = batch(
+            recs,
+            relative,
+            draw(st.sampled_from(KINDS)),
+            flags=flags,
+            producer_id=draw(st.sampled_from([1, 2])),
+        )
         spans.append((len(data), len(data) + len(encoded)))
         data += encoded
         relative = recs[-1].offset + 1
@@ -437,7 +451,8 @@ def _chunk(draw: st.DrawFn) -> bytes:
 @st.composite
 def _file(draw: st.DrawFn) -> tuple[bytes, list[ChunkTask]]:
     """A file of 1-4 chunks (two topics, several partitions, gaps and unread bytes between them, base offsets
-    up to 2^63 - 20, ranges that cut the chunks), some with a wrong CRC."""
+    up to 2^63 - 20, ranges that cut the chunks, aborted transactions of producers 1 and 2 over some of
+    their batches), some with a wrong CRC."""
     content = bytearray(draw(st.binary(max_size=3)))
     tasks = []
     for c in range(draw(st.integers(1, 4))):
@@ -448,7 +463,15 @@ def _file(draw: st.DrawFn) -> tuple[bytes, list[ChunkTask]]:
         start = base + draw(st.integers(0, 5))
         end = min(2**63 - 1, start + draw(st.integers(0, 40)))
         crc = crc32c(data) ^ (1 if draw(st.integers(0, 39)) == 0 else 0)
-        tasks.append(ChunkTask(f"t{c % 2}", c, base, len(content), len(data), crc, start, end))
+        aborted = tuple(
+            AbortedTxn(producer, min(2**63 - 1, base + first), min(2**63 - 1, base + first + span))
+            for producer, first, span in draw(
+                st.lists(
+                    st.tuples(st.sampled_from([1, 2]), st.integers(0, 20), st.integers(0, 15)), max_size=2
+                )
+            )
+        )
+        tasks.append(ChunkTask(f"t{c % 2}", c, base, len(content), len(data), crc, start, end, aborted))
         content += data
     content += b"footer and trailer"
     return bytes(content), tasks
@@ -517,3 +540,74 @@ def test_decode_tool_reports_the_bomb_with_its_limit() -> None:
         f"error\tCodecError 50002: gzip data decompresses to more than {LIMIT} bytes (a decompression bomb?) "
         f"(object {key}, chunk t/0 at byte 0, batch at byte 0 of the chunk)"
     )
+
+
+def test_aborted_transactions_batches_are_dropped_alike() -> None:
+    """read_committed's filter in both decoders: a transactional batch whose producer id and absolute base
+    offset fall in one of its chunk's aborted ranges is dropped, any other batch kept; a dropped batch is
+    still checked (a wrong batch CRC fails the file)."""
+
+    def chunk(kind: str) -> bytes:
+        def recs(first: int, n: int) -> list[records.Record]:
+            return [records.Record(first + i, T0 + i, b"k", b"%s %d" % (kind.encode(), i)) for i in range(n)]
+
+        # Relative offsets: 0-2 producer 7 transactional, 3 producer 7 plain, 4-5 producer 8 transactional,
+        # 6-7 producer 7 transactional again.
+        return (
+            batch(recs(0, 3), 0, kind, flags=TRANSACTIONAL, producer_id=7)
+            + batch(recs(3, 1), 3, kind, producer_id=7)
+            + batch(recs(4, 2), 4, kind, flags=TRANSACTIONAL | LOG_APPEND_TIME, producer_id=8)
+            + batch(recs(6, 2), 6, kind, flags=TRANSACTIONAL, producer_id=7)
+        )
+
+    base = 2**40
+    ranges = [
+        (AbortedTxn(7, base, base + 3),),
+        (AbortedTxn(8, base + 4, base + 9), AbortedTxn(7, base + 6, base + 9)),
+        (AbortedTxn(7, base + 1, base + 3), AbortedTxn(9, base, base + 9), AbortedTxn(7, 0, 3)),
+    ]
+    kept = [[3, 4, 5, 6, 7], [0, 1, 2, 3], list(range(8))]
+    cases: dict[str, tuple[bytes, list[ChunkTask]]] = {}
+    for kind in KINDS:
+        data = chunk(kind)
+        for i, aborted in enumerate(ranges):
+            task = ChunkTask("t", 0, base, 0, len(data), crc32c(data), base, base + 8, aborted)
+            cases[f"data/l0/{kind}-{i}.strata"] = (data, [task])
+    damaged = bytearray(chunk("none"))
+    damaged[70] ^= 0x01  # in the records of the first batch, an aborted one: its batch CRC fails
+    task = ChunkTask("t", 0, 0, 0, len(damaged), crc32c(bytes(damaged)), 0, 8, (AbortedTxn(7, 0, 3),))
+    cases["data/l0/damaged.strata"] = (bytes(damaged), [task])
+    for headers in (True, False):
+        jvm = _jvm_outcomes(cases, headers, 1 << 20)
+        for key, (content, tasks) in cases.items():
+            expected = _python_outcome(content, tasks, headers, key)
+            assert jvm[key] == expected, key
+            if key.endswith("damaged.strata"):
+                assert expected == "error: record batch at position 0 fails its CRC-32C check"
+            else:
+                i = int(key.removesuffix(".strata").rsplit("-", 1)[1])
+                assert [int(row.split("\t")[3]) - base for row in expected] == kept[i], key
+
+
+def test_the_jvm_task_list_refuses_an_aborted_range_out_of_place(tmp_path: Path) -> None:
+    text = encode_tasks({"k": [ChunkTask("t", 0, 0, 0, 5, 1, 0, 3)]}, lambda key: f"file://{tmp_path}/{key}")
+    lines = text.split("\n")
+    bad = {
+        "before-any-chunk": [*lines[:2], "X\t7\t0\t3", *lines[2:]],
+        "backwards": [*lines[:3], "X\t7\t3\t0", *lines[3:]],
+        "negative": [*lines[:3], "X\t-1\t0\t3", *lines[3:]],
+        "version-1": ["strata-tasks 1", *lines[1:]],
+    }
+    classpath = f"{jars.decoder_jar()}{os.pathsep}{jars.pyspark_jars_dir() / '*'}"
+    for name, wrong in bad.items():
+        (tmp_path / name).write_text("\n".join(wrong))
+        command = [require_java(), "-cp", classpath, "strata.spark.DecodeTool", str(tmp_path / name), "false"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode != 0, name
+        why = {
+            "before-any-chunk": "task list line 3: an aborted range before any chunk",
+            "backwards": "task list line 4: an aborted range must not end before it starts",
+            "negative": "task list line 4: '-1' is not a number >= 0",
+            "version-1": "task list does not start with 'strata-tasks 2'",
+        }[name]
+        assert why in done.stderr, (name, done.stderr[-2000:])

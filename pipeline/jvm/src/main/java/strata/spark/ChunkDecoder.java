@@ -37,11 +37,12 @@ import org.apache.spark.unsafe.types.UTF8String;
  *     12     4  partitionLeaderEpoch  int32   (ignored)
  *     16     1  magic                 int8    always 2
  *     17     4  crc                   uint32  CRC-32C of bytes 21 .. end of batch
- *     21     2  attributes            int16   bits 0-2 codec, bit 3 LogAppendTime, bit 5 control
+ *     21     2  attributes            int16   bits 0-2 codec, bit 3 LogAppendTime, bit 4 transactional,
+ *                                              bit 5 control
  *     23     4  lastOffsetDelta       int32
  *     27     8  baseTimestamp         int64
  *     35     8  maxTimestamp          int64
- *     43     8  producerId            int64   (ignored)
+ *     43     8  producerId            int64   (read for transactional batches only)
  *     51     2  producerEpoch         int16   (ignored)
  *     53     4  baseSequence          int32   (ignored)
  *     57     4  recordsCount          int32
@@ -56,7 +57,10 @@ import org.apache.spark.unsafe.types.UTF8String;
  * only in the chunk's [start, end) (offsets compaction removed simply have no record: holes need nothing);
  * timestamp = baseTimestamp + timestampDelta (CreateTime, timestampType 0), or maxTimestamp for every record
  * of a LogAppendTime batch (timestampType 1), in microseconds; key, value and header values null for length
- * -1; headers an empty array when there are none. Transactional batches are read like any other; control
+ * -1; headers an empty array when there are none. A transactional batch of one of the chunk's aborted
+ * transactions ({@link TaskList.Chunk#abortedBatch}: its producerId, and its absolute base offset in that
+ * transaction's range) is dropped once its header checks pass, before its records are read: damage in its
+ * header or CRC still fails the read, as in Python. Other transactional batches are read like any other; control
  * batches are refused, as Strata never stores them.
  *
  * <p>Checks, in the reference's order and with its messages: the chunk CRC; per batch the header (room, magic,
@@ -75,6 +79,7 @@ final class ChunkDecoder {
     private static final int CRC_START = 21;
     private static final int COMPRESSION_MASK = 0x07;
     private static final int LOG_APPEND_TIME = 0x08;
+    private static final int TRANSACTIONAL = 0x10;
     private static final int CONTROL = 0x20;
     /** Seven one-byte fields: the smallest record. Bounds recordsCount before any record is read. */
     private static final int MIN_RECORD_SIZE = 7;
@@ -138,7 +143,10 @@ final class ChunkDecoder {
         return pos;
     }
 
-    /** Decodes the next batch and appends its rows with offsets in [start, end) to {@code out}. */
+    /**
+     * Decodes the next batch and appends its rows with offsets in [start, end) to {@code out}: none for a batch
+     * of an aborted transaction.
+     */
     void nextBatch(List<InternalRow> out) throws CodecException {
         int at = pos;
         int p = start + at;
@@ -194,6 +202,9 @@ final class ChunkDecoder {
                     + " for " + recordsCount + " records");
         }
         pos += batchSize;
+        if ((attributes & TRANSACTIONAL) != 0 && task.abortedBatch(i64(buf, p + 43), baseOffset)) {
+            return; // an aborted transaction's batch (read_committed): none of its records is read
+        }
 
         Cursor records;
         if (codec == Compression.NONE) {
