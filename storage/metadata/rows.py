@@ -59,7 +59,11 @@ class PartitionState:
     def last_stable_offset(self) -> int:
         """Kafka's LSO: read_committed consumers read below it. Every offset below it is decided: its
         transaction (if any) has its marker, and an aborted one its ``aborted_txns`` row."""
-        return self.high_watermark if self.open_txn_offset is None else self.open_txn_offset
+        if self.open_txn_offset is None:
+            return self.high_watermark
+        # As Kafka's updateFirstUnstableOffset: never below the log start (DeleteRecords or retention may
+        # have removed where an open transaction began).
+        return max(self.open_txn_offset, self.log_start_offset)
 
 
 @dataclass(frozen=True, slots=True)

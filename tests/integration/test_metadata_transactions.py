@@ -225,3 +225,14 @@ def test_two_stores_racing_to_end_one_transaction_mark_it_once(metadata_url: str
     finally:
         a.close()
         b.close()
+
+
+def test_the_lso_never_falls_below_the_log_start(store: MetadataStore) -> None:
+    p = begin(store)
+    plain(store, 2)
+    flush(store, p.producer_id, p.epoch, 0, 3)  # the open transaction begins at 2
+    plain(store, 1)
+    assert store.partition_state("t", 0).last_stable_offset == 2
+    store.apply_retention("t", 0, 4, NOW)  # DeleteRecords past where it began
+    state = store.partition_state("t", 0)
+    assert (state.log_start_offset, state.last_stable_offset, state.high_watermark) == (4, 4, 6)
