@@ -12,7 +12,6 @@ from storage import records
 from storage.errors import CorruptObject
 from storage.metadata.rows import ChunkRow
 from storage.metadata.txn_state import AbortedTxn, TxnMarker
-from storage.records.control import control_batch
 
 
 def chunk(chunk_id: int, base: int, last: int) -> ChunkRow:
