@@ -65,7 +65,9 @@ class AgentConfig:
     # interval and PUTs stay at most one per flush_idle_bytes. 3 MiB, not 4: one such producer with
     # librdkafka's defaults (5 requests in flight, batch.size 1 MB) holds at most 5 MB and often barely
     # more than 4 MiB, and at a 4 MiB floor a round that fell short waited out the interval
-    # (docs/benchmarks.md).
+    # (docs/benchmarks.md). The floor is for stores that charge per request (S3); on a local directory
+    # the process default is 0 (strata/settings.py, ``idle_flush_floor``): a producer that waits for its
+    # acks is answered once the quiet passes, whatever it sent.
     flush_idle_ms: int = 5
     flush_idle_bytes: int = 3 * MiB
     buffer_bytes: int = 64 * MiB
@@ -86,9 +88,13 @@ class AgentConfig:
     txn_limits: TxnLimits = field(default_factory=TxnLimits)
 
     def __post_init__(self) -> None:
-        for name in ("flush_interval_ms", "flush_bytes", "flush_idle_bytes", "buffer_bytes"):
+        for name in ("flush_interval_ms", "flush_bytes", "buffer_bytes"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"STRATA_{name.upper()} must be positive, got {getattr(self, name)}")
+        if self.flush_idle_bytes < 0:
+            raise SettingsError(
+                f"STRATA_FLUSH_IDLE_BYTES must be 0 (no floor) or more, got {self.flush_idle_bytes}"
+            )
         if self.flush_idle_ms < 0:
             raise SettingsError(f"STRATA_FLUSH_IDLE_MS must be 0 (off) or positive, got {self.flush_idle_ms}")
 

@@ -187,7 +187,7 @@ def agent_config(settings: Settings) -> AgentConfig:
         flush_interval_ms=settings.flush_interval_ms,
         flush_bytes=settings.flush_bytes,
         flush_idle_ms=settings.flush_idle_ms,
-        flush_idle_bytes=settings.flush_idle_bytes,
+        flush_idle_bytes=settings.idle_flush_floor,
         group_limits=GroupLimits(
             initial_delay_ms=settings.group_initial_rebalance_delay_ms,
             min_session_timeout_ms=settings.group_min_session_timeout_ms,

@@ -80,8 +80,9 @@ SETTINGS: tuple[Setting, ...] = (
         "flush_idle_bytes",
         "STRATA_FLUSH_IDLE_BYTES",
         int,
-        3 * MiB,
-        "The least buffered bytes that the idle flush cuts",
+        None,
+        "The least buffered bytes that the idle flush cuts (default: 0 on a local directory, where a flush"
+        " costs no request; 3 MiB on S3, where it costs a PUT)",
     ),
     Setting(
         "group_initial_rebalance_delay_ms",
@@ -377,6 +378,10 @@ SETTINGS: tuple[Setting, ...] = (
 SETTINGS_BY_ENV = {s.env: s for s in SETTINGS}
 
 
+# The idle cut's floor on an object store that charges per request (see Settings.idle_flush_floor).
+S3_IDLE_FLUSH_FLOOR = 3 * MiB
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     data_dir: str = "./data"
@@ -389,7 +394,7 @@ class Settings:
     flush_interval_ms: int = 250
     flush_bytes: int = 8 * MiB
     flush_idle_ms: int = 5
-    flush_idle_bytes: int = 3 * MiB
+    flush_idle_bytes: int | None = None
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
@@ -444,6 +449,15 @@ class Settings:
         if self.bucket:
             return self.bucket
         return "file://" + str((Path(self.data_dir) / "bucket").resolve())
+
+    @property
+    def idle_flush_floor(self) -> int:
+        """``flush_idle_bytes``, or its default for the bucket: on a local directory a flush costs a file
+        write and no request, so the idle cut needs no floor and one waiting producer is answered within
+        milliseconds; on S3 every flush is a PUT, and the floor keeps a trickle to one PUT per interval."""
+        if self.flush_idle_bytes is not None:
+            return self.flush_idle_bytes
+        return 0 if self.bucket_url.startswith("file://") else S3_IDLE_FLUSH_FLOOR
 
     @property
     def metadata_url(self) -> str:

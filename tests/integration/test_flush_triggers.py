@@ -128,7 +128,7 @@ async def test_idle_cut_off_leaves_the_interval(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("flush_idle_ms", -1), ("flush_idle_bytes", 0), ("flush_bytes", 0), ("flush_interval_ms", 0)],
+    [("flush_idle_ms", -1), ("flush_idle_bytes", -1), ("flush_bytes", 0), ("flush_interval_ms", 0)],
 )
 def test_flush_settings_out_of_range_are_refused(field: str, value: int) -> None:
     with pytest.raises(SettingsError, match=field.upper()):
