@@ -81,7 +81,11 @@ def test_dedup_keeps_the_latest_value_of_every_key_at_its_original_offset(srv: R
         assert set(offsets_after) <= offsets_before  # never a new offset
         # High watermark and log start are untouched: compaction never moves offsets.
         state = srv.client.get(f"/v1/topics/cfg/partitions/{partition}/offsets").json()
-        assert state == {"log_start_offset": 0, "high_watermark": len(before[partition])}
+        assert state == {
+            "log_start_offset": 0,
+            "high_watermark": len(before[partition]),
+            "last_stable_offset": len(before[partition]),
+        }
         # Fetching a removed offset returns the next survivor.
         removed = sorted(offsets_before - set(offsets_after))
         if removed:

@@ -70,7 +70,11 @@ def check(srv: RunningServer, model: Model) -> dict[int, list[dict[str, Any]]]:
         offsets = [r["offset"] for r in recs]
         assert offsets == sorted(set(offsets)), f"partition {partition}: offsets not strictly increasing"
         state = srv.client.get(f"/v1/topics/{TOPIC}/partitions/{partition}/offsets").json()
-        assert state == {"log_start_offset": 0, "high_watermark": model.high_watermarks[partition]}
+        assert state == {
+            "log_start_offset": 0,
+            "high_watermark": model.high_watermarks[partition],
+            "last_stable_offset": model.high_watermarks[partition],
+        }
         for rec in recs:
             # Compaction never invents a record nor moves one: each is what was acked at that offset.
             assert model.acked[(partition, rec["offset"])] == (rec["key"], rec["value"]), rec

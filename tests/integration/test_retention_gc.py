@@ -144,7 +144,11 @@ def test_retention_ms_advances_log_start_and_older_offsets_are_416(
     result = Retention(srv.runtime.metadata, clock).run_once()
     assert (result.partitions_trimmed, result.chunks_dropped) == (2, 6)
     for partition in (0, 1):
-        assert offsets(srv, "events", partition) == {"log_start_offset": 9, "high_watermark": 12}
+        assert offsets(srv, "events", partition) == {
+            "log_start_offset": 9,
+            "high_watermark": 12,
+            "last_stable_offset": 12,
+        }
         assert [r["value"] for r in srv.read_all("events", partition, 9)] == ["new"] * 3
         for below in (0, 8):
             assert_out_of_range(srv, "events", partition, below)
@@ -185,14 +189,22 @@ def test_retention_bytes_keeps_each_partition_under_its_bound(srv: RunningServer
     (stats,) = meta.partition_stats("sized")
     assert stats.live_bytes <= bound < stats.live_bytes + chunks[4].length  # dropped no more than needed
     assert stats.chunk_count == 3
-    assert offsets(srv, "sized", 0) == {"log_start_offset": 50, "high_watermark": 80}
+    assert offsets(srv, "sized", 0) == {
+        "log_start_offset": 50,
+        "high_watermark": 80,
+        "last_stable_offset": 80,
+    }
     assert [r["offset"] for r in srv.read_all("sized", 0, 50)] == list(range(50, 80))
     assert_out_of_range(srv, "sized", 0, 49)
 
     # A bound smaller than one chunk keeps the newest chunk, as Kafka keeps the active segment.
     srv.client.patch("/v1/topics/sized/configs", json={"configs": {"retention.bytes": "1"}})
     assert retention.run_once().chunks_dropped == 2
-    assert offsets(srv, "sized", 0) == {"log_start_offset": 70, "high_watermark": 80}
+    assert offsets(srv, "sized", 0) == {
+        "log_start_offset": 70,
+        "high_watermark": 80,
+        "last_stable_offset": 80,
+    }
     assert [r["value"] for r in srv.read_all("sized", 0, 70)] == ["7" * 100] * 10
     assert retention.run_once().chunks_dropped == 0
 
@@ -214,7 +226,7 @@ def test_compact_delete_topic_is_both_deduplicated_and_trimmed(
         produce(srv, "both", [{"key": f"k{i}", "value": f"b{r}"} for i in range(5)])
     result = c.run_once("both", force=True)  # retention first, then the clean of the new data
     assert result.retention.chunks_dropped >= 1
-    assert offsets(srv, "both", 0) == {"log_start_offset": 30, "high_watermark": 40}
+    assert offsets(srv, "both", 0) == {"log_start_offset": 30, "high_watermark": 40, "last_stable_offset": 40}
     assert [(r["key"], r["value"], r["offset"]) for r in srv.read_all("both", 0, 30)] == [
         (f"k{i}", "b1", 35 + i) for i in range(5)
     ]
@@ -245,7 +257,7 @@ def test_retention_during_a_compaction_job_makes_its_commit_conflict(
     assert ran.job_id == job.job_id
     assert stats.outcome == JobOutcome.ABANDONED
     assert rt.metadata.get_job(job.job_id).state == "failed"
-    assert offsets(srv, "both", 0) == {"log_start_offset": 12, "high_watermark": 20}
+    assert offsets(srv, "both", 0) == {"log_start_offset": 12, "high_watermark": 20, "last_stable_offset": 20}
     assert [r["value"] for r in srv.read_all("both", 0, 12)] == ["b0"] * 4 + ["b1"] * 4  # not compacted
     assert len(orphans(srv)) == 1  # the abandoned output
     assert_live_chunks_readable(srv)
@@ -285,7 +297,7 @@ def test_obsolete_files_go_only_after_the_grace_and_never_while_referenced(
 
     c = compactor(srv)
     assert c.retention.run_once().chunks_dropped == 2
-    assert offsets(srv, "t", 0) == {"log_start_offset": 2, "high_watermark": 3}
+    assert offsets(srv, "t", 0) == {"log_start_offset": 2, "high_watermark": 3, "last_stable_offset": 3}
     assert file_of(srv, f1.object_key) is not None  # still referenced by partition 1
     assert file_of(srv, f2.object_key) is None  # obsolete
     assert c.obsolete.run_once() == 0

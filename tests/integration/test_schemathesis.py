@@ -51,6 +51,7 @@ MAX_WAIT_MS = 50
 #          a name that is not UTF-8 text without NUL; a DELETE /v1/acls without any filter field.
 #   40008  a SCRAM user name with ',', '=', ':' or an unprintable character; an empty salt.
 #   40406  removing a SCRAM credential the user does not have.
+#   40407  aborting the transaction of an unknown transactional id; 42217 one with nothing open.
 POSITIVE_REJECTIONS: dict[tuple[str, str], frozenset[int]] = {
     ("GET", "/v1/topics"): frozenset(),
     ("POST", "/v1/topics"): frozenset({40002, 40003, 42206, 42207}),
@@ -78,6 +79,9 @@ POSITIVE_REJECTIONS: dict[tuple[str, str], frozenset[int]] = {
     # 40001 for browse: a cursor that is not partition:offset pairs of the topic, or start=offset or
     # start=timestamp without the offset or timestamp.
     ("GET", "/v1/topics/{topic}/browse"): frozenset({40001, 40003, 40401, 40402}),
+    # 40407 aborting an unknown transactional id, 42217 one with no open transaction.
+    ("GET", "/v1/transactions"): frozenset(),
+    ("POST", "/v1/transactions/{transactional_id}/abort"): frozenset({40407, 42217}),
     ("GET", "/v1/cluster"): frozenset(),
     ("GET", "/v1/metrics/history"): frozenset(),
     ("GET", "/v1/acls"): frozenset(),

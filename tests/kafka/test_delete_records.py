@@ -70,7 +70,7 @@ def test_confluent_delete_records_moves_the_log_start_inside_a_chunk(
         everything = admin.delete_records([TopicPartition("dr", 0, OFFSET_END)])
         assert next(iter(everything.values())).result(10).low_watermark == 10
         offsets = srv.client.get("/v1/topics/dr/partitions/0/offsets").json()
-        assert offsets == {"log_start_offset": 10, "high_watermark": 10}
+        assert offsets == {"log_start_offset": 10, "high_watermark": 10, "last_stable_offset": 10}
         _produce(srv, "dr", 2, first=10)
         assert _consume_from_beginning(srv.kafka_bootstrap, "dr", 2) == [10, 11]
 
@@ -92,7 +92,7 @@ def test_confluent_delete_records_refusals_change_nothing(server_factory: Callab
                 future.result(10)
         for topic in ("dr2", "compacted"):
             offsets = srv.client.get(f"/v1/topics/{topic}/partitions/0/offsets").json()
-            assert offsets == {"log_start_offset": 0, "high_watermark": 3}
+            assert offsets == {"log_start_offset": 0, "high_watermark": 3, "last_stable_offset": 3}
 
 
 def test_kafka_python_delete_records(server_factory: Callable[..., Any]) -> None:
@@ -121,7 +121,7 @@ def test_http_delete_records(server_factory: Callable[..., Any]) -> None:
         url = "/v1/topics/hdr/partitions/0/records"
         response = srv.client.delete(url, params={"before_offset": 2})
         assert response.status_code == 200, response.text
-        assert response.json() == {"log_start_offset": 2, "high_watermark": 6}
+        assert response.json() == {"log_start_offset": 2, "high_watermark": 6, "last_stable_offset": 6}
         fetched = srv.client.get(url, params={"offset": 2, "max_wait_ms": 0, "encoding": "base64"})
         assert [base64.b64decode(r["value"]) for r in fetched.json()["records"]] == [
             b"v2",
