@@ -143,4 +143,5 @@ def test_http_delete_records(server_factory: Callable[..., Any]) -> None:
         assert srv.client.get("/v1/topics/hdr/partitions/0/offsets").json() == {
             "log_start_offset": 2,
             "high_watermark": 6,
+            "last_stable_offset": 6,
         }
