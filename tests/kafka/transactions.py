@@ -13,13 +13,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
 READ_TIMEOUT_S = 30.0
+COORDINATOR_NOT_READY = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
 
 
 @dataclass(frozen=True, order=True)
@@ -113,9 +114,18 @@ def watermarks(bootstrap: str, topic: str, partition: int, isolation: str) -> tu
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     """The group's committed offsets (partitions without one left out). A read_committed consumer asks with
     require_stable, so a transaction's offsets are read only once its commit is complete."""
-    reader = consumer(bootstrap, READ_COMMITTED, group=group)
-    try:
-        found = reader.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=20)
-    finally:
-        reader.close()
-    return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+    deadline = time.monotonic() + READ_TIMEOUT_S
+    while True:
+        reader = consumer(bootstrap, READ_COMMITTED, group=group)
+        try:
+            found = reader.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=20)
+            return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+        except KafkaException as exc:
+            # A fresh Kafka creates its offsets topic at the first question about a group, and answers
+            # NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS until it has; librdkafka gives those up.
+            code = exc.args[0].code()
+            if code not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                raise
+        finally:
+            reader.close()
+        time.sleep(0.2)
