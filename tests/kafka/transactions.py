@@ -36,6 +36,20 @@ def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
     futures = admin.create_topics([NewTopic(name, n, 1) for name, n in topics.items()], operation_timeout=30)
     for future in futures.values():
         future.result(timeout=30)
+    # Kafka answers CreateTopics once the controller has them; its broker may not lead them yet, and raw
+    # requests (no client retries) would get UNKNOWN_TOPIC_OR_PARTITION. Wait until metadata shows leaders.
+    deadline = time.monotonic() + READ_TIMEOUT_S
+    for name, count in topics.items():
+        while not _led(admin, name, count):
+            assert time.monotonic() < deadline, f"{name} has no leader for every partition"
+            time.sleep(0.1)
+
+
+def _led(admin: AdminClient, topic: str, partitions: int) -> bool:
+    found = admin.list_topics(topic, timeout=10).topics[topic]
+    if found.error is not None or len(found.partitions) != partitions:
+        return False
+    return all(p.error is None and p.leader >= 0 for p in found.partitions.values())
 
 
 def produce_plain(bootstrap: str, topic: str, records: list[tuple[int, bytes]]) -> None:
