@@ -159,8 +159,8 @@ async def read_with_aiokafka(bootstrap: str, topic: str, isolation: str) -> list
     )
     parts = [AioTopicPartition(topic, p) for p in ENDS]
     seen: list[tuple[int, int, bytes]] = []
-    await reader.start()
     try:
+        await reader.start()
         reader.assign(parts)
         await reader.seek_to_beginning(*parts)
         ends = {tp.partition: offset for tp, offset in (await reader.end_offsets(parts)).items()}
@@ -179,8 +179,8 @@ async def test_aiokafka_transaction_context_commits_and_aborts(target: Target) -
     topic = unique("aio-tx")
     create_topics(target.bootstrap, {topic: 2})
     producer = AIOKafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=unique("aio-id"))
-    await producer.start()
     try:
+        await producer.start()
         async with producer.transaction():
             for partition, value in COMMITTED:
                 await producer.send(topic, value=value, partition=partition)
@@ -237,10 +237,10 @@ async def test_aiokafka_send_offsets_to_transaction(target: Target) -> None:
         auto_offset_reset="earliest",
     )
     producer = AIOKafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=unique("aio-id"))
-    await reader.start()
-    await producer.start()
     copied, aborted = 0, 0
     try:
+        await reader.start()
+        await producer.start()
         deadline = time.monotonic() + READ_TIMEOUT_S
         while copied < len(inputs):
             assert time.monotonic() < deadline, f"copied {copied} of {len(inputs)}"

@@ -14,10 +14,12 @@ TxnOffsetCommit     3           3             0         1
 
 (47 is INVALID_PRODUCER_EPOCH, 90 PRODUCER_FENCED: KIP-588). Kafka's Java client 4.4 uses transaction
 version 2 with a broker that finalizes it, as Kafka 4.4 does (EndTxn v5, Produce v12, no AddPartitionsToTxn),
-and version 1 otherwise; these tests stay at version 1. Where
-Kafka's answer depends on timing, the test says why it accepts two: after EndTxn, Kafka's coordinator is in
-PrepareCommit/PrepareAbort until the markers are written, and answers CONCURRENT_TRANSACTIONS to anything
-about that transactional id meanwhile; a client retries, and so do these tests, until the final answer.
+and version 1 otherwise; these tests stay at version 1.
+
+Where Kafka's answer depends on timing, the test says why it accepts two: after EndTxn, Kafka's coordinator
+is in PrepareCommit/PrepareAbort until the markers are written, and answers CONCURRENT_TRANSACTIONS to
+anything about that transactional id meanwhile; a client retries, and so do these tests, until the final
+answer.
 """
 
 from __future__ import annotations
