@@ -7,5 +7,6 @@ pytest_plugins = [
     "tests.fixtures.spark",
     "tests.fixtures.kafka",
     "tests.fixtures.reference_broker",
+    "tests.fixtures.targets",
     "tests.fixtures.broker",
 ]

@@ -35,11 +35,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   produce  bootstrap topic count [compression=none] [idempotence=true] [partition=-1] [base_ts=now]
  *            [config=client.properties]   (and consume: a properties file laid over the defaults)
  *   consume  bootstrap topic expect [mode=assign|subscribe] [partitions=0,1] [group=g] [assignor=range]
- *            [instance=] [commit=true] [timeout_ms=30000]
+ *            [instance=] [commit=true] [timeout_ms=30000] [isolation=read_uncommitted]
  *   times    bootstrap topic partition timestamp
  *   admin    bootstrap topic group            (AdminChecks)
  *   admin-create bootstrap topic partitions
- *   streams  bootstrap app count [timeout_ms=60000]   (StreamsCount)
+ *   streams  bootstrap app count [timeout_ms=60000] [guarantee=at_least_once]   (StreamsCount)
+ *   txn-produce bootstrap topic txn_id [committed=5] [aborted=3]   (Transactions)
  * </pre>
  */
 public final class Clients {
@@ -62,6 +63,7 @@ public final class Clients {
                 case "admin" -> result = AdminChecks.run(opts);
                 case "admin-create" -> result = AdminChecks.create(opts);
                 case "streams" -> result = StreamsCount.run(opts);
+                case "txn-produce" -> result = Transactions.produce(opts);
                 default -> throw new IllegalArgumentException("unknown scenario " + args[0]);
             }
         } catch (Exception e) {
@@ -144,6 +146,7 @@ public final class Clients {
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, opts.getOrDefault("isolation", "read_uncommitted"));
         String mode = opts.getOrDefault("mode", "assign");
         String topic = opts.get("topic");
         if (mode.equals("subscribe")) {

@@ -41,8 +41,11 @@ import org.apache.kafka.streams.kstream.Produced;
  * the output is the same whatever the commit timing.
  *
  * <pre>
- *   streams bootstrap app count [timeout_ms=60000]
+ *   streams bootstrap app count [timeout_ms=60000] [guarantee=at_least_once]
  * </pre>
+ *
+ * With guarantee=exactly_once_v2 Streams writes the counts, the changelog and the input offsets in one
+ * transaction per commit, and the counts are read back with a read_committed consumer.
  *
  * The answer: each word's sequence of counts as read from the output topic, the KafkaStreams state when it
  * stopped, and the internal topics the application created (their partitions and the configs set on them).
@@ -57,6 +60,7 @@ final class StreamsCount {
         String app = opts.get("app");
         int count = Integer.parseInt(opts.get("count"));
         long timeoutMs = Long.parseLong(opts.getOrDefault("timeout_ms", "60000"));
+        String guarantee = opts.getOrDefault("guarantee", StreamsConfig.AT_LEAST_ONCE);
         String input = app + "-lines";
         String output = app + "-counts";
         Properties adminProps = new Properties();
@@ -80,6 +84,7 @@ final class StreamsCount {
             props.put(StreamsConfig.STATE_DIR_CONFIG, Files.createTempDirectory("strata-streams").toString());
             props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
             props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
+            props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, guarantee);
             props.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
             KafkaStreams streams = new KafkaStreams(builder.build(), props);
             List<String> failures = new ArrayList<>();
@@ -99,7 +104,8 @@ final class StreamsCount {
             streams.start();
             Map<String, List<Long>> counts;
             try {
-                counts = readCounts(bootstrap, output, count, timeoutMs);
+                String isolation = guarantee.equals(StreamsConfig.AT_LEAST_ONCE) ? "read_uncommitted" : "read_committed";
+                counts = readCounts(bootstrap, output, count, timeoutMs, isolation);
                 result.put("state", streams.state().toString());
             } finally {
                 streams.close(Duration.ofSeconds(30));
@@ -125,13 +131,15 @@ final class StreamsCount {
         }
     }
 
-    private static Map<String, List<Long>> readCounts(String bootstrap, String topic, int expect, long timeoutMs) {
+    private static Map<String, List<Long>> readCounts(
+            String bootstrap, String topic, int expect, long timeoutMs, String isolation) {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, LongDeserializer.class.getName());
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         p.put(ConsumerConfig.GROUP_ID_CONFIG, topic + "-reader");
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
         Map<String, List<Long>> counts = new TreeMap<>();
         int read = 0;
         try (KafkaConsumer<String, Long> consumer = new KafkaConsumer<>(p)) {
