@@ -124,7 +124,7 @@ TABLE: dict[int, Api] = {
         Api(3, 0, 12, MetadataRequest, handle_metadata),
         Api(8, 2, 8, OffsetCommitRequest, handle_offset_commit),
         Api(9, 1, 7, OffsetFetchRequest, handle_offset_fetch),
-        Api(10, 0, 3, FindCoordinatorRequest, handle_find_coordinator),
+        Api(10, 0, 4, FindCoordinatorRequest, handle_find_coordinator),
         Api(11, 0, 7, JoinGroupRequest, handle_join_group),
         Api(12, 0, 4, HeartbeatRequest, handle_heartbeat),
         Api(13, 0, 4, LeaveGroupRequest, handle_leave_group),

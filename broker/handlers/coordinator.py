@@ -20,40 +20,39 @@ _RULE = KAFKA[ApiKey.FIND_COORDINATOR]
 
 
 async def handle_find_coordinator(ctx: BrokerContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
-    host, port = ctx.config.advertised
-    key_type = req.key_type if req.API_VERSION >= 1 else _GROUP
-    if key_type not in (_GROUP, _TRANSACTION):
-        return FindCoordinatorResponse[req.API_VERSION](
+    """v0-3 name one key; v4 (KIP-699) a batch of keys of one type, each answered on its own."""
+    version = req.API_VERSION
+    key_type = req.key_type if version >= 1 else _GROUP
+    if version >= 4:
+        answers = [(key, *_answer(ctx, key_type, key)) for key in req.coordinator_keys]
+        return FindCoordinatorResponse[version](
             throttle_time_ms=0,
-            error_code=errors.INVALID_REQUEST,
-            error_message=f"unknown coordinator key type {key_type}",
-            node_id=-1,
-            host="",
-            port=-1,
+            coordinators=[
+                FindCoordinatorResponse.Coordinator(
+                    key=key, node_id=node, host=host, port=port, error_code=code, error_message=message
+                )
+                for key, code, message, node, host, port in answers
+            ],
         )
-    if key_type == _TRANSACTION and not ctx.may(_RULE.need(TRANSACTIONAL_ID), req.key):
-        return FindCoordinatorResponse[req.API_VERSION](
-            throttle_time_ms=0,
-            error_code=errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            error_message=f"not allowed to use transactional id {req.key!r}",
-            node_id=-1,
-            host="",
-            port=-1,
-        )
-    if key_type == _GROUP and not ctx.may(_RULE.need(GROUP), req.key):
-        return FindCoordinatorResponse[req.API_VERSION](
-            throttle_time_ms=0,
-            error_code=errors.GROUP_AUTHORIZATION_FAILED,
-            error_message=f"not allowed to use group {req.key!r}",
-            node_id=-1,
-            host="",
-            port=-1,
-        )
-    return FindCoordinatorResponse[req.API_VERSION](
-        throttle_time_ms=0,
-        error_code=errors.NONE,
-        error_message=None,
-        node_id=ctx.config.node_id,
-        host=host,
-        port=port,
+    code, message, node, host, port = _answer(ctx, key_type, req.key)
+    return FindCoordinatorResponse[version](
+        throttle_time_ms=0, error_code=code, error_message=message, node_id=node, host=host, port=port
     )
+
+
+def _answer(ctx: BrokerContext, key_type: int, key: str) -> tuple[int, str | None, int, str, int]:
+    """(error code, message, node id, host, port) for one key: this agent, or why not."""
+    if key_type not in (_GROUP, _TRANSACTION):
+        return errors.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
+    if key_type == _TRANSACTION and not ctx.may(_RULE.need(TRANSACTIONAL_ID), key):
+        return (
+            errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            f"not allowed to use transactional id {key!r}",
+            -1,
+            "",
+            -1,
+        )
+    if key_type == _GROUP and not ctx.may(_RULE.need(GROUP), key):
+        return errors.GROUP_AUTHORIZATION_FAILED, f"not allowed to use group {key!r}", -1, "", -1
+    host, port = ctx.config.advertised
+    return errors.NONE, None, ctx.config.node_id, host, port
