@@ -20,6 +20,7 @@ from agents.metrics import Metrics
 from agents.metrics_history import MetricsHistory, RequestPrices
 from agents.principals import Principals, load_principals
 from agents.security import Security
+from agents.transactions import TxnLimits
 from api.context import HttpContext, HttpLimits, KafkaListenerView, ThisProcess
 from broker.config import BrokerConfig
 from pipeline.compaction import SparkCompactionConfig
@@ -197,6 +198,10 @@ def agent_config(settings: Settings) -> AgentConfig:
         cache_bytes=settings.cache_bytes,
         idempotency_window_ms=settings.idempotency_window_ms,
         producer_id_expiration_ms=settings.producer_id_expiration_ms,
+        txn_limits=TxnLimits(
+            max_timeout_ms=settings.transaction_max_timeout_ms,
+            id_expiration_ms=settings.transactional_id_expiration_ms,
+        ),
     )
 
 

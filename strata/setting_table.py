@@ -129,6 +129,20 @@ SETTINGS: tuple[Setting, ...] = (
         86_400_000,
         "Kafka's producer.id.expiration.ms: how long an idempotent producer's state outlives its last write",
     ),
+    Setting(
+        "transaction_max_timeout_ms",
+        "STRATA_TRANSACTION_MAX_TIMEOUT_MS",
+        int,
+        900_000,
+        "Kafka's transaction.max.timeout.ms: the longest transaction.timeout.ms a producer may ask for",
+    ),
+    Setting(
+        "transactional_id_expiration_ms",
+        "STRATA_TRANSACTIONAL_ID_EXPIRATION_MS",
+        int,
+        604_800_000,
+        "Kafka's transactional.id.expiration.ms: how long an idle transactional id is remembered",
+    ),
     Setting("role", "STRATA_ROLE", str, "all", "agent (HTTP), worker (background jobs) or all", ROLES),
     Setting("api_tokens", "STRATA_API_TOKENS", str, None, "Comma-separated bearer tokens; unset = no auth"),
     Setting(

@@ -47,6 +47,8 @@ class Settings:
     max_records_per_request: int = 10_000
     idempotency_window_ms: int = 3_600_000
     producer_id_expiration_ms: int = 86_400_000
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 604_800_000
     role: str = "all"
     api_tokens: str | None = None
     principals_file: str | None = None
@@ -137,6 +139,10 @@ def load_settings(
             raise SettingsError(f"{setting.env}: {value!r} is not one of {', '.join(setting.choices)}")
     known = {f.name for f in fields(Settings)}
     settings = Settings(**{k: v for k, v in values.items() if k in known})  # type: ignore[arg-type]
+    if settings.transaction_max_timeout_ms < 1 or settings.transactional_id_expiration_ms < 1:
+        raise SettingsError(
+            "STRATA_TRANSACTION_MAX_TIMEOUT_MS and STRATA_TRANSACTIONAL_ID_EXPIRATION_MS: >= 1"
+        )
     if settings.metrics_sample_ms < 100 or settings.security_refresh_ms < 10:
         raise SettingsError("STRATA_METRICS_SAMPLE_MS >= 100 and STRATA_SECURITY_REFRESH_MS >= 10")
     try:
