@@ -181,7 +181,10 @@ def _response(req: FetchRequest, reads: list[_Read]) -> _Answer:
                 r.log_start_offset,
                 r.batches,
                 r.last_stable_offset if r.error_code == errors.NONE else -1,
-                r.aborted,
+                # As Kafka: a partition refused before its log is read (unknown, not allowed) has an empty
+                # list; one whose read failed (an offset out of range) has the read's (null below
+                # read_committed).
+                r.aborted if r.error_code in (errors.NONE, errors.OFFSET_OUT_OF_RANGE) else [],
             )
         )
     return _Answer(req.API_VERSION, list(by_topic.items()))

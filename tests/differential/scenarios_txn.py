@@ -38,8 +38,9 @@ TRANSACTIONAL = 0x10
 
 
 def until_final(call: Any) -> Any:
-    """``call()`` again while it answers a code that means "not yet" (at most 10 s)."""
-    deadline = time.monotonic() + 10
+    """``call()`` again while it answers a code that means "not yet" (at most 60 s: a Kafka broker that is
+    busy loads its 50 transaction-log partitions for a while after its first FindCoordinator)."""
+    deadline = time.monotonic() + 60
     while True:
         got = call()
         if _code(got) not in NOT_YET or time.monotonic() > deadline:
@@ -129,8 +130,9 @@ def transactions(side: Side, prefix: str) -> Answers:
     # refuses transaction requests until then, as clients look one up first.
     for key, key_type in ((txn_id, 1), (f"{txn_id}-long", 1), (f"{prefix}-g", 0)):
         out[f"find coordinator {key_type}"] = until_final(
+            # v3 names one key (v4 batches them, KIP-699): the version every client here sends.
             lambda key=key, key_type=key_type: side.call(
-                FindCoordinatorRequest, {"key": key, "key_type": key_type}
+                FindCoordinatorRequest, {"key": key, "key_type": key_type}, version=3
             )
         )
     got = init()
