@@ -295,7 +295,10 @@ def run_copy(cfg: CopyConfig, out: Path, on_tick: Callable[[float], None] | None
             progress = _copied(out)
             if on_tick is not None:
                 on_tick(progress / cfg.records)
-            if kills < cfg.kills and progress >= (kills + 1) / (cfg.kills + 1) * cfg.records:
+            # Kills fall due within the first 60 % of the copy, so each one finds a copier still running
+            # (past that, a copier that finished its partition leaves fewer victims, and a fast copy could
+            # end before the last kill).
+            if kills < cfg.kills and progress >= 0.6 * (kills + 1) / (cfg.kills + 1) * cfg.records:
                 due = due or time.monotonic()
                 running = [p for p, proc in copiers.procs.items() if proc.poll() is None]
                 # Prefer a copier inside a transaction: its open transaction must be aborted by its
