@@ -225,7 +225,8 @@ def test_one_put_per_flush_and_none_when_idle(server_factory: Callable[..., Any]
 
 
 def test_buffer_full_is_429_with_retry_after(server_factory: Callable[..., Any]) -> None:
-    with server_factory(flush_interval_ms=3000, buffer_bytes=4096) as srv:
+    # The idle cut off: the first request must wait in the buffer for the interval.
+    with server_factory(flush_interval_ms=3000, flush_idle_ms=0, buffer_bytes=4096) as srv:
         srv.create_topic("full")
         first: dict[str, Any] = {}
         thread = threading.Thread(
@@ -329,7 +330,7 @@ def test_corrupt_object_is_a_clear_error_never_garbage(
 def test_overload_is_refused_before_the_body_is_read_and_nothing_leaks(
     server_factory: Callable[..., Any],
 ) -> None:
-    with server_factory(flush_interval_ms=2000, buffer_bytes=18_000) as srv:
+    with server_factory(flush_interval_ms=2000, flush_idle_ms=0, buffer_bytes=18_000) as srv:
         srv.create_topic("adm")
         first: dict[str, Any] = {}
         thread = threading.Thread(
