@@ -29,6 +29,7 @@ AREAS = {
     "groups": "consumer groups",
     "compaction": "compaction",
     "spark": "Spark read",
+    "transactions": "transactions",
     "memory": "memory",
 }
 

@@ -57,6 +57,10 @@ KAFKA_CEILING_RATIO = Target(">=", 60.0, "%")  # of the bare asyncio Kafka sink,
 KAFKA_FETCH_MIB_S = Target(">=", 200.0, "MiB/s")  # uncompressed, local bucket, cold cache
 MISSING_ACKS = Target("=", 0.0)
 
+# --- transactions (bench.txn_bench) ------------------------------------------------------------------------
+TXN_THROUGHPUT_RATIO = Target(">=", 80.0, "%")  # of idempotent produce, one commit per 100 ms per producer
+END_TXN_P99_MS = Target("<=", 100.0, "ms")  # EndTxn on the embedded default
+
 # --- consumer groups (bench.group_bench) --------------------------------------------------------------------
 HEARTBEATS_TO_CONSUME_AGAIN = 2.0  # beyond the members' own wait for their next heartbeat
 

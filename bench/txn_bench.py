@@ -23,6 +23,7 @@ import argparse
 import json
 import random
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +34,8 @@ import httpx
 from bench.group_views import StoreWrites
 from bench.harness import AgentSpec, bench_env, log, module_cmd, start_agent, stop_proc
 from bench.probes import percentile
+from bench.results import Rows, add_output_args, finish_run, markdown_table, page_figures, run_header
+from bench.targets import END_TXN_P99_MS, TXN_THROUGHPUT_RATIO
 
 MiB = 1024 * 1024
 VALUE_BYTES = 1024
@@ -158,6 +161,7 @@ def _end_txn_quantiles(url: str) -> tuple[float | None, float | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -173,15 +177,17 @@ def main(argv: list[str] | None = None) -> int:
     child.add_argument("--bootstrap", required=True)
     child.add_argument("--topic", required=True)
     child.add_argument("--seed", type=int, default=1)
+    add_output_args(parser, "txn_bench")
     args = parser.parse_args(argv)
     if args.command == "produce":
         produce(args)
         return 0
+    report = run_header("txn_bench", argv, ("agents", "broker", "storage", "strata"))
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="strata-txn-bench-") as tmp:
         workdir = Path(tmp)
-        agent = start_agent(
-            AgentSpec(["--role", "agent", "--log-level", "warning"], kafka_ports=1), workdir, "agent"
-        )
+        spec = AgentSpec(["--role", "agent", "--log-level", "warning"], kafka_ports=1)
+        agent = start_agent(spec, workdir, "agent")
         try:
             assert agent.bootstrap is not None
             topic = "txn-bench"
@@ -201,26 +207,33 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             stop_proc(agent.proc, "agent")
     window = args.duration + args.warmup
-    rows = [
-        ("idempotent produce, MiB/s", f"{idem['mib_s']:.1f}"),
-        ("transactional produce, MiB/s", f"{txn['mib_s']:.1f}"),
-        ("transactional / idempotent", f"{txn['mib_s'] / idem['mib_s']:.0%}" if idem["mib_s"] else "-"),
-        ("transactions committed", str(txn["commits"])),
-        (
-            "commit_transaction p50 / p99, ms",
-            f"{txn['commit_p50_ms']:.1f} / {txn['commit_p99_ms']:.1f}" if txn["commits"] else "-",
-        ),
-        ("EndTxn p50 / p99, ms (bucket bounds)", f"{end_p50} / {end_p99}"),
-        ("metadata writes per transaction", f"{txn_writes / max(txn['commits'], 1):.2f}"),
-        (
-            "metadata writes per second: idempotent / transactional",
-            f"{idem_writes / window:.1f} / {txn_writes / window:.1f}",
-        ),
-    ]
-    width = max(len(r[0]) for r in rows)
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
+    ratio = 100 * txn["mib_s"] / idem["mib_s"] if idem["mib_s"] else 0.0
+    rows = Rows()
+    area = "transactions"
+    rows.add("idempotent produce, local", round(idem["mib_s"], 1), "MiB/s", area=area)
+    rows.add("transactional produce, a commit per 100 ms, local", round(txn["mib_s"], 1), "MiB/s", area=area)
+    rows.add("transactional / idempotent produce", round(ratio, 1), "%", TXN_THROUGHPUT_RATIO, area=area)
+    rows.add("transactions committed", txn["commits"])
+    if txn["commits"]:
+        rows.add(
+            "commit_transaction p50 / p99", f"{txn['commit_p50_ms']:.1f} / {txn['commit_p99_ms']:.1f}", "ms"
+        )
+    rows.add("EndTxn p50 (upper bucket bound)", end_p50, "ms")
+    rows.add("EndTxn p99 (upper bucket bound)", end_p99, "ms", END_TXN_P99_MS, area=area)
+    per_txn = round(txn_writes / max(txn["commits"], 1), 2)
+    rows.add("metadata writes per transaction (flush commits included)", per_txn, area=area)
+    rows.add(
+        "metadata writes per second, idempotent / transactional",
+        f"{idem_writes / window:.1f} / {txn_writes / window:.1f}",
+    )
+    report["targets"] = rows.rows
+    report["elapsed_s"] = round(time.monotonic() - started, 1)
+    finish_run(report, args, _print, page_figures(rows.rows))
     return 0
+
+
+def _print(report: dict[str, Any]) -> None:
+    print(markdown_table(report["targets"]))
 
 
 if __name__ == "__main__":
