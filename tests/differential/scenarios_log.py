@@ -43,7 +43,13 @@ def _creatable(
 
 
 def fetch(
-    side: Side, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, version: int | None = None
+    side: Side,
+    topic: str,
+    partition: int,
+    offset: int,
+    max_bytes: int = 1 << 20,
+    version: int | None = None,
+    isolation_level: int = 0,
 ) -> Any:
     return side.call(
         FetchRequest,
@@ -52,7 +58,7 @@ def fetch(
             "max_wait_ms": 0,
             "min_bytes": 0,
             "max_bytes": 1 << 24,
-            "isolation_level": 0,
+            "isolation_level": isolation_level,
             "session_id": 0,
             "session_epoch": -1,
             "topics": [
@@ -76,14 +82,16 @@ def fetch(
     )
 
 
-def list_offsets(side: Side, topic: str, *specs: tuple[int, int], version: int | None = None) -> Any:
+def list_offsets(
+    side: Side, topic: str, *specs: tuple[int, int], version: int | None = None, isolation_level: int = 0
+) -> Any:
     """One ListOffsets request: ``specs`` are (partition, timestamp) pairs, each partition at most once
     (Kafka answers INVALID_REQUEST to every copy of a partition asked twice)."""
     return side.call(
         ListOffsetsRequest,
         {
             "replica_id": -1,
-            "isolation_level": 0,
+            "isolation_level": isolation_level,
             "topics": [
                 {
                     "name": topic,

@@ -15,9 +15,7 @@ import struct
 import time
 from typing import Any
 
-from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.group import OffsetFetchRequest
-from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.producer.produce import ProduceRequest
 from kafka.protocol.producer.transaction import (
@@ -173,34 +171,7 @@ def transactions(side: Side, prefix: str) -> Answers:
 
 
 def _fetch(side: Side, topic: str, partition: int, offset: int, committed: bool) -> Any:
-    return side.call(
-        FetchRequest,
-        {
-            "replica_id": -1,
-            "max_wait_ms": 0,
-            "min_bytes": 0,
-            "max_bytes": 1 << 24,
-            "isolation_level": 1 if committed else 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [
-                {
-                    "topic": topic,
-                    "partitions": [
-                        {
-                            "partition": partition,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": offset,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": 1 << 20,
-                        }
-                    ],
-                }
-            ],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        },
-    )
+    return fetch(side, topic, partition, offset, isolation_level=1 if committed else 0)
 
 
 def _read_all(side: Side, topic: str, partition: int, committed: bool) -> Answers:
@@ -240,26 +211,7 @@ def _after_last_batch(data: bytes) -> int:
 
 
 def _list_offsets(side: Side, topic: str, committed: bool) -> Any:
-    return side.call(
-        ListOffsetsRequest,
-        {
-            "replica_id": -1,
-            "isolation_level": 1 if committed else 0,
-            "topics": [
-                {
-                    "name": topic,
-                    "partitions": [
-                        {
-                            "partition_index": 0,
-                            "current_leader_epoch": -1,
-                            "timestamp": -1,
-                            "max_num_offsets": 1,
-                        }
-                    ],
-                }
-            ],
-        },
-    )
+    return list_offsets(side, topic, (0, -1), isolation_level=1 if committed else 0)
 
 
 def _offsets(side: Side, group: str, txn_id: str, topic: str, pid: int, epoch: int) -> Answers:
