@@ -1,0 +1,1 @@
+"""The three schema formats behind one interface (``base``): Avro, JSON Schema and Protobuf."""
