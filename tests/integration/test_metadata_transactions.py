@@ -187,6 +187,20 @@ def test_offsets_become_visible_with_the_commit_only(store: MetadataStore) -> No
     assert [o.offset for o in store.group_offsets("g")] == [42]
 
 
+def test_describing_every_transaction_at_once_equals_describing_each(store: MetadataStore) -> None:
+    p = begin(store, "tx-b", partitions=(1, 0))
+    store.add_offsets_to_txn("tx-b", p.producer_id, p.epoch, "g2", NOW)
+    store.add_offsets_to_txn("tx-b", p.producer_id, p.epoch, "g1", NOW)
+    q = begin(store, "tx-a")
+    store.end_txn("tx-a", q.producer_id, q.epoch, True, NOW)
+    store.init_transactional_producer("tx-c", 60_000, MAX, None, NOW)
+    every = store.describe_transactions()
+    assert [d.txn.transactional_id for d in every] == ["tx-a", "tx-b", "tx-c"]
+    assert every == [store.describe_transaction(i) for i in ("tx-a", "tx-b", "tx-c")]
+    assert [(x.topic, x.partition) for x in every[1].partitions] == [("t", 0), ("t", 1)]
+    assert every[1].groups == ["g1", "g2"]
+
+
 def test_the_sweep_aborts_and_fences_a_timed_out_transaction(store: MetadataStore) -> None:
     given, _ = store.init_transactional_producer("tx", 1_000, MAX, None, NOW)
     store.add_partitions_to_txn("tx", given.producer_id, given.epoch, [("t", 0)], NOW)
