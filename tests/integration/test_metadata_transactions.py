@@ -250,3 +250,19 @@ def test_the_lso_never_falls_below_the_log_start(store: MetadataStore) -> None:
     store.apply_retention("t", 0, 4, NOW)  # DeleteRecords past where it began
     state = store.partition_state("t", 0)
     assert (state.log_start_offset, state.last_stable_offset, state.high_watermark) == (4, 4, 6)
+
+
+def test_markers_and_aborted_ranges_go_with_the_records_below_the_log_start(store: MetadataStore) -> None:
+    for txn_id, commit in (("tx-1", False), ("tx-2", True), ("tx-3", False)):
+        p = begin(store, txn_id)
+        flush(store, p.producer_id, p.epoch, 0, 2)
+        store.end_txn(txn_id, p.producer_id, p.epoch, commit, NOW)
+    # Offsets: tx-1 data 0-1, abort marker 2; tx-2 data 3-4, commit 5; tx-3 data 6-7, abort 8.
+    assert [m.offset for m in store.txn_markers("t", 0, 0, 100)] == [2, 5, 8]
+    store.apply_retention("t", 0, 5, NOW)
+    assert [m.offset for m in store.txn_markers("t", 0, 0, 100)] == [5, 8]
+    assert [(a.first_offset, a.last_offset) for a in store.aborted_txns("t", 0, 0, 100)] == [(6, 8)]
+    store.apply_retention("t", 0, 9, NOW)
+    assert store.txn_markers("t", 0, 0, 100) == []
+    assert store.aborted_txns("t", 0, 0, 100) == []
+    assert store.partition_state("t", 0).high_watermark == 9

@@ -177,6 +177,16 @@ class CompactionQueries(SqlBase):
                 "DELETE FROM chunks WHERE topic = ? AND partition_id = ? AND last_offset < ?",
                 (topic, partition, start),
             )
+            # Markers and aborted ranges below the log start go with the records, as Kafka's transaction
+            # index goes with its segment: no reader can ask for those offsets any more.
+            tx.execute(
+                "DELETE FROM txn_markers WHERE topic = ? AND partition_id = ? AND marker_offset < ?",
+                (topic, partition, start),
+            )
+            tx.execute(
+                "DELETE FROM aborted_txns WHERE topic = ? AND partition_id = ? AND last_offset < ?",
+                (topic, partition, start),
+            )
             mark_obsolete_if_empty(tx, file_ids, now_ms)
             return removed
 
