@@ -90,19 +90,27 @@ class TransactionReads(SqlBase):
 
         return self._backend.run(work, write=False, what="describe_transactions")
 
-    def txn_markers(self, topic: str, partition: int, first: int, last: int) -> list[TxnMarker]:
-        """The markers at offsets ``first`` .. ``last`` of a partition, by offset."""
+    def txn_markers(
+        self, topic: str, partition: int, first: int, last: int, limit: int | None = None
+    ) -> list[TxnMarker]:
+        """The markers at offsets ``first`` .. ``last`` of a partition, by offset (the first ``limit``)."""
         rows = self._backend.run(
             lambda tx: tx.all(
-                "SELECT marker_offset, producer_id, epoch, is_commit, timestamp_ms FROM txn_markers"
+                "SELECT marker_offset, producer_id, epoch, is_commit, timestamp_ms, delete_horizon_ms"
+                " FROM txn_markers"
                 " WHERE topic = ? AND partition_id = ? AND marker_offset >= ? AND marker_offset <= ?"
-                " ORDER BY marker_offset",
+                " ORDER BY marker_offset" + ("" if limit is None else f" LIMIT {int(limit)}"),
                 (topic, partition, first, last),
             ),
             write=False,
             what="txn_markers",
         )
-        return [TxnMarker(int(r[0]), int(r[1]), int(r[2]), bool(r[3]), int(r[4])) for r in rows]
+        return [
+            TxnMarker(
+                int(r[0]), int(r[1]), int(r[2]), bool(r[3]), int(r[4]), None if r[5] is None else int(r[5])
+            )
+            for r in rows
+        ]
 
     def aborted_txns(self, topic: str, partition: int, first: int, last: int) -> list[AbortedTxn]:
         """The aborted transactions whose range meets offsets ``first`` .. ``last``, by first offset."""
