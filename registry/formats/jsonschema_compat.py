@@ -37,6 +37,7 @@ is compatible when the reader gives it a ``default``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
     from registry.formats.jsonschema import JsonSchema
 
 BUDGET = 20_000
+# The rule a finite writer's value breaks, by the reader keyword that refuses it; others are KEYWORD_NARROWED.
+_VALUE_RULES = {"enum": "ENUM_ARRAY_NARROWED", "const": "ENUM_ARRAY_CHANGED", "type": "TYPE_CHANGED"}
 _COMBINATORS = ("allOf", "anyOf", "oneOf", "not", "$ref")
 # Keywords that make a writer's base and one of its combined members unsafe to merge into one object:
 # their meaning depends on sibling keywords (``additionalItems`` on ``items``) or on evaluation order.
@@ -290,7 +293,10 @@ class Checker:
                 continue
             error = best_match(self.validator(r).iter_errors(value))
             keyword = str(error.validator) if error is not None else "schema"
-            rule = {"enum": "ENUM_ARRAY_NARROWED", "const": "ENUM_ARRAY_CHANGED"}.get(keyword, "TYPE_CHANGED")
+            rule = (
+                _VALUE_RULES.get(keyword)
+                or "_".join(re.findall("[A-Z]?[a-z]+", keyword)).upper() + "_NARROWED"
+            )
             diffs.append(
                 Difference(
                     rule, f"{path}/{keyword}", f"the writer's value {value!r} fails the reader's {keyword}"

@@ -33,13 +33,20 @@ def _reader_schemas(r: Node, props: dict[str, Node], patterns: dict[str, Node], 
     return found or [r.additional("additionalProperties")]
 
 
-def _writer_schema(w: Node, props: dict[str, Node], patterns: dict[str, Node], name: str) -> Node:
-    if name in props:
-        return props[name]
-    for pattern, schema in patterns.items():
-        if matches(pattern, name):
-            return schema
-    return w.additional("additionalProperties")
+def _writer_schemas(w: Node, props: dict[str, Node], patterns: dict[str, Node], name: str) -> list[Node]:
+    found = ([props[name]] if name in props else []) + [s for p, s in patterns.items() if matches(p, name)]
+    return found or [w.additional("additionalProperties")]
+
+
+def _covers(c: Checker, rs: Node, writer_schemas: list[Node], where: str) -> list[Difference]:
+    """A writer value fits every one of its schemas, so the reader's covers it if it covers any one."""
+    first: list[Difference] = []
+    for ws in writer_schemas:
+        diffs = c.compare(rs, ws, where)
+        if not diffs:
+            return []
+        first = first or diffs
+    return first
 
 
 def objects(c: Checker, r: Node, w: Node, path: str) -> list[Difference]:
@@ -64,14 +71,14 @@ def _properties(c: Checker, r: Node, w: Node, path: str) -> list[Difference]:
     diffs: list[Difference] = []
     for name in sorted(rprops.keys() | wprops.keys()):
         where = f"{path}/properties/{name}"
-        ws = _writer_schema(w, wprops, wpatterns, name)
-        subs = [d for rs in _reader_schemas(r, rprops, rpatterns, name) for d in c.compare(rs, ws, where)]
+        wss = _writer_schemas(w, wprops, wpatterns, name)
+        subs = [d for rs in _reader_schemas(r, rprops, rpatterns, name) for d in _covers(c, rs, wss, where)]
         if not subs:
             continue
         if name in rprops and name in wprops:
             diffs += subs
         elif name in rprops:
-            if c.deref(ws).trivial:
+            if all(c.deref(ws).trivial for ws in wss):
                 kind = "REQUIRED" if name in required else "OPTIONAL"
                 rule = f"{kind}_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"
                 detail = f"the writer's open content model let {name} hold any value; the reader restricts it"
