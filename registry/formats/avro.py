@@ -100,7 +100,8 @@ def _parse_one(text: str, named: dict[str, Any], names: avro.name.Names, what: s
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", avro.errors.IgnoredLogicalType)
             apache = avro.schema.make_avsc_object(_load_json(text, what), names)
-    except avro.errors.AvroException as exc:
+    except (avro.errors.AvroException, TypeError) as exc:
+        # TypeError: Apache Avro looks a logicalType up in a table, which fails on an object or a list.
         raise InvalidSchema(f"Invalid {what}: {exc}") from exc
     try:
         parsed = fastavro.parse_schema(_load_json(text, what), named_schemas=named, _write_hint=False)

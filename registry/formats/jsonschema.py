@@ -134,12 +134,13 @@ def _check(document: Any, what: str) -> type[Validator]:
 def _check_refs(schema: Any, resolver: Resolver[Any], spec: Any, what: str, path: str) -> None:
     resolver = in_scope(resolver, schema, spec)
     if isinstance(schema, dict) and isinstance(schema.get("$ref"), str):
+        where = f"$ref {schema['$ref']} at {path or '/'}"
         try:
-            resolver.lookup(schema["$ref"])
+            target = resolver.lookup(schema["$ref"]).contents
         except referencing.exceptions.Unresolvable as exc:
-            raise InvalidSchema(
-                f"Invalid {what}: $ref {schema['$ref']} at {path or '/'} does not resolve"
-            ) from exc
+            raise InvalidSchema(f"Invalid {what}: {where} does not resolve") from exc
+        if not isinstance(target, dict | bool):
+            raise InvalidSchema(f"Invalid {what}: {where} is not a schema")
     for segment, child in subschemas(schema):
         _check_refs(child, resolver, spec, what, f"{path}/{segment}")
 

@@ -99,6 +99,8 @@ class Checker:
             return []
         if r.false:
             return [Difference("TYPE_NARROWED", path, "the reader's schema is false: it accepts no value")]
+        if any(self.deref(member).false for _, member in self.parts(w).alls):
+            return []  # the writer accepts nothing
         key = (id(r.schema), id(w.schema))
         if key in self.active:
             return []
@@ -128,7 +130,7 @@ class Checker:
             ref = node.get("$ref")
             if not isinstance(ref, str):
                 return node
-            alone = not (ASSERTIONS - {"$ref"}) & node.schema.keys()
+            alone = not (ASSERTIONS - {"$ref"}) & node.keywords()
             if not (alone or node.side.ref_replaces_siblings):
                 return node
             node = self.lookup(node, ref)
@@ -138,28 +140,32 @@ class Checker:
         try:
             resolved = node.resolver.lookup(ref)
         except referencing.exceptions.Unresolvable:
-            # Parsing checked every reference; one that still fails accepts nothing here, which makes a
-            # reader incompatible and a writer vacuous, the conservative reading for a reader.
+            resolved = None
+        if resolved is None or not isinstance(resolved.contents, dict | bool):
+            # Parsing checked that every reference resolves to a schema; one that still does not accepts
+            # nothing here, which makes a reader incompatible.
             return Node(False, node.resolver, node.side)
-        return Node(
-            resolved.contents, in_scope(resolved.resolver, resolved.contents, node.side.spec), node.side
-        )
+        scope = in_scope(resolved.resolver, resolved.contents, node.side.spec)
+        return Node(resolved.contents, scope, node.side)
 
     def parts(self, node: Node) -> Parts:
         if not isinstance(node.schema, dict):
             return Parts(node, [], [], [])
-        schema = node.schema
+        keys = node.keywords()
         base = Node(
-            {k: v for k, v in schema.items() if k not in _COMBINATORS},
+            {k: node.schema[k] for k in keys if k not in _COMBINATORS},
             node.resolver,
             node.side,
-            applied=bool(_IN_PLACE & schema.keys()),
+            applied=bool(_IN_PLACE & keys),
         )
-        alls = [(f"allOf/{i}", node.child(s)) for i, s in enumerate(schema.get("allOf", ()))]
-        if isinstance(schema.get("$ref"), str):
-            alls.append(("$ref", self.lookup(node, schema["$ref"])))
-        sums = [(k, [node.child(s) for s in schema[k]]) for k in ("anyOf", "oneOf") if k in schema]
-        nots = [node.child(schema["not"])] if "not" in schema else []
+        alls = [(f"allOf/{i}", node.child(s)) for i, s in enumerate(node.get("allOf") or ())]
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            alls.append(("$ref", self.lookup(node, ref)))
+        sums: list[tuple[str, list[Node]]] = [
+            (k, [node.child(s) for s in node.get(k)]) for k in ("anyOf", "oneOf") if k in keys
+        ]
+        nots = [node.child(node.get("not"))] if "not" in keys else []
         return Parts(base, alls, sums, nots)
 
     def sum_covers(self, branches: list[Node], w: Node, path: str, keyword: str) -> list[Difference]:
@@ -225,7 +231,9 @@ class Checker:
         b, m = base.schema, member.schema
         if not isinstance(b, dict) or not isinstance(m, dict) or member.resolver is not base.resolver:
             return member
-        if (ASSERTIONS & b.keys() & m.keys()) or _NO_MERGE & (b.keys() | m.keys()):
+        if member.side is not base.side or (ASSERTIONS & base.keywords() & member.keywords()):
+            return member
+        if _NO_MERGE & (base.keywords() | member.keywords()):
             return member
         return Node({**b, **m}, base.resolver, base.side)
 
@@ -239,8 +247,8 @@ class Checker:
         values = self.finite_values(w)
         if values is not None:
             return self.values_covered(r, w, values, path)
-        if "enum" in r.schema or "const" in r.schema:
-            keyword = "enum" if "enum" in r.schema else "const"
+        if "enum" in r.keywords() or "const" in r.keywords():
+            keyword = "enum" if "enum" in r.keywords() else "const"
             rule = "ENUM_ARRAY_NARROWED" if keyword == "enum" else "ENUM_ARRAY_CHANGED"
             return [
                 Difference(
@@ -261,12 +269,12 @@ class Checker:
 
     def unanalysed(self, r: Node, w: Node, path: str) -> list[Difference]:
         diffs = []
-        for keyword in sorted(UNANALYSED & r.schema.keys()):
+        for keyword in sorted(UNANALYSED & r.keywords()):
             if keyword.startswith("unevaluated") and not r.applied:
                 continue  # a content model like additionalProperties and additionalItems: compared there
             if keyword.startswith("unevaluated") and not r.sub(keyword).trivial:
                 detail = f"{keyword} beside in-place applicators is not analysed; counted as incompatible"
-            elif r.schema[keyword] != w.get(keyword):
+            elif r.get(keyword) != w.get(keyword):
                 detail = f"the reader's {keyword} differs from the writer's, and is not analysed"
             else:
                 continue
@@ -277,10 +285,10 @@ class Checker:
         """The values a writer can accept, when they can be listed; else None."""
         if not isinstance(w.schema, dict):
             return None
-        if "const" in w.schema:
-            return [w.schema["const"]]
-        if isinstance(w.schema.get("enum"), list):
-            return list(w.schema["enum"])
+        if "const" in w.keywords():
+            return [w.get("const")]
+        if isinstance(w.get("enum"), list):
+            return list(w.get("enum"))
         wtypes = types.types_of(w)
         if wtypes and wtypes <= {"null", "boolean"}:
             return ([None] if "null" in wtypes else []) + ([False, True] if "boolean" in wtypes else [])
@@ -316,9 +324,25 @@ class Checker:
             return False
 
 
+def known_keywords(schema: JsonSchema) -> frozenset[str]:
+    """The assertions of the schema's draft: what its validator validates, with the keywords that
+    validate as part of another (``then``/``else`` with ``if``; ``minContains``/``maxContains`` with
+    ``contains`` from 2019-09; draft 4's boolean ``exclusiveMaximum`` with ``maximum``)."""
+    known = set(type(schema.validator).VALIDATORS)
+    if "maximum" in known:
+        known |= {"exclusiveMaximum", "exclusiveMinimum"}  # draft 4's booleans, read with maximum/minimum
+    if "if" in known:
+        known |= {"then", "else"}
+    if "dependentRequired" in known:
+        known |= {"minContains", "maxContains"}
+    return frozenset(known)
+
+
 def root(schema: JsonSchema) -> Node:
     spec = schema.specification
-    side = Side(schema.validator, spec, spec.name in ("draft-04", "draft-06", "draft-07"))
+    side = Side(
+        schema.validator, spec, spec.name in ("draft-04", "draft-06", "draft-07"), known_keywords(schema)
+    )
     return Node(schema.schema, in_scope(schema.resolver(), schema.schema, spec), side)
 
 

@@ -247,11 +247,23 @@ def arrays(c: Checker, r: Node, w: Node, path: str) -> list[Difference]:
 
 
 def _contains(c: Checker, r: Node, w: Node, path: str) -> list[Difference]:
-    if r.get("contains") is None or r.sub("contains").trivial:
+    """``contains``: at least ``minContains`` (1 by default) items fit it, and at most ``maxContains``."""
+    if r.get("contains") is None:
         return []
     where = f"{path}/contains"
+    least = r.get("minContains") if r.get("minContains") is not None else 1
+    diffs: list[Difference] = []
     if w.get("contains") is None:
-        return [Difference("CONTAINS_ADDED", where, "the reader requires an item the writer did not")]
-    diffs = c.compare(r.sub("contains"), w.sub("contains"), where)
-    diffs += lower_bound("MIN_CONTAINS", "minContains", r, w, path, floor=1)
-    return diffs + upper_bound("MAX_CONTAINS", "maxContains", r, w, path)
+        # Even ``contains: {}`` needs that many items, which only the writer's minItems can promise.
+        enough = r.sub("contains").trivial and (w.get("minItems") or 0) >= least
+        if least > 0 and not enough:
+            diffs.append(Difference("CONTAINS_ADDED", where, f"the reader requires {least} matching item(s)"))
+    else:
+        diffs += c.compare(r.sub("contains"), w.sub("contains"), where)
+        diffs += lower_bound("MIN_CONTAINS", "minContains", r, w, path, floor=1)
+    if r.get("maxContains") is not None:
+        same = r.get("contains") == w.get("contains")
+        if not same or w.get("maxContains") is None or w.get("maxContains") > r.get("maxContains"):
+            detail = "the reader bounds the items matching contains; the writer did not, or not as tightly"
+            diffs.append(Difference("MAX_CONTAINS_DECREASED", f"{path}/maxContains", detail))
+    return diffs

@@ -135,6 +135,9 @@ def subschemas(schema: Any) -> Iterator[tuple[str, Any]]:
 
 def in_scope(resolver: Resolver[Any], schema: Any, spec: referencing.Specification[Any]) -> Any:
     """The resolver for a subschema: one that has an ``$id`` (``id`` in draft 4) changes the base URI."""
-    if isinstance(schema, dict) and spec.id_of(schema):
+    if not isinstance(schema, dict):
+        return resolver
+    # Beside a keyword this draft does not know, an id was never checked to be a string.
+    if all(isinstance(schema.get(k, ""), str) for k in ("$id", "id")) and spec.id_of(schema):
         return resolver.in_subresource(spec.create_resource(schema))
     return resolver

@@ -34,6 +34,9 @@ class Side:
     validator: Validator
     spec: referencing.Specification[Any]
     ref_replaces_siblings: bool
+    # The assertions this draft defines: another draft's keyword is ignored by this draft's validator
+    # (and its metaschema never checked its shape), so the checker ignores it too.
+    known: frozenset[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +52,16 @@ class Node:
     def child(self, schema: Any) -> Node:
         return Node(schema, in_scope(self.resolver, schema, self.side.spec), self.side)
 
+    def keywords(self) -> set[str]:
+        """The keywords that count in this draft: its assertions and every annotation."""
+        if not isinstance(self.schema, dict):
+            return set()
+        return {k for k in self.schema if k not in ASSERTIONS or k in self.side.known}
+
     def get(self, key: str) -> Any:
-        return self.schema.get(key) if isinstance(self.schema, dict) else None
+        if not isinstance(self.schema, dict) or (key in ASSERTIONS and key not in self.side.known):
+            return None
+        return self.schema.get(key)
 
     def sub(self, key: str, default: Any = True) -> Node:
         value = self.get(key)
@@ -68,7 +79,7 @@ class Node:
     @property
     def trivial(self) -> bool:
         """Accepts every value: ``true``, or an object without assertions."""
-        return self.schema is True or (isinstance(self.schema, dict) and not ASSERTIONS & self.schema.keys())
+        return self.schema is True or (isinstance(self.schema, dict) and not ASSERTIONS & self.keywords())
 
     @property
     def false(self) -> bool:

@@ -286,9 +286,27 @@ RULES = [
     ),
     Rule(
         "CONTAINS_ADDED at #/contains",
-        {"type": "array"},
+        {"type": "array", "minItems": 1},
         {"type": "array", "contains": {}},
         {"type": "array", "contains": STR},
+    ),
+    Rule(
+        "CONTAINS_ADDED at #/contains",
+        {"type": "array"},
+        {"type": "array"},
+        {"type": "array", "contains": {}},
+    ),
+    Rule(
+        "MIN_CONTAINS_INCREASED at #/minContains",
+        {"$schema": D2020, "contains": STR, "minContains": 2},
+        {"$schema": D2020, "contains": STR},
+        {"$schema": D2020, "contains": STR, "minContains": 3},
+    ),
+    Rule(
+        "MAX_CONTAINS_DECREASED at #/maxContains",
+        {"$schema": D2020, "contains": STR, "maxContains": 2},
+        {"$schema": D2020, "contains": STR, "maxContains": 3},
+        {"$schema": D2020, "contains": STR, "maxContains": 1},
     ),
     Rule(
         "TYPE_CHANGED at #/contains",
