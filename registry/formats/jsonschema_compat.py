@@ -32,7 +32,10 @@ the checker does not analyse (``if``/``then``/``else``, ``unevaluated*``, dynami
 identical in the reader, or the difference is reported with the keyword's path.
 
 One departure from a pure "every value" reading, taken from Confluent: a property the reader newly requires
-is compatible when the reader gives it a ``default``.
+is compatible when the reader gives it a ``default``. Where Confluent's verdicts depart from validation the
+other way, the checker follows validation: a newly required property that the reader does not declare is
+incompatible, and ``additionalItems`` beside an ``items`` that is not a list changes nothing (validators
+ignore it there).
 """
 
 from __future__ import annotations
