@@ -18,6 +18,7 @@ is checked to stay inside that directory.
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -47,16 +48,16 @@ def check_import_path(name: str) -> None:
         raise InvalidSchema(f"invalid import path for a reference: {name!r}")
 
 
-def compile_proto(target: str, sources: Mapping[str, str]) -> list[FileProto]:
-    """Compile ``target``, one of ``sources`` (``.proto`` texts by import path) or a built-in: its
-    descriptor last, after those of its imports, each after its own. ``InvalidSchema`` carries protoc's
-    errors, each as ``file:line:column: message``."""
+def compile_proto(target: str, sources: Mapping[str, str]) -> FileProto:
+    """Compile ``target``, one of ``sources`` (``.proto`` texts by import path) or a built-in, into its
+    descriptor (its imports are compiled too, but their descriptors come from where they were
+    registered). ``InvalidSchema`` carries protoc's errors, each as ``file:line:column: message``."""
     for name in sources:
         check_import_path(name)
     with tempfile.TemporaryDirectory(prefix="strata-proto-") as tmp:
         root = Path(tmp)
         try:
-            _fill(root, sources)
+            _fill(root, target, sources)
         except OSError as exc:
             # Two import paths where one is the other's directory ("a" and "a/b.proto").
             raise InvalidSchema(f"references cannot be laid out as files: {exc.strerror}") from None
@@ -65,27 +66,31 @@ def compile_proto(target: str, sources: Mapping[str, str]) -> list[FileProto]:
             generated = _protoc_compiler.get_protos(target.encode(), includes)
         except _protoc_compiler.ProtocErrors as exc:
             raise InvalidSchema(_describe(exc.errors())) from None
-    return [_descriptor_of(code) for _module, code in generated]
+    # Modules come imports first, the target's last.
+    _module, code = generated[-1]
+    return _descriptor_of(code)
 
 
-def builtin_descriptors(name: str) -> list[FileProto]:
-    """A built-in file compiled, after its own imports (built-ins too); empty if there is no such file.
-    Compiled once per process: the files do not change while it runs."""
+def builtin_descriptor(name: str) -> FileProto | None:
+    """A built-in file compiled (None if there is no such file); once per process, as the files do not
+    change while it runs."""
     if not protobuf_builtins.exists(name):
-        return []
-    return [FileProto.FromString(blob) for blob in _compiled_builtin(name)]
+        return None
+    return FileProto.FromString(_compiled_builtin(name))
 
 
 @cache
-def _compiled_builtin(name: str) -> tuple[bytes, ...]:
-    return tuple(file.SerializeToString() for file in compile_proto(name, {}))
+def _compiled_builtin(name: str) -> bytes:
+    return compile_proto(name, {}).SerializeToString()
 
 
-def _fill(root: Path, sources: Mapping[str, str]) -> None:
-    for name, path in protobuf_builtins.google_type_files().items():
-        if name not in sources:
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, root / name)
+def _fill(root: Path, target: str, sources: Mapping[str, str]) -> None:
+    # Only a file that names google/type/ can import one: skip the copies otherwise.
+    if target.startswith("google/type/") or any("google/type/" in text for text in sources.values()):
+        for name, path in protobuf_builtins.google_type_files().items():
+            if name not in sources:
+                (root / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, root / name)
     for name, text in sources.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text, encoding="utf-8")
@@ -107,17 +112,17 @@ def _text(value: object) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
+# The one call in a generated module that carries the file's serialized descriptor, as a bytes literal.
+_SERIALIZED = re.compile(rb"AddSerializedFile\((b'(?:[^'\\\n]|\\.)*')\)")
+
+
 def _descriptor_of(code: bytes) -> FileProto:
     """The serialized descriptor in a generated module: the bytes literal passed to
-    ``AddSerializedFile``. A module without one means protoc's Python generator changed shape."""
-    for node in ast.walk(ast.parse(code)):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "AddSerializedFile"
-            and len(node.args) == 1
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, bytes)
-        ):
-            return FileProto.FromString(node.args[0].value)
-    raise RuntimeError("protoc's generated module has no AddSerializedFile(b'...') call")
+    ``AddSerializedFile``, read as a Python literal (not by parsing the whole module, which costs far
+    more). A module without one means protoc's Python generator changed shape."""
+    found = _SERIALIZED.search(code)
+    if found is None:
+        raise RuntimeError("protoc's generated module has no AddSerializedFile(b'...') call")
+    literal = ast.literal_eval(found.group(1).decode("ascii"))
+    assert isinstance(literal, bytes)
+    return FileProto.FromString(literal)

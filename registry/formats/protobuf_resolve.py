@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError
 
 from registry.errors import InvalidSchema
 from registry.formats.base import Resolved, SchemaType
-from registry.formats.protobuf_compile import builtin_descriptors, check_import_path, compile_proto
+from registry.formats.protobuf_compile import builtin_descriptor, check_import_path, compile_proto
 from registry.formats.protobuf_options import UnprintableOption
 from registry.formats.protobuf_print import print_file
 
@@ -83,7 +83,7 @@ class Resolver:
         if descriptor is None:
             compiled = compile_proto(reference.name, {**self.sources, reference.name: reference.text})
             self.sources[reference.name] = reference.text
-            self.files[reference.name] = compiled[-1]
+            self.files[reference.name] = compiled
             return
         descriptor.name = reference.name
         files = self.ordered(descriptor)
@@ -101,8 +101,7 @@ class Resolver:
     def compile(self, text: str) -> list[FileProto]:
         """A ``.proto`` schema's file, after its imports."""
         name = self.free_name()
-        compiled = compile_proto(name, {**self.sources, name: text})
-        return self.ordered(compiled[-1])
+        return self.ordered(compile_proto(name, {**self.sources, name: text}))
 
     def ordered(self, file: FileProto) -> list[FileProto]:
         """``file`` after its imports, each import after its own (depth first, in import order)."""
@@ -126,7 +125,7 @@ class Resolver:
     def _lookup(self, importer: str, name: str) -> FileProto:
         if name in self.files:
             return self.files[name]
-        builtin = builtin_descriptors(name)
-        if builtin:
-            return builtin[-1]
+        builtin = builtin_descriptor(name)
+        if builtin is not None:
+            return builtin
         raise InvalidSchema(f'{importer}: import "{name}" is neither a reference nor a built-in')

@@ -136,13 +136,13 @@ def test_descriptor_references_and_descriptor_schema() -> None:
         "money.proto", {"money.proto": 'syntax = "proto3";\nmessage Money { int64 u = 1; }\n'}
     )
     named_elsewhere = descriptor_pb2.FileDescriptorProto()
-    named_elsewhere.CopyFrom(money[-1])
+    named_elsewhere.CopyFrom(money)
     named_elsewhere.name = "something/else.proto"
     item = compile_proto(
         "item.proto",
         {"money.proto": "syntax = 'proto3'; message Money { int64 u = 1; }",
          "item.proto": 'syntax = "proto3";\nimport "money.proto";\nmessage Item { Money m = 1; }\n'},
-    )[-1]  # fmt: skip
+    )  # fmt: skip
     schema = FORMAT.parse(b64(item), [ref("money.proto", b64(named_elsewhere))])
     assert [file.name for file in schema.files] == ["money.proto", "item.proto"]
     # A text schema can import a reference registered as a descriptor (printed for protoc).
@@ -184,7 +184,7 @@ def test_shipped_confluent_files_match_confluent_kafka() -> None:
     )
     for module in modules:
         theirs = descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb)
-        ours = compile_proto(theirs.name, {})[-1]
+        ours = compile_proto(theirs.name, {})
         assert normalize(ours) == normalize(theirs), theirs.name
 
 

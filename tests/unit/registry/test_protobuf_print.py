@@ -7,9 +7,11 @@ import pytest
 from google.protobuf import descriptor_pb2
 
 from registry.formats import protobuf_builtins
-from registry.formats.protobuf_compile import builtin_descriptors, compile_proto
+from registry.formats.base import Resolved, SchemaType
+from registry.formats.protobuf import FORMAT
+from registry.formats.protobuf_compile import builtin_descriptor, compile_proto
 from registry.formats.protobuf_print import print_file
-from registry.formats.protobuf_resolve import build_pool
+from registry.formats.protobuf_resolve import Resolver, build_pool
 
 COMMON = """syntax = "proto3";
 package acme.common;
@@ -172,18 +174,24 @@ message Thing {
 }
 
 
+def compiled(name: str) -> list[descriptor_pb2.FileDescriptorProto]:
+    """The corpus schema's file after its imports (``acme/common.proto`` a reference)."""
+    return list(
+        FORMAT.parse(CORPUS[name], [Resolved("acme/common.proto", SchemaType.PROTOBUF, COMMON)]).files
+    )
+
+
 def roundtrip(name: str, files: list[descriptor_pb2.FileDescriptorProto]) -> None:
     """Print ``files[-1]`` and compile the text again, its imports printed too: same descriptor."""
     pool = build_pool(files)
     sources = {file.name: print_file(file, pool) for file in files}
     again = compile_proto(files[-1].name, sources)
-    assert again[-1] == files[-1], f"{name}:\n{sources[files[-1].name]}"
+    assert again == files[-1], f"{name}:\n{sources[files[-1].name]}"
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS))
 def test_corpus_round_trips(name: str) -> None:
-    files = compile_proto("acme/shop.proto", {"acme/common.proto": COMMON, "acme/shop.proto": CORPUS[name]})
-    roundtrip(name, files)
+    roundtrip(name, compiled(name))
 
 
 def _builtin_names() -> list[str]:
@@ -197,13 +205,13 @@ def _builtin_names() -> list[str]:
 
 @pytest.mark.parametrize("name", _builtin_names())
 def test_builtin_files_round_trip(name: str) -> None:
-    roundtrip(name, builtin_descriptors(name))
+    builtin = builtin_descriptor(name)
+    assert builtin is not None
+    roundtrip(name, Resolver([]).ordered(builtin))
 
 
 def test_output_shape() -> None:
-    files = compile_proto(
-        "acme/shop.proto", {"acme/common.proto": COMMON, "acme/shop.proto": CORPUS["proto3"]}
-    )
+    files = compiled("proto3")
     text = print_file(files[-1], build_pool(files))
     assert text.startswith(
         'syntax = "proto3";\npackage acme.shop.v1;\n\nimport "google/protobuf/timestamp.proto";'
@@ -218,7 +226,7 @@ def test_output_shape() -> None:
 
 
 def test_without_a_pool_standard_options_print() -> None:
-    files = compile_proto(
+    file = compile_proto(
         "m.proto", {"m.proto": 'syntax = "proto3";\nmessage M { repeated int32 a = 1 [packed = false]; }'}
     )
-    assert "repeated int32 a = 1 [packed = false];" in print_file(files[-1])
+    assert "repeated int32 a = 1 [packed = false];" in print_file(file)
