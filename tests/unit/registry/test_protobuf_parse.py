@@ -188,6 +188,17 @@ def test_shipped_confluent_files_match_confluent_kafka() -> None:
         assert normalize(ours) == normalize(theirs), theirs.name
 
 
+def test_own_file_name_avoids_reference_names() -> None:
+    """The schema's own file is default.proto, unless a reference has that name; a descriptor keeps its
+    own name unless a reference has it."""
+    taken = [ref("default.proto", 'syntax = "proto3";\nmessage D {}\n')]
+    text = FORMAT.parse('syntax = "proto3";\nimport "default.proto";\nmessage M { D d = 1; }\n', taken)
+    assert [file.name for file in text.files] == ["default.proto", "default_1.proto"]
+    clash = descriptor_pb2.FileDescriptorProto(name="default.proto", syntax="proto3")
+    clash.message_type.add(name="M")
+    assert FORMAT.parse(b64(clash), taken).file.name == "default_1.proto"
+
+
 def test_reference_wins_over_a_builtin_of_the_same_name() -> None:
     fake = 'syntax = "proto3";\npackage google.protobuf;\nmessage Timestamp {\n  string iso = 1;\n}\n'
     schema = FORMAT.parse(

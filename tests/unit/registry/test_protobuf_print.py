@@ -10,6 +10,7 @@ from registry.formats import protobuf_builtins
 from registry.formats.base import Resolved, SchemaType
 from registry.formats.protobuf import FORMAT
 from registry.formats.protobuf_compile import builtin_descriptor, compile_proto
+from registry.formats.protobuf_normalize import normalize
 from registry.formats.protobuf_print import print_file
 from registry.formats.protobuf_resolve import Resolver, build_pool
 
@@ -230,3 +231,14 @@ def test_without_a_pool_standard_options_print() -> None:
         "m.proto", {"m.proto": 'syntax = "proto3";\nmessage M { repeated int32 a = 1 [packed = false]; }'}
     )
     assert "repeated int32 a = 1 [packed = false];" in print_file(file)
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_canonical_is_a_fixed_point(name: str) -> None:
+    """The canonical text parses to a schema with the same canonical text, and the same descriptor
+    once normalized."""
+    common = [Resolved("acme/common.proto", SchemaType.PROTOBUF, COMMON)]
+    schema = FORMAT.parse(CORPUS[name], common)
+    again = FORMAT.parse(schema.canonical(), common)
+    assert again.canonical() == schema.canonical()
+    assert normalize(again.file) == normalize(schema.file)
