@@ -23,7 +23,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from functools import cache
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from google.protobuf import descriptor_pb2
 from grpc_tools import _protoc_compiler
@@ -36,14 +36,11 @@ FileProto = descriptor_pb2.FileDescriptorProto
 
 def check_import_path(name: str) -> None:
     """An import path is relative, ``/``-separated, and never leaves its root (no ``..``, no ``.``)."""
-    parts = PurePosixPath(name).parts
     if (
-        not name
-        or name.startswith("/")
+        name.startswith("/")
         or "\\" in name
         or "\x00" in name
         or any(part in ("", ".", "..") for part in name.split("/"))
-        or not parts
     ):
         raise InvalidSchema(f"invalid import path for a reference: {name!r}")
 
