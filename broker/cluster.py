@@ -3,8 +3,8 @@ one cluster of brokers, each at its own advertised address.
 
 Each agent registers in the metadata store (``AgentRegistry``) and heartbeats every ``heartbeat_s``; an
 agent whose heartbeat is older than ``timeout_ms`` is dead and leaves the Metadata answer, so clients move
-to the others. Node ids come from the registration: the configured one if no live agent holds it, else
-the smallest free one.
+to the others. Node ids come from the registration: an agent restarted at its address takes its earlier
+incarnation's id (and row), else the configured one if no live agent holds it, else the smallest free one.
 
 Preferred leaders: each partition's leader is the live agent with the highest rendezvous hash of
 (topic, partition, node id), WarpStream's idea: each partition's records then mostly arrive at one agent,

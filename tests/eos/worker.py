@@ -18,7 +18,9 @@ its polls to monotonic, skip-free order.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import random
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -244,6 +246,9 @@ def main() -> None:
     parser.add_argument("--txn-timeout-ms", type=int, default=10_000)
     parser.add_argument("--isolation", default="read_committed")
     args = parser.parse_args()
+    # A worker found still running past its deadline is sent SIGUSR1 (workload.py): its Python stacks go to
+    # its log, so a stuck call is named.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     Worker(
         Settings(
             args.bootstrap,

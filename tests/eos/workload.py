@@ -13,6 +13,7 @@ one seed replays the same plan (the interleaving, and so the outcome, still depe
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -83,6 +84,18 @@ def record_drain(cfg: WorkloadConfig, out: Path) -> None:
     log.close()
 
 
+def _stuck(procs: list[subprocess.Popen[bytes]], out: Path) -> str:
+    """The Python stacks of the workers still running (SIGUSR1: worker.py's faulthandler), from their logs."""
+    running = [i for i, p in enumerate(procs) if p.poll() is None]
+    for i in running:
+        procs[i].send_signal(signal.SIGUSR1)
+    time.sleep(1)
+    return "\n".join(
+        f"--- w{i} still running:\n" + (out / f"w{i}.log").read_text(errors="replace")[-3000:]
+        for i in running
+    )
+
+
 def run_workload(cfg: WorkloadConfig, out: Path, on_tick: Callable[[float], None] | None = None) -> list[Op]:
     """Runs the workload with its history in ``out``; raises WorkloadError if a worker failed."""
     out.mkdir(parents=True, exist_ok=True)
@@ -96,7 +109,9 @@ def run_workload(cfg: WorkloadConfig, out: Path, on_tick: Callable[[float], None
             if on_tick is not None:
                 on_tick(min((time.monotonic() - started) / cfg.seconds, 1.0))
             if time.monotonic() > deadline:
-                raise WorkloadError(f"workers still running {deadline - started:.0f} s after the start")
+                raise WorkloadError(
+                    f"workers still running {deadline - started:.0f} s after the start\n" + _stuck(procs, out)
+                )
             time.sleep(0.2)
     finally:
         for p in procs:

@@ -99,6 +99,24 @@ def test_registration_assigns_free_node_ids_and_forgets_dead_agents(metadata_url
         store.close()
 
 
+def test_a_restart_at_the_same_address_takes_the_earlier_incarnations_place(metadata_url: str) -> None:
+    store = open_metadata_store(metadata_url)
+    try:
+        assert store.register_agent("a", "h", 1, 0, now_ms=1000, timeout_ms=5000) == 0
+        assert store.register_agent("b", "h", 2, 0, now_ms=1000, timeout_ms=5000) == 1
+        # a is SIGKILLed (no deregistration) and comes back at once at its address: it is node 0 again,
+        # and the dead incarnation's row is gone, so no two brokers share an address.
+        assert store.register_agent("a2", "h", 1, 0, now_ms=2000, timeout_ms=5000) == 0
+        # b likewise, though id 0 is what it asks for: its address's id is 1.
+        assert store.register_agent("b2", "h", 2, 0, now_ms=2500, timeout_ms=5000) == 1
+        live = store.live_agents(now_ms=3000, timeout_ms=5000)
+        assert [(x.node_id, x.port) for x in live] == [(0, 1), (1, 2)]
+        # A new address gets a free id, never one of a live agent.
+        assert store.register_agent("c", "h", 3, 1, now_ms=3000, timeout_ms=5000) == 2
+    finally:
+        store.close()
+
+
 def test_rendezvous_moves_only_the_partitions_of_a_node_that_leaves() -> None:
     three = {p: rendezvous_leader("t", p, [0, 1, 2]) for p in range(300)}
     two = {p: rendezvous_leader("t", p, [0, 2]) for p in range(300)}

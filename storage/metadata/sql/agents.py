@@ -3,6 +3,12 @@
 A registration is one write transaction: delete the rows of agents whose heartbeat is older than the
 timeout, then update this agent's row or insert it with a node id no live row holds. The UNIQUE node_id
 makes two agents racing for one id fail one insert (a retried transaction then picks another).
+
+One address, one row: in a cluster every agent advertises an address of its own, and two processes cannot
+listen on one, so a row at this agent's address under another agent id is an earlier incarnation of it
+(killed before it could deregister). The new one takes that row's place and its node id, as a restarted
+Kafka broker keeps its broker.id: clients never see two brokers at one address, and a node id never moves
+to another address while clients still hold the old one.
 """
 
 from __future__ import annotations
@@ -26,8 +32,18 @@ class AgentQueries(SqlBase):
                     (host, port, now_ms, agent_id),
                 )
                 return int(row[0])
+            earlier = tx.one(
+                "SELECT node_id FROM agents WHERE host = ? AND port = ? ORDER BY heartbeat_ms DESC",
+                (host, port),
+            )
+            tx.execute("DELETE FROM agents WHERE host = ? AND port = ?", (host, port))
             taken = {int(r[0]) for r in tx.all("SELECT node_id FROM agents")}
-            node_id = wanted_node_id if wanted_node_id >= 0 and wanted_node_id not in taken else 0
+            if earlier is not None:
+                node_id = int(earlier[0])  # free now: its row went, and UNIQUE kept it from any other
+            elif wanted_node_id >= 0 and wanted_node_id not in taken:
+                node_id = wanted_node_id
+            else:
+                node_id = 0
             while node_id in taken:
                 node_id += 1
             tx.execute(
