@@ -159,6 +159,9 @@ class TransactionCoordinator:
     async def list_all(self) -> list[Txn]:
         return await asyncio.to_thread(self.store.list_transactions)
 
+    async def describe_all(self) -> list[TxnDescription]:
+        return await asyncio.to_thread(self.store.describe_transactions)
+
     async def pending_offsets(self, group_id: str) -> set[tuple[str, int]]:
         return await asyncio.to_thread(self.store.pending_txn_offsets, group_id)
 

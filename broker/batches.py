@@ -62,16 +62,13 @@ from storage import records
 from storage.errors import CodecError, InvalidRecord, InvalidTimestamp, RecordTooLarge
 from storage.records import compression
 from storage.records.check import check_batch
+from storage.records.codec import COMPRESSION_MASK, CONTROL, LOG_APPEND_TIME, TRANSACTIONAL
 from storage.topic_config import TopicConfig
 
 # attributes: int16 at byte 21 of a batch (after baseOffset 8, batchLength 4, leaderEpoch 4, magic 1, crc 4).
 _ATTRIBUTES = struct.Struct(">h")
 _ATTRIBUTES_AT = 21
 _MAGIC_AT = 16
-_COMPRESSION = 0x07
-_LOG_APPEND_TIME = 0x08
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
 
 
 class BatchRejected(Exception):
@@ -124,11 +121,11 @@ def check_batches(
             if append_time is None:  # Kafka checks record timestamps, range included, for CreateTime only
                 check_timestamp(0, checked.min_timestamp, now_ms, config)
                 check_timestamp(0, checked.max_timestamp, now_ms, config)
-                if header.max_timestamp != checked.max_timestamp or header.attributes & _LOG_APPEND_TIME:
+                if header.max_timestamp != checked.max_timestamp or header.attributes & LOG_APPEND_TIME:
                     # As Kafka's setMaxTimestamp: the header says what the records say, CreateTime.
                     batch = records.set_max_timestamp(batch, header, False, checked.max_timestamp)
                     header = header._replace(
-                        attributes=header.attributes & ~_LOG_APPEND_TIME, max_timestamp=checked.max_timestamp
+                        attributes=header.attributes & ~LOG_APPEND_TIME, max_timestamp=checked.max_timestamp
                     )
             if (target is not None and codec != target) or append_time is not None:
                 batch = _rewritten(batch, header, codec, checked.records, config, append_time)
@@ -144,7 +141,7 @@ def check_batches(
                     max(header.producer_id, -1),
                     header.producer_epoch,
                     header.base_sequence,
-                    bool(header.attributes & _TRANSACTIONAL),
+                    bool(header.attributes & TRANSACTIONAL),
                 )
             )
     except CodecError as exc:
@@ -162,9 +159,9 @@ def check_batches(
 
 def _check_header(header: records.BatchHeader, max_bytes: int) -> None:
     """The rules on a batch's header fields: no transactions, offsets 0..n-1, the size, producer fields."""
-    if header.attributes & _CONTROL:
+    if header.attributes & CONTROL:
         raise _reject(errors.INVALID_RECORD, "a producer may not send a control batch")
-    if header.attributes & _TRANSACTIONAL and header.producer_id < 0:
+    if header.attributes & TRANSACTIONAL and header.producer_id < 0:
         raise _reject(errors.INVALID_RECORD, "a transactional batch needs a producer id")
     if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
         raise _reject(
@@ -236,7 +233,7 @@ def _headers(data: bytes | memoryview) -> Iterator[tuple[int, int]]:
 
 def codecs_in(data: bytes | memoryview) -> set[int]:
     """The compression codecs of the batches in ``data``, from their headers alone."""
-    return {attributes & _COMPRESSION for _, attributes in _headers(data)}
+    return {attributes & COMPRESSION_MASK for _, attributes in _headers(data)}
 
 
 def _precheck(view: memoryview, pos: int, zstd_allowed: bool) -> int:
@@ -246,7 +243,7 @@ def _precheck(view: memoryview, pos: int, zstd_allowed: bool) -> int:
         return 0  # too short for a header: read_header says so
     if view[pos + _MAGIC_AT] != records.MAGIC:
         raise _reject(errors.CORRUPT_MESSAGE, f"a batch has magic {view[pos + _MAGIC_AT]}, expected 2")
-    codec: int = _ATTRIBUTES.unpack_from(view, pos + _ATTRIBUTES_AT)[0] & _COMPRESSION
+    codec: int = _ATTRIBUTES.unpack_from(view, pos + _ATTRIBUTES_AT)[0] & COMPRESSION_MASK
     if codec not in compression.CODEC_NAMES:
         raise _reject(
             errors.UNSUPPORTED_COMPRESSION_TYPE,

@@ -27,8 +27,7 @@ from planner.txn_filter import TxnFilter
 from storage import fileformat, records
 from storage._recordcols import decode_columns
 from storage.errors import CodecError
-
-_LOG_APPEND_TIME = 0x08
+from storage.records.codec import LOG_APPEND_TIME
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 BASE_FIELDS = [
@@ -209,7 +208,7 @@ def _decode_chunk(
     for header, batch in records.iter_batches(data, verify_crc=True):
         if aborted is not None and aborted.aborted_batch(header, task.base_offset + header.base_offset):
             continue
-        timestamp_type = 1 if header.attributes & _LOG_APPEND_TIME else 0
+        timestamp_type = 1 if header.attributes & LOG_APPEND_TIME else 0
         decoded = list(records.decode_records(batch, offset_base=task.base_offset, verify_crc=False))
         for record in decoded:
             if not task.start <= record.offset < task.end:

@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.jobs import JobSpec
+from planner.marker_sweep import MarkerSweep
 from planner.offset_map import KeyHasher, OffsetMap
 from planner.outputs import OutputFiles, Piece
 from planner.phases import PhaseHook, no_phase_hook
@@ -49,6 +50,7 @@ from storage.errors import StrataError, UnknownTopic
 from storage.metadata.base import CompactionCatalog
 from storage.metadata.rows import ChunkRow, CleanedUpTo, FileChunk, Job
 from storage.objectstore.base import ObjectStore
+from storage.records.codec import COMPRESSION_MASK, TRANSACTIONAL
 from storage.records.columns import scan_columns
 from storage.topic_config import TopicConfig
 
@@ -118,6 +120,8 @@ class JobRun:
         self._cleaned_offsets: dict[str, dict[int, int]] = {}
         self._lease_renewed_at = self.clock.monotonic()
         self.reading: ChunkRow | None = None
+        # The partition's markers, while a clean holding its whole log walks it (planner/marker_sweep.py).
+        self.sweep: MarkerSweep | None = None
 
     # --- orchestration -----------------------------------------------------------------------------------
     def execute(self) -> None:
@@ -202,6 +206,7 @@ class JobRun:
         self, topic: str, partition: int, chunks: list[FileChunk], config: TopicConfig | None
     ) -> CleanedUpTo | None:
         self.stats.partitions += 1
+        self.sweep = None
         dedup = config is not None and config.compacted
         runs, covers_prefix, cleaned_offset = self._runs(topic, partition, chunks, dedup)
         map_end = -1
@@ -214,12 +219,17 @@ class JobRun:
             self.stats.partitions_deduplicated += 1
             if covers_prefix and map_end >= 0:
                 runs = _split_at(runs, map_end + 1)  # the new cleaned offset: see _split_at
+                self.sweep = MarkerSweep(
+                    self.metadata, topic, partition, map_end, self.now_ms, config.delete_retention_ms
+                )
         for run in runs:
             with self.on_phase("pass2"):
                 self._pass2(topic, partition, run, map_end, covers_prefix, config, txns)
         self.map.clear()
-        if dedup and covers_prefix and map_end >= 0:
-            return CleanedUpTo(topic, partition, map_end + 1)
+        sweep, self.sweep = self.sweep, None
+        if sweep is not None:
+            horizons, dropped = sweep.finish()
+            return CleanedUpTo(topic, partition, map_end + 1, horizons, sweep.horizon_ms, dropped)
         return None
 
     def _runs(
@@ -370,6 +380,8 @@ class JobRun:
             self.stats.records_in += chunk.record_count
             self.stats.count_in(topic, chunk.record_count, len(data))
             for header, view in records.iter_batches(data, verify_crc=False):
+                if self.sweep is not None:
+                    self.sweep.reach(chunk.base_offset + header.base_offset)
                 if dense:
                     _copy_batch(piece, view, header, chunk)
                 elif txns is None or not txns.aborted_batch(header, chunk.base_offset + header.base_offset):
@@ -419,6 +431,8 @@ class JobRun:
             keep = np.ones(len(cols.offsets), dtype=np.bool_)
         if not keep.any():
             return
+        if self.sweep is not None and header.attributes & TRANSACTIONAL:
+            self.sweep.kept(header.producer_id)
         kept_offsets = cols.offsets[keep]
         kept_timestamps = cols.timestamps[keep]
         new_horizon = None
@@ -433,7 +447,7 @@ class JobRun:
             offset_base=chunk.base_offset,
             base_offset=chunk.base_offset + header.base_offset - piece.base,
             delete_horizon_ms=new_horizon,
-            level=None if config is None else config.compression_level(header.attributes & 0x07),
+            level=None if config is None else config.compression_level(header.attributes & COMPRESSION_MASK),
         )
         piece.present.update((kept_offsets - piece.base).tolist())
         piece.count += len(kept_offsets)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from storage.metadata.base import CompactionCatalog
 from storage.metadata.txn_state import AbortedTxn
 from storage.records import BatchHeader
+from storage.records.codec import TRANSACTIONAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +48,5 @@ class TxnFilter:
 
     def aborted_batch(self, header: BatchHeader, base: int) -> bool:
         """Whether the batch (absolute base offset ``base``) belongs to an aborted transaction."""
-        ranges = self.aborted.get(header.producer_id) if header.attributes & _TRANSACTIONAL else None
+        ranges = self.aborted.get(header.producer_id) if header.attributes & TRANSACTIONAL else None
         return ranges is not None and any(first <= base <= last for first, last in ranges)
-
-
-_TRANSACTIONAL = 0x10

@@ -38,12 +38,12 @@ async def list_transactions(
     """Transactions by id, the ones the principal may describe."""
     now = ctx.clock.now_ms()
     listed = []
-    for txn in await ctx.agent.transactions.list_all():
+    for described in await ctx.agent.transactions.describe_all():
+        txn = described.txn
         if state is not None and txn.state is not state:
             continue
         if not authz.may(http, _LIST.need(TRANSACTIONAL_ID), txn.transactional_id):
             continue
-        described = await ctx.agent.transactions.describe(txn.transactional_id)
         listed.append(_out(http, described, now))
     return out.TransactionListOut(transactions=listed)
 

@@ -167,8 +167,11 @@ class LogStore(TopicReader, Protocol):
         """Live chunks of the partition whose last_offset >= offset, by base_offset, at most ``limit``."""
         ...
 
-    def txn_markers(self, topic: str, partition: int, first: int, last: int) -> list[TxnMarker]:
-        """The transaction markers at offsets ``first`` .. ``last`` of a partition, by offset."""
+    def txn_markers(
+        self, topic: str, partition: int, first: int, last: int, limit: int | None = None
+    ) -> list[TxnMarker]:
+        """The transaction markers at offsets ``first`` .. ``last`` of a partition, by offset (the first
+        ``limit`` of them)."""
         ...
 
     def aborted_txns(self, topic: str, partition: int, first: int, last: int) -> list[AbortedTxn]:
@@ -202,6 +205,13 @@ class CompactionCatalog(TopicReader, DamageLog, Protocol):
 
     def aborted_txns(self, topic: str, partition: int, first: int, last: int) -> list[AbortedTxn]:
         """The aborted transactions whose range meets ``first`` .. ``last`` (a clean job drops them)."""
+        ...
+
+    def txn_markers(
+        self, topic: str, partition: int, first: int, last: int, limit: int | None = None
+    ) -> list[TxnMarker]:
+        """The markers at offsets ``first`` .. ``last``, by offset, the first ``limit`` (a clean job
+        gives them their delete horizon and drops them past it)."""
         ...
 
     # --- what the planner reads ------------------------------------------------------------------------

@@ -174,6 +174,10 @@ class TransactionStore(Protocol):
 
     def list_transactions(self) -> list[Txn]: ...
 
+    def describe_transactions(self) -> list[TxnDescription]:
+        """Every transactional id described, by id: ``describe_transaction`` for all of them in one read."""
+        ...
+
     def pending_txn_offsets(self, group: str) -> set[tuple[str, int]]:
         """The partitions with offsets of an open transaction for ``group``."""
         ...

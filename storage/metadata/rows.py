@@ -365,11 +365,18 @@ class CompactionOutput:
 
 @dataclass(frozen=True, slots=True)
 class CleanedUpTo:
-    """Advance the partition's cleaner checkpoint to ``cleaned_offset`` (never moves it backwards)."""
+    """Advance the partition's cleaner checkpoint to ``cleaned_offset`` (never moves it backwards).
+
+    ``marker_horizons``: markers (by offset) whose transaction the clean found without records left: they
+    get the delete horizon ``horizon_ms`` unless they have one. ``dropped_markers``: markers past their
+    horizon, deleted with their aborted range (planner/marker_sweep.py gives the rule)."""
 
     topic: str
     partition: int
     cleaned_offset: int
+    marker_horizons: tuple[int, ...] = ()
+    horizon_ms: int = 0
+    dropped_markers: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

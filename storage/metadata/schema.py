@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from storage.errors import SettingsError
-from storage.metadata.schema_registry import v10
-from storage.metadata.schema_transactions import v9
+from storage.metadata.schema_registry import v11
+from storage.metadata.schema_transactions import v9, v10
 
 if TYPE_CHECKING:
     from storage.metadata.sql.core import Tx
@@ -370,7 +370,8 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "damaged ranges and their quarantine", _v7(_SQLITE)),
     Migration(8, "ACLs and SCRAM credentials, and their version", _v8(_SQLITE)),
     Migration(9, "transactions: coordinator state, open partitions, markers, aborted index", v9(_SQLITE)),
-    Migration(10, "schema registry: schemas, subjects, versions, references, config, mode", v10(_SQLITE)),
+    Migration(10, "transactions: the delete horizon of markers in compacted partitions", v10(_SQLITE)),
+    Migration(11, "schema registry: schemas, subjects, versions, references, config, mode", v11(_SQLITE)),
 )
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_POSTGRES)),
@@ -382,7 +383,8 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "damaged ranges and their quarantine", _v7(_POSTGRES)),
     Migration(8, "ACLs and SCRAM credentials, and their version", _v8(_POSTGRES)),
     Migration(9, "transactions: coordinator state, open partitions, markers, aborted index", v9(_POSTGRES)),
-    Migration(10, "schema registry: schemas, subjects, versions, references, config, mode", v10(_POSTGRES)),
+    Migration(10, "transactions: the delete horizon of markers in compacted partitions", v10(_POSTGRES)),
+    Migration(11, "schema registry: schemas, subjects, versions, references, config, mode", v11(_POSTGRES)),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {

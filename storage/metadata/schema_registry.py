@@ -1,4 +1,4 @@
-"""Migration 10: the schema registry's tables, so that every agent serves the registry from the metadata
+"""Migration 11: the schema registry's tables, so that every agent serves the registry from the metadata
 store (no leader, no ``_schemas`` topic) and registrations serialise in the database.
 
 - ``sr_schemas``: one row per distinct schema. ``schema_id`` is the global id clients put in front of their
@@ -45,7 +45,7 @@ class Types(Protocol):
     def table_options(self) -> str: ...
 
 
-def v10(t: Types) -> tuple[str, ...]:
+def v11(t: Types) -> tuple[str, ...]:
     return (
         # Ids are 4-byte signed integers on the wire (magic byte 0, then the id big-endian).
         f"""CREATE TABLE sr_schemas (

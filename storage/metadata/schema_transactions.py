@@ -15,6 +15,11 @@ any transactional id and a transaction ends in one metadata transaction, with no
   reader sees the offset as a hole.
 - ``aborted_txns``: Kafka's aborted-transaction index: (producer id, first offset, marker offset) of each
   aborted transaction in a partition, for read_committed fetches.
+
+Migration 10 gives each marker a delete horizon (``delete_horizon_ms``), Kafka's rule for markers in a
+compacted partition (KIP-534): a clean that finds none of the transaction's records left sets it to
+``now + delete.retention.ms``; a clean after that time drops the marker (and its aborted range), so a
+reader that fetched the transaction's records before they went still finds the marker that ends them.
 """
 
 from __future__ import annotations
@@ -100,3 +105,7 @@ def v9(t: Types) -> tuple[str, ...]:
             PRIMARY KEY (topic, partition_id, last_offset)
         ){t.table_options}""",
     )
+
+
+def v10(t: Types) -> tuple[str, ...]:
+    return (f"ALTER TABLE txn_markers ADD COLUMN delete_horizon_ms {t.big}",)

@@ -88,6 +88,9 @@ class TxnMarker:
     epoch: int
     is_commit: bool
     timestamp_ms: int
+    # Set by the clean that first found none of the transaction's records left (compacted partitions):
+    # a clean after it drops the marker. None: not yet.
+    delete_horizon_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

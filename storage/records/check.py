@@ -41,7 +41,7 @@ from storage._recordcheck import check_records
 from storage.errors import CodecError, InvalidRecord
 from storage.records import compression
 from storage.records.codec import (
-    _COMPRESSION_MASK,
+    COMPRESSION_MASK,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     _varint_tail,
@@ -66,7 +66,7 @@ def check_batch(
 ) -> Checked:
     """Check every record of ``batch`` (one whole batch, its header read by ``read_header``).
     ``max_record_bytes``: the topic's ``max.decompressed.message.bytes`` (None: no cap)."""
-    codec = header.attributes & _COMPRESSION_MASK
+    codec = header.attributes & COMPRESSION_MASK
     expanded: bytes | None = None
     if codec:
         stored = memoryview(batch)[RECORD_BATCH_OVERHEAD : header.size]
@@ -132,7 +132,7 @@ def _refusal(verdict: int, index: int, header: BatchHeader) -> InvalidRecord:
 def check_stored(batch: bytes | memoryview, header: BatchHeader, deep: bool = False) -> None:
     """``CodecError`` if the stored ``batch`` holds records no reader can decode. A compressed batch is
     walked only when ``deep`` (a scrub), after one bounded decompression."""
-    codec = header.attributes & _COMPRESSION_MASK
+    codec = header.attributes & COMPRESSION_MASK
     if codec and not deep:
         return
     if codec:

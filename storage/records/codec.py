@@ -131,9 +131,12 @@ _BASE_OFFSET = struct.Struct(">q")
 _CRC_HEADER = struct.Struct(">hiqqqhii")
 _PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
 
-_COMPRESSION_MASK = 0x07
-_LOG_APPEND_TIME = 0x08
-_CONTROL = 0x20
+# The batch's attributes (int16): bits 0-2 the compression codec, bit 3 the timestamp type (LogAppendTime),
+# bit 4 transactional, bit 5 control (a COMMIT or ABORT marker), bit 6 a delete horizon is set (KIP-534).
+COMPRESSION_MASK = 0x07
+LOG_APPEND_TIME = 0x08
+TRANSACTIONAL = 0x10
+CONTROL = 0x20
 DELETE_HORIZON_FLAG = 0x40
 
 # The smallest possible record: seven one-byte fields (length, attributes, timestampDelta, offsetDelta,
@@ -194,7 +197,7 @@ class BatchHeader(NamedTuple):
     @property
     def append_time(self) -> int | None:
         """Every record's timestamp when the batch's are LogAppendTime (its maxTimestamp), else None."""
-        return self.max_timestamp if self.attributes & _LOG_APPEND_TIME else None
+        return self.max_timestamp if self.attributes & LOG_APPEND_TIME else None
 
 
 # --- decoding --------------------------------------------------------------------------------------------
@@ -240,14 +243,14 @@ def read_header(data: bytes | memoryview, pos: int, verify_crc: bool) -> BatchHe
         )
     if verify_crc and crc32c(memoryview(data)[pos + _CRC_START : pos + size]) != crc:
         raise CodecError(f"record batch at position {pos} fails its CRC-32C check")
-    codec = attributes & _COMPRESSION_MASK
+    codec = attributes & COMPRESSION_MASK
     records_room = size - RECORD_BATCH_OVERHEAD
     if codec:
         if codec not in compression.CODEC_NAMES:
             raise CodecError(f"record batch at position {pos} uses unknown compression codec {codec}")
         # The most the records may take once decompressed; checked exactly when they are decompressed.
         records_room = compression.output_limit(records_room)
-    if attributes & _CONTROL:
+    if attributes & CONTROL:
         raise CodecError(f"record batch at position {pos} is a control batch, which Strata does not support")
     if records_count < 0 or records_count * _MIN_RECORD_SIZE > records_room:
         raise CodecError(
@@ -330,7 +333,7 @@ def _expand_batch(data: bytes | memoryview, pos: int, header: BatchHeader) -> tu
     An uncompressed batch is its own expanded form (``data`` is returned as is, no copy). A compressed one
     becomes its 61 header bytes followed by its decompressed records, in a new buffer starting at 0.
     """
-    codec = header.attributes & _COMPRESSION_MASK
+    codec = header.attributes & COMPRESSION_MASK
     if not codec:
         return _as_bytes(data), pos, pos + header.size
     stored = memoryview(data)[pos + RECORD_BATCH_OVERHEAD : pos + header.size]
@@ -351,7 +354,7 @@ def expand_records(batch: bytes | memoryview, header: BatchHeader) -> tuple[byte
     uncompressed batch is returned as given (no copy); decompression is bounded as everywhere
     (``CodecError`` past the bound or on a corrupt stream).
     """
-    if not header.attributes & _COMPRESSION_MASK:
+    if not header.attributes & COMPRESSION_MASK:
         return batch, RECORD_BATCH_OVERHEAD, header.size
     data, pos, end = _expand_batch(batch, 0, header)
     return data, pos + RECORD_BATCH_OVERHEAD, end

@@ -84,14 +84,14 @@ from storage.records import compression
 # The codec's private structs and helpers, shared on purpose: one definition of the layout.
 from storage.records.codec import (
     _BASE_OFFSET,
-    _COMPRESSION_MASK,
     _CRC_HEADER,
     _CRC_START,
     _HEADER,
     _INT32_MAX,
     _INT64_MAX,
     _INT64_MIN,
-    _LOG_APPEND_TIME,
+    COMPRESSION_MASK,
+    LOG_APPEND_TIME,
     LOG_OVERHEAD,
     MAGIC,
     RECORD_BATCH_OVERHEAD,
@@ -181,7 +181,7 @@ def encode_batch(
         if last_offset_delta is None or span <= last_offset_delta <= _INT32_MAX:
             covered = _CRC_HEADER.pack(
                 # Not transactional, not control, no delete horizon; CreateTime unless log_append_time.
-                codec if log_append_time is None else codec | _LOG_APPEND_TIME,
+                codec if log_append_time is None else codec | LOG_APPEND_TIME,
                 span if last_offset_delta is None else last_offset_delta,
                 base_timestamp,
                 max_timestamp if log_append_time is None else log_append_time,
@@ -276,7 +276,7 @@ def decode_records(buf: _Buffer, *, offset_base: int = 0, verify_crc: bool = Tru
 def _reader(data: bytes | memoryview, pos: int, header: BatchHeader) -> tuple[bytes, int, DefaultRecordBatch]:
     """The batch's records behind the reader's own header, then the padding; the end of the records in
     that buffer; and a reader over it (the padding left out)."""
-    if header.attributes & _COMPRESSION_MASK:
+    if header.attributes & COMPRESSION_MASK:
         expanded, start, end = _expand_batch(data, pos, header)
         records = memoryview(expanded)[start + RECORD_BATCH_OVERHEAD : end]
     else:
@@ -305,7 +305,7 @@ def _read_batch(
     size_in_bytes = _sizer()
     first_offset = offset_base + header.base_offset
     base_timestamp = header.base_timestamp
-    append_time = header.max_timestamp if header.attributes & _LOG_APPEND_TIME else None
+    append_time = header.max_timestamp if header.attributes & LOG_APPEND_TIME else None
     new, set_offset, set_timestamp, set_key, set_value, set_headers = (
         _new,
         _set_offset,

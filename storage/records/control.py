@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import struct
 
-from storage.records.codec import _CRC_HEADER
+from storage.records.codec import _CRC_HEADER, CONTROL, TRANSACTIONAL
 from storage.records.encode import _assemble_batch, _varint
 
-_TRANSACTIONAL_CONTROL = 0x30
 _KEY = struct.Struct(">hh")
 _VALUE = struct.Struct(">hi")
 ABORT, COMMIT = 0, 1
@@ -36,6 +35,6 @@ def control_batch(offset: int, producer_id: int, epoch: int, commit: bool, times
     )
     record = _varint(len(body)) + body
     covered = _CRC_HEADER.pack(
-        _TRANSACTIONAL_CONTROL, 0, timestamp_ms, timestamp_ms, producer_id, epoch, -1, 1
+        TRANSACTIONAL | CONTROL, 0, timestamp_ms, timestamp_ms, producer_id, epoch, -1, 1
     )
     return _assemble_batch(offset, covered, record)

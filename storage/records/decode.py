@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 from storage.errors import CodecError
 from storage.records.codec import (
-    _COMPRESSION_MASK,
-    _LOG_APPEND_TIME,
     _MIN_RECORD_SIZE,
+    COMPRESSION_MASK,
+    LOG_APPEND_TIME,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     Header,
@@ -62,14 +62,14 @@ def decode_headers(data: bytes, pos: int, end: int, count: int) -> tuple[tuple[H
 
 def decode_batch(data: bytes, pos: int, header: BatchHeader, offset_base: int) -> list[Record]:
     """Decode the records of the batch whose header is at ``pos``; every read stays inside the batch."""
-    if header.attributes & _COMPRESSION_MASK:
+    if header.attributes & COMPRESSION_MASK:
         data, pos, end = _expand_batch(data, pos, header)
     else:  # inline: no call per uncompressed batch
         end = pos + header.size
     pos += RECORD_BATCH_OVERHEAD
     first_offset = offset_base + header.base_offset
     base_timestamp = header.base_timestamp
-    log_append_time = header.attributes & _LOG_APPEND_TIME
+    log_append_time = header.attributes & LOG_APPEND_TIME
     last_delta = header.last_offset_delta
     previous_delta = -1
     out: list[Record] = []

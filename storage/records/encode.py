@@ -22,15 +22,15 @@ from storage.records import compression
 # The codec's structs and limits, shared on purpose: one definition of the layout.
 from storage.records.codec import (
     _BASE_OFFSET,
-    _COMPRESSION_MASK,
     _CRC_FIELD,
     _CRC_HEADER,
     _INT32_MAX,
     _INT64_MAX,
     _INT64_MIN,
-    _LOG_APPEND_TIME,
     _PREFIX,
+    COMPRESSION_MASK,
     DELETE_HORIZON_FLAG,
+    LOG_APPEND_TIME,
     MAGIC,
     RECORD_BATCH_OVERHEAD,
     Header,
@@ -168,7 +168,7 @@ def encode_batch_reference(
         span = last_offset_delta
     attributes = codec | (0 if delete_horizon_ms is None else DELETE_HORIZON_FLAG)
     if log_append_time is not None:
-        attributes |= _LOG_APPEND_TIME
+        attributes |= LOG_APPEND_TIME
         max_timestamp = log_append_time
     covered_header = _CRC_HEADER.pack(
         # Not transactional, not control; maybe compressed, a delete horizon, LogAppendTime.
@@ -196,7 +196,7 @@ def _assemble_batch(
     for that codec; None: its default, and ignored when the batch is uncompressed); the CRC is computed
     over the bytes as stored. The partitionLeaderEpoch is -1, as in every batch Strata writes.
     """
-    codec = covered_header[1] & _COMPRESSION_MASK  # attributes is a big-endian int16: bits 0-2 are byte 1
+    codec = covered_header[1] & COMPRESSION_MASK  # attributes is a big-endian int16: bits 0-2 are byte 1
     stored = records_bytes if not codec else compression.compress(codec, records_bytes, level)
     # batchLength counts partitionLeaderEpoch (4) + magic (1) + crc (4) + the CRC-covered bytes.
     batch_length = 9 + len(covered_header) + len(stored)
@@ -228,7 +228,7 @@ def batch_of_records(
     its maxTimestamp; compressed with ``codec`` at ``level``. Tests hold it to ``encode_batch``."""
     attributes = codec
     if log_append_time is not None:
-        attributes |= _LOG_APPEND_TIME
+        attributes |= LOG_APPEND_TIME
         max_timestamp = log_append_time
     covered = _CRC_HEADER.pack(attributes, count - 1, first_timestamp, max_timestamp, -1, -1, -1, count)
     # As bytes when compressed: cramjam's lz4 compressor takes no other buffer type.

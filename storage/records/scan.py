@@ -32,12 +32,12 @@ from storage.records import compression
 # The codec's private structs and readers, shared on purpose: one definition of the layout.
 from storage.records.codec import (
     _BASE_OFFSET,
-    _COMPRESSION_MASK,
     _CRC_FIELD,
     _CRC_HEADER,
     _CRC_START,
-    _LOG_APPEND_TIME,
     _MIN_RECORD_SIZE,
+    COMPRESSION_MASK,
+    LOG_APPEND_TIME,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     Record,
@@ -94,7 +94,7 @@ def scan_batch_reference(batch: bytes, header: BatchHeader, offset_base: int = 0
     pos += RECORD_BATCH_OVERHEAD
     first_offset = offset_base + header.base_offset
     base_timestamp = header.base_timestamp
-    log_append_time = header.attributes & _LOG_APPEND_TIME
+    log_append_time = header.attributes & LOG_APPEND_TIME
     last_delta = header.last_offset_delta
     previous_delta = -1
     out: list[RecordSpan] = []
@@ -206,7 +206,7 @@ def filter_ranges(
     in the expanded batch (``start``/``end`` of their spans), for callers that scanned into columns."""
     if not offsets:
         raise ValueError("a record batch needs at least one record")
-    codec = header.attributes & _COMPRESSION_MASK
+    codec = header.attributes & COMPRESSION_MASK
     if delete_horizon_ms is not None and header.delete_horizon_ms != delete_horizon_ms:
         wanted = set(offsets)
         shift = base_offset - (offset_base + header.base_offset)
@@ -271,9 +271,9 @@ def recompress_batch(
         section: bytes | memoryview = memoryview(expanded)[start + RECORD_BATCH_OVERHEAD : end]
     else:
         section = records
-    attributes = (header.attributes & ~_COMPRESSION_MASK) | codec
+    attributes = (header.attributes & ~COMPRESSION_MASK) | codec
     if log_append_time is not None:
-        attributes |= _LOG_APPEND_TIME
+        attributes |= LOG_APPEND_TIME
     covered = _CRC_HEADER.pack(
         attributes,
         header.last_offset_delta,
@@ -304,9 +304,9 @@ def set_max_timestamp(
     applies to every batch it appends. On a CreateTime topic that corrects a producer's batch whose
     maxTimestamp is not its largest record timestamp, or which claims LogAppendTime itself."""
     view = memoryview(batch)
-    attributes = header.attributes & ~_LOG_APPEND_TIME
+    attributes = header.attributes & ~LOG_APPEND_TIME
     if log_append_time:
-        attributes |= _LOG_APPEND_TIME
+        attributes |= LOG_APPEND_TIME
     stamped = _STAMPED.pack(attributes, header.last_offset_delta, header.base_timestamp, max_timestamp)
     rest = view[_STAMPED_END : header.size]
     crc = crc32c(rest, crc32c(stamped))

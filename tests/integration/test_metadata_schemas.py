@@ -398,7 +398,7 @@ def test_concurrent_registrations_of_new_schemas_number_versions_densely(metadat
             store.close()
 
 
-def test_migration_10_applies_to_a_version_9_database(metadata_url: str) -> None:
+def test_migration_11_applies_to_a_version_10_database(metadata_url: str) -> None:
     backend = (
         SqliteBackend(sqlite_path(metadata_url))
         if metadata_url.startswith("sqlite:")
@@ -406,21 +406,21 @@ def test_migration_10_applies_to_a_version_9_database(metadata_url: str) -> None
     )
     dialect = backend.dialect.name
 
-    def version_9(tx: Tx) -> list[int]:
-        applied = schema.migrate_to(tx, dialect, NOW, 9)
+    def version_10(tx: Tx) -> list[int]:
+        applied = schema.migrate_to(tx, dialect, NOW, 10)
         tx.execute(
             "INSERT INTO topics (name, partitions, configs, created_ms) VALUES ('t', 1, '{}', ?)", (NOW,)
         )
         return applied
 
     try:
-        assert backend.run(version_9, write=True, what="test setup") == list(range(1, 10))
+        assert backend.run(version_10, write=True, what="test setup") == list(range(1, 11))
     finally:
         backend.close()
     store = open_metadata_store(metadata_url)
     try:
         assert isinstance(store, SqlMetadataStore)
-        assert store.applied_migrations == tuple(range(10, schema.latest_version(dialect) + 1))
+        assert store.applied_migrations == tuple(range(11, schema.latest_version(dialect) + 1))
         assert store.list_topics() == ["t"]
         assert register(store, "a", "s1").version == 1
         assert store.subject_mode(None) is None

@@ -187,6 +187,20 @@ def test_offsets_become_visible_with_the_commit_only(store: MetadataStore) -> No
     assert [o.offset for o in store.group_offsets("g")] == [42]
 
 
+def test_describing_every_transaction_at_once_equals_describing_each(store: MetadataStore) -> None:
+    p = begin(store, "tx-b", partitions=(1, 0))
+    store.add_offsets_to_txn("tx-b", p.producer_id, p.epoch, "g2", NOW)
+    store.add_offsets_to_txn("tx-b", p.producer_id, p.epoch, "g1", NOW)
+    q = begin(store, "tx-a")
+    store.end_txn("tx-a", q.producer_id, q.epoch, True, NOW)
+    store.init_transactional_producer("tx-c", 60_000, MAX, None, NOW)
+    every = store.describe_transactions()
+    assert [d.txn.transactional_id for d in every] == ["tx-a", "tx-b", "tx-c"]
+    assert every == [store.describe_transaction(i) for i in ("tx-a", "tx-b", "tx-c")]
+    assert [(x.topic, x.partition) for x in every[1].partitions] == [("t", 0), ("t", 1)]
+    assert every[1].groups == ["g1", "g2"]
+
+
 def test_the_sweep_aborts_and_fences_a_timed_out_transaction(store: MetadataStore) -> None:
     given, _ = store.init_transactional_producer("tx", 1_000, MAX, None, NOW)
     store.add_partitions_to_txn("tx", given.producer_id, given.epoch, [("t", 0)], NOW)
@@ -236,3 +250,19 @@ def test_the_lso_never_falls_below_the_log_start(store: MetadataStore) -> None:
     store.apply_retention("t", 0, 4, NOW)  # DeleteRecords past where it began
     state = store.partition_state("t", 0)
     assert (state.log_start_offset, state.last_stable_offset, state.high_watermark) == (4, 4, 6)
+
+
+def test_markers_and_aborted_ranges_go_with_the_records_below_the_log_start(store: MetadataStore) -> None:
+    for txn_id, commit in (("tx-1", False), ("tx-2", True), ("tx-3", False)):
+        p = begin(store, txn_id)
+        flush(store, p.producer_id, p.epoch, 0, 2)
+        store.end_txn(txn_id, p.producer_id, p.epoch, commit, NOW)
+    # Offsets: tx-1 data 0-1, abort marker 2; tx-2 data 3-4, commit 5; tx-3 data 6-7, abort 8.
+    assert [m.offset for m in store.txn_markers("t", 0, 0, 100)] == [2, 5, 8]
+    store.apply_retention("t", 0, 5, NOW)
+    assert [m.offset for m in store.txn_markers("t", 0, 0, 100)] == [5, 8]
+    assert [(a.first_offset, a.last_offset) for a in store.aborted_txns("t", 0, 0, 100)] == [(6, 8)]
+    store.apply_retention("t", 0, 9, NOW)
+    assert store.txn_markers("t", 0, 0, 100) == []
+    assert store.aborted_txns("t", 0, 0, 100) == []
+    assert store.partition_state("t", 0).high_watermark == 9

@@ -113,6 +113,7 @@ class CompactionQueries(SqlBase):
                 for up_to in sorted(cleaned, key=lambda u: (u.topic, u.partition))
             ],
         )
+        _sweep_markers(tx, cleaned)
         mark_obsolete_if_empty(tx, file_ids, now_ms)
         finish(tx, job_id, JOB_DONE, now_ms, report)
 
@@ -177,10 +178,37 @@ class CompactionQueries(SqlBase):
                 "DELETE FROM chunks WHERE topic = ? AND partition_id = ? AND last_offset < ?",
                 (topic, partition, start),
             )
+            # Markers and aborted ranges below the log start go with the records, as Kafka's transaction
+            # index goes with its segment: no reader can ask for those offsets any more.
+            tx.execute(
+                "DELETE FROM txn_markers WHERE topic = ? AND partition_id = ? AND marker_offset < ?",
+                (topic, partition, start),
+            )
+            tx.execute(
+                "DELETE FROM aborted_txns WHERE topic = ? AND partition_id = ? AND last_offset < ?",
+                (topic, partition, start),
+            )
             mark_obsolete_if_empty(tx, file_ids, now_ms)
             return removed
 
         return self._backend.run(work, write=True, what="apply_retention")
+
+
+def _sweep_markers(tx: Tx, cleaned: Sequence[CleanedUpTo]) -> None:
+    """The clean's verdicts on markers, under the partition locks the swap holds: a horizon for the ones
+    found without records (kept if one was set before), and the ones past it deleted with their range."""
+    for up_to in sorted(cleaned, key=lambda u: (u.topic, u.partition)):
+        where = (up_to.topic, up_to.partition)
+        tx.executemany(
+            "UPDATE txn_markers SET delete_horizon_ms = ? WHERE topic = ? AND partition_id = ?"
+            " AND marker_offset = ? AND delete_horizon_ms IS NULL",
+            [(up_to.horizon_ms, *where, offset) for offset in up_to.marker_horizons],
+        )
+        for table, column in (("txn_markers", "marker_offset"), ("aborted_txns", "last_offset")):
+            tx.executemany(
+                f"DELETE FROM {table} WHERE topic = ? AND partition_id = ? AND {column} = ?",
+                [(*where, offset) for offset in up_to.dropped_markers],
+            )
 
 
 def _input_chunks(tx: Tx, chunk_ids: Sequence[int]) -> list[InputChunk]:

@@ -204,7 +204,7 @@ def check_producers(
                     open_txns.written(_key(chunks, b), bases[b.chunk] + b.relative)
     if duplicates or rejected:
         raise ProducerConflict(duplicates, rejected)
-    open_txns.store(tx)
+    open_txns.store()
     changed = [(key, state[key]) for key in keys if state[key].changed]
     tx.executemany(
         "INSERT INTO producer_state (topic, partition_id, producer_id, epoch, batches, last_ms)"

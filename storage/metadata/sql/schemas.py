@@ -1,5 +1,5 @@
 """The schema registry's writes: registration and deletes (``SchemaStore``, storage/metadata/schema_store.py;
-the tables are migration 10's, storage/metadata/schema_registry.py). ``SchemaQueries`` is the whole role.
+the tables are migration 11's, storage/metadata/schema_registry.py). ``SchemaQueries`` is the whole role.
 
 Locks, in the global order of ``core``: the global ``sr_mode`` row (FOR KEY SHARE: a registration, a
 subject's mode change; FOR UPDATE: a global mode change), then ``sr_subjects`` rows one at a time in

@@ -27,9 +27,9 @@ Key = tuple[str, int, int]  # (topic, partition, producer id)
 class OpenTxns:
     """The ``txn_partitions`` rows of a flush's transactional batches, locked, and what the flush adds."""
 
+    tx: Tx  # the flush commit's transaction, which holds the rows' locks
     rows: dict[Key, tuple[int, int | None]]  # key -> (epoch, first_offset)
     first: dict[Key, int] = field(default_factory=dict)
-    tx: Tx | None = None
 
     @classmethod
     def load(cls, tx: Tx, d: Dialect, keys: Sequence[Key]) -> OpenTxns:
@@ -46,7 +46,7 @@ class OpenTxns:
                     int(epoch),
                     None if first is None else int(first),
                 )
-        return cls(rows, tx=tx)
+        return cls(tx, rows)
 
     def verify(self, batch: ProducerBatch, key: Key) -> StrataError | None:
         where = f"producer {batch.producer_id} on {key[0]}/{key[1]}"
@@ -72,11 +72,11 @@ class OpenTxns:
         if self.rows[key][1] is None:
             self.first[key] = min(offset, self.first.get(key, offset))
 
-    def store(self, tx: Tx) -> None:
+    def store(self) -> None:
         """Record where each transaction begins in partitions it had not written to before."""
         if not self.first:
             return
-        tx.executemany(
+        self.tx.executemany(
             "UPDATE txn_partitions SET first_offset = ?"
             " WHERE topic = ? AND partition_id = ? AND producer_id = ? AND first_offset IS NULL",
             [(offset, *key) for key, offset in sorted(self.first.items())],
@@ -85,6 +85,5 @@ class OpenTxns:
     def _current_epoch(self, producer_id: int) -> int | None:
         """The epoch of the transactional id that holds ``producer_id`` now, read without a lock: it only
         chooses between two refusals."""
-        assert self.tx is not None
         row = self.tx.one("SELECT MAX(epoch) FROM transactions WHERE producer_id = ?", (producer_id,))
         return None if row is None or row[0] is None else int(row[0])

@@ -60,19 +60,57 @@ class TransactionReads(SqlBase):
         )
         return [txn_row(r) for r in rows]
 
-    def txn_markers(self, topic: str, partition: int, first: int, last: int) -> list[TxnMarker]:
-        """The markers at offsets ``first`` .. ``last`` of a partition, by offset."""
+    def describe_transactions(self) -> list[TxnDescription]:
+        """Three queries, whatever the number of ids: the rows, then every open partition and group."""
+
+        def work(tx: Tx) -> list[TxnDescription]:
+            txns = [txn_row(r) for r in tx.all(f"SELECT {_TXN_COLUMNS} FROM transactions")]
+            parts: dict[str, list[TxnPartition]] = {}
+            for r in tx.all(
+                "SELECT p.transactional_id, p.topic, p.partition_id, p.first_offset FROM txn_partitions p"
+                " JOIN transactions t ON t.transactional_id = p.transactional_id"
+                " AND t.producer_id = p.producer_id"
+                f" ORDER BY p.topic{self._d.binary_collation}, p.partition_id"
+            ):
+                parts.setdefault(str(r[0]), []).append(
+                    TxnPartition(str(r[1]), int(r[2]), None if r[3] is None else int(r[3]))
+                )
+            groups: dict[str, list[str]] = {}
+            for r in tx.all(
+                "SELECT transactional_id, group_id FROM txn_groups"
+                f" ORDER BY group_id{self._d.binary_collation}"
+            ):
+                groups.setdefault(str(r[0]), []).append(str(r[1]))
+            # Python's sort of str is by code point, the binary collation's order.
+            txns.sort(key=lambda t: t.transactional_id)
+            return [
+                TxnDescription(t, parts.get(t.transactional_id, []), groups.get(t.transactional_id, []))
+                for t in txns
+            ]
+
+        return self._backend.run(work, write=False, what="describe_transactions")
+
+    def txn_markers(
+        self, topic: str, partition: int, first: int, last: int, limit: int | None = None
+    ) -> list[TxnMarker]:
+        """The markers at offsets ``first`` .. ``last`` of a partition, by offset (the first ``limit``)."""
         rows = self._backend.run(
             lambda tx: tx.all(
-                "SELECT marker_offset, producer_id, epoch, is_commit, timestamp_ms FROM txn_markers"
+                "SELECT marker_offset, producer_id, epoch, is_commit, timestamp_ms, delete_horizon_ms"
+                " FROM txn_markers"
                 " WHERE topic = ? AND partition_id = ? AND marker_offset >= ? AND marker_offset <= ?"
-                " ORDER BY marker_offset",
+                " ORDER BY marker_offset" + ("" if limit is None else f" LIMIT {int(limit)}"),
                 (topic, partition, first, last),
             ),
             write=False,
             what="txn_markers",
         )
-        return [TxnMarker(int(r[0]), int(r[1]), int(r[2]), bool(r[3]), int(r[4])) for r in rows]
+        return [
+            TxnMarker(
+                int(r[0]), int(r[1]), int(r[2]), bool(r[3]), int(r[4]), None if r[5] is None else int(r[5])
+            )
+            for r in rows
+        ]
 
     def aborted_txns(self, topic: str, partition: int, first: int, last: int) -> list[AbortedTxn]:
         """The aborted transactions whose range meets offsets ``first`` .. ``last``, by first offset."""

@@ -101,6 +101,13 @@ final class AdminChecks {
             step(out, "groups", () -> groups(admin, topic, group));
             step(out, "delete", () -> {
                 admin.deleteTopics(List.of(topic)).all().get();
+                // Kafka takes a deleted topic out of its metadata asynchronously: under load the reference
+                // broker lists it a moment longer. Whether it is gone within the deadline is the answer.
+                long deadline = System.currentTimeMillis() + 15_000;
+                while (admin.listTopics().names().get().contains(topic)
+                        && System.currentTimeMillis() < deadline) {
+                    Thread.sleep(50);
+                }
                 return admin.listTopics().names().get().contains(topic);
             });
             step(out, "describe_deleted", () -> describe(admin, topic));
