@@ -193,6 +193,10 @@ class SchemaStore(Protocol):
         """The subject's version numbers, ascending: live ones, or with (only) the soft-deleted ones."""
         ...
 
+    def subject_version_rows(self, subject: str, include_deleted: bool = False) -> list[VersionRow]:
+        """The subject's versions with their schemas, ascending: live ones, or all."""
+        ...
+
     def subject_version(
         self, subject: str, version: int | None, include_deleted: bool = False
     ) -> VersionRow | None:

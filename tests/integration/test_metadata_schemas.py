@@ -307,6 +307,9 @@ def test_listings(metadata_store: MetadataStore) -> None:
     assert store.list_subjects(deleted_only=True) == ["orders-key"]
     assert store.list_subjects("ORDERS") == []  # prefixes are case-sensitive on both dialects
     assert store.list_subject_versions("users", deleted_only=True) == [2]
+    assert [(v.version, v.deleted) for v in store.subject_version_rows("users")] == [(1, False)]
+    rows = store.subject_version_rows("users", include_deleted=True)
+    assert [(v.version, v.deleted, v.schema.text) for v in rows] == [(1, False, "u1"), (2, True, "u2")]
     assert store.subject_version("users", None) is not None
     latest = store.subject_version("users", None)
     assert latest is not None

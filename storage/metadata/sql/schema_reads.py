@@ -142,6 +142,18 @@ class SchemaReads(SqlBase):
         )
         return [int(r[0]) for r in rows]
 
+    def subject_version_rows(self, subject: str, include_deleted: bool = False) -> list[VersionRow]:
+        rows = self._backend.run(
+            lambda tx: tx.all(
+                f"SELECT {VERSION_COLUMNS} FROM {VERSIONS_JOIN} WHERE v.subject = ?"
+                f"{_deleted_filter('v.deleted', include_deleted)} ORDER BY v.version",
+                (subject,),
+            ),
+            write=False,
+            what="subject_version_rows",
+        )
+        return [version_row(r) for r in rows]
+
     def _one_version(
         self, where: str, params: list[Param], include_deleted: bool, what: str
     ) -> VersionRow | None:
