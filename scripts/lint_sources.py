@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCT = ("agents", "api", "broker", "pipeline", "planner", "storage", "strata")
+PRODUCT = ("agents", "api", "broker", "pipeline", "planner", "registry", "storage", "strata")
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
 # (module, function): why it may be longer.
