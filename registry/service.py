@@ -224,14 +224,15 @@ class SchemaRegistry(Configs):
         return CompatibilityResult(not messages, tuple(messages))
 
     # --- reads ------------------------------------------------------------------------------------------
-    def schema(self, schema_id: int, subject: str | None = None) -> SchemaView:
-        """GET /schemas/ids/{id}; with ``subject``, the id must be one of the subject's versions (soft-deleted
-        ones too). Raises SchemaNotFound."""
+    def schema(self, schema_id: int) -> SchemaView:
+        """GET /schemas/ids/{id}, soft-deleted versions' ids included. Raises SchemaNotFound.
+
+        The request's ``subject`` parameter names a context in Confluent's registry, where every id of
+        the default context is found whatever the subject; this registry has the default context only,
+        so the parameter changes nothing (confluent-kafka's deserializers send the subject their own
+        strategy names, which need not be one the id was registered under)."""
         stored = self._store.schema_by_id(schema_id)
-        if stored is None or (
-            subject is not None
-            and subject not in (s for s, _ in self._store.schema_usages(schema_id, include_deleted=True))
-        ):
+        if stored is None:
             raise SchemaNotFound(f"Schema {schema_id} not found")
         return SchemaView.of(stored)
 
