@@ -13,7 +13,7 @@ export STRATA_SPARK_JARS_DIR := $(JARS_DIR)
 DECODER_JAR := $(JARS_DIR)/strata-spark.jar
 DECODER_SOURCES := $(shell find pipeline/jvm/src -type f 2>/dev/null)
 
-.PHONY: run test test-fast check install kafka-java maven clean jars spark-decoder demo kcat kafkajs chromium postgres jdk \
+.PHONY: run test test-fast check install kafka-java maven clean jars spark-decoder demo kcat kafkajs buf chromium postgres jdk \
 	kafka-conformance differential eos fuzz fuzz-build clang
 
 $(BIN)/python:
@@ -46,6 +46,16 @@ $(KAFKAJS): tests/kafka/js/package-lock.json tests/kafka/js/package.json
 	npm ci --prefix tests/kafka/js --no-audit --no-fund --loglevel=error
 
 kafkajs: $(KAFKAJS)
+
+# buf (npm @bufbuild/buf), the independent oracle the Protobuf compatibility checker is compared with
+# (tests/registry_oracle), into .cache/buf; the test installs it the same way when it is missing.
+BUF_VERSION := 1.75.0
+BUF := .cache/buf/node_modules/.bin/buf
+
+$(BUF):
+	npm install --prefix .cache/buf --no-audit --no-fund --loglevel=error @bufbuild/buf@$(BUF_VERSION)
+
+buf: $(BUF)
 
 kcat:
 	@command -v kcat >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat; }
@@ -86,7 +96,7 @@ run: $(STAMP)
 demo: $(STAMP) $(JARS) $(DECODER_JAR)
 	$(BIN)/strata demo
 
-test: $(STAMP) $(JARS) $(DECODER_JAR) $(KAFKAJS) $(KAFKA_STAMP) kcat chromium postgres
+test: $(STAMP) $(JARS) $(DECODER_JAR) $(KAFKAJS) $(BUF) $(KAFKA_STAMP) kcat chromium postgres
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check
 
 # The checks and the unit and sans-IO tests only (pytest -m "not integration"): no JDK, npm, Chromium or

@@ -1,0 +1,131 @@
+"""A Protobuf schema's files: its references and built-in imports resolved into ``FileDescriptorProto``s,
+each after the files it imports.
+
+A schema, and each of its references, arrives either as ``.proto`` text or as a base64
+``FileDescriptorProto`` (confluent-kafka's serializer registers every file that way, its references
+included). References come in dependency order, so they are resolved front to back:
+- a text reference is compiled by protoc among the references before it, and its descriptor kept;
+- a descriptor reference is decoded, named by its import path (the name its importers use), checked by
+  building it into a descriptor pool with its imports, and printed, so that a later text file can import it.
+An import that is not a reference resolves to a built-in (``protobuf_builtins``), or is an error.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+
+from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf.message import DecodeError
+
+from registry.errors import InvalidSchema
+from registry.formats.base import Resolved, SchemaType
+from registry.formats.protobuf_compile import builtin_descriptor, check_import_path, compile_proto
+from registry.formats.protobuf_options import UnprintableOption
+from registry.formats.protobuf_print import print_file
+
+FileProto = descriptor_pb2.FileDescriptorProto
+# The name Confluent gives a schema's own file when it has none (ProtobufSchema.DEFAULT_NAME).
+DEFAULT_NAME = "default"
+
+
+def decode_descriptor(text: str) -> FileProto | None:
+    """The ``FileDescriptorProto`` that ``text`` holds as base64, or None if ``text`` is not base64 (then
+    it is ``.proto`` source, which always has characters base64 does not). ``InvalidSchema`` if it is
+    base64 but not a descriptor."""
+    try:
+        blob = base64.b64decode(text.strip(), validate=True)
+    except ValueError:  # binascii.Error, or a character outside ASCII
+        return None
+    try:
+        return FileProto.FromString(blob)
+    except DecodeError as exc:
+        raise InvalidSchema(f"not a serialized FileDescriptorProto: {exc}") from None
+
+
+def build_pool(files: Sequence[FileProto]) -> descriptor_pool.DescriptorPool:
+    """A private descriptor pool holding ``files`` (imports first); building it is what checks a
+    descriptor that protoc did not compile (names resolve, numbers and names are unique, ...)."""
+    pool = descriptor_pool.DescriptorPool()
+    for file in files:
+        try:
+            pool.AddSerializedFile(file.SerializeToString())
+        except TypeError as exc:
+            raise InvalidSchema(f"{file.name}: {exc}") from None
+    return pool
+
+
+def printed(file: FileProto, pool: descriptor_pool.DescriptorPool) -> str:
+    try:
+        return print_file(file, pool)
+    except UnprintableOption as exc:
+        raise InvalidSchema(f"{file.name}: {exc}") from None
+
+
+class Resolver:
+    """The references of one schema, resolved in the order given."""
+
+    def __init__(self, references: Sequence[Resolved]) -> None:
+        # .proto sources by import path (a descriptor reference printed), for protoc.
+        self.sources: dict[str, str] = {}
+        # Each reference's own descriptor by import path; a descriptor reference as it was registered.
+        self.files: dict[str, FileProto] = {}
+        for reference in references:
+            self._add(reference)
+
+    def _add(self, reference: Resolved) -> None:
+        check_import_path(reference.name)
+        if reference.schema_type != SchemaType.PROTOBUF:
+            raise InvalidSchema(
+                f"reference {reference.name!r} is a {reference.schema_type} schema, not PROTOBUF"
+            )
+        descriptor = decode_descriptor(reference.text)
+        if descriptor is None:
+            compiled = compile_proto(reference.name, {**self.sources, reference.name: reference.text})
+            self.sources[reference.name] = reference.text
+            self.files[reference.name] = compiled
+            return
+        descriptor.name = reference.name
+        files = self.ordered(descriptor)
+        self.sources[reference.name] = printed(descriptor, build_pool(files))
+        self.files[reference.name] = descriptor
+
+    def free_name(self) -> str:
+        """A file name for the schema itself that no reference uses."""
+        name, n = f"{DEFAULT_NAME}.proto", 0
+        while name in self.files:
+            n += 1
+            name = f"{DEFAULT_NAME}_{n}.proto"
+        return name
+
+    def compile(self, text: str) -> list[FileProto]:
+        """A ``.proto`` schema's file, after its imports."""
+        name = self.free_name()
+        return self.ordered(compile_proto(name, {**self.sources, name: text}))
+
+    def ordered(self, file: FileProto) -> list[FileProto]:
+        """``file`` after its imports, each import after its own (depth first, in import order)."""
+        ordered: list[FileProto] = []
+        done: set[str] = set()
+
+        def visit(current: FileProto, chain: tuple[str, ...]) -> None:
+            for name in current.dependency:
+                if name in done:
+                    continue
+                if name in chain:
+                    raise InvalidSchema(f"import cycle: {' -> '.join((*chain, name))}")
+                imported = self._lookup(current.name, name)
+                visit(imported, (*chain, name))
+                done.add(name)
+                ordered.append(imported)
+
+        visit(file, (file.name,))
+        return [*ordered, file]
+
+    def _lookup(self, importer: str, name: str) -> FileProto:
+        if name in self.files:
+            return self.files[name]
+        builtin = builtin_descriptor(name)
+        if builtin is not None:
+            return builtin
+        raise InvalidSchema(f'{importer}: import "{name}" is neither a reference nor a built-in')
