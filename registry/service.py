@@ -35,7 +35,7 @@ from registry.errors import (
     VersionNotSoftDeleted,
     VersionSoftDeleted,
 )
-from registry.formats import avro, jsonschema
+from registry.formats import avro, jsonschema, protobuf
 from registry.formats.base import ParsedSchema, Reference, SchemaFormat, SchemaType
 from registry.levels import effective_level, effective_normalize
 from registry.modes import Mode, effective_mode, require_registrable, require_writable
@@ -60,7 +60,7 @@ DEFAULT_CACHE_SIZE = 4096
 
 def default_formats() -> dict[SchemaType, SchemaFormat]:
     """Every format this registry reads, by type."""
-    return {fmt.schema_type: fmt for fmt in (avro.FORMAT, jsonschema.FORMAT)}
+    return {fmt.schema_type: fmt for fmt in (avro.FORMAT, jsonschema.FORMAT, protobuf.FORMAT)}
 
 
 class _Unprepared(Exception):

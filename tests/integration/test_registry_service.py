@@ -6,6 +6,7 @@ deletes with Confluent's error codes, references, configs and modes (IMPORT incl
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import pytest
 
 from registry import errors
 from registry.formats.base import Reference, SchemaType
+from registry.formats.protobuf import ProtobufSchema
 from registry.modes import Mode
 from registry.service import SchemaRegistry, default_formats
 from registry.views import VersionView
@@ -238,6 +240,29 @@ def test_json_schema(registry: SchemaRegistry) -> None:
     with pytest.raises(errors.IncompatibleSchema):  # another type is never compatible
         registry.register("j", V1, SchemaType.AVRO)
     assert registry.lookup("j", v1, SchemaType.JSON) == first
+
+
+def test_protobuf_with_an_import_and_a_builtin(registry: SchemaRegistry) -> None:
+    place = 'syntax = "proto3";\npackage a1;\nmessage Place {\n  string city = 1;\n}\n'
+    place_id = registry.register("place", place, SchemaType.PROTOBUF).schema_id
+    # As confluent-kafka's serializer registers it: a base64 FileDescriptorProto, the same schema.
+    parsed = registry.parsed(place_id)
+    assert isinstance(parsed, ProtobufSchema)
+    descriptor = base64.b64encode(parsed.file.SerializeToString()).decode()
+    assert registry.register("place-copy", descriptor, SchemaType.PROTOBUF).schema_id == place_id
+    customer = (
+        'syntax = "proto3";\npackage a1;\nimport "Place.proto";\nimport "google/protobuf/timestamp.proto";\n'
+        "message Customer {\n  string name = 1;\n  Place place = 2;\n  google.protobuf.Timestamp at = 3;\n}\n"
+    )
+    ref = Reference("Place.proto", "place", 1)
+    registered = registry.register("customer", customer, SchemaType.PROTOBUF, [ref])
+    assert registered.schema.schema_type is SchemaType.PROTOBUF
+    assert registry.referenced_by("place", 1) == [registered.schema_id]
+    assert registry.parsed(registered.schema_id).record_names()[0] == "a1.Customer"
+    renumbered = customer.replace("string name = 1", "int64 name = 1")
+    assert not registry.check_compatibility(
+        "customer", "latest", renumbered, SchemaType.PROTOBUF, [ref]
+    ).is_compatible
 
 
 def test_config(registry: SchemaRegistry) -> None:
