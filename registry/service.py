@@ -130,18 +130,23 @@ class SchemaRegistry(Configs):
         return VersionView.of(row)
 
     def _register(self, subject: str, candidate: Candidate, import_as: ImportTarget | None) -> Registration:
-        admit = partial(self._admit, candidate, import_as is not None)
+        # The versions this registration parsed itself, so that its retries never depend on what the
+        # shared cache still holds (a transitive subject may have more versions than the cache).
+        prepared: dict[int, ParsedSchema] = {}
+        admit = partial(self._admit, candidate, import_as is not None, prepared)
         for _ in range(_ATTEMPTS):
             try:
                 registration = self._store.register_schema(subject, candidate.new, admit, import_as)
             except _Unprepared as unprepared:
                 for row in unprepared.rows:
-                    self._parser.parsed(row.schema)
+                    prepared[row.schema_id] = self._parser.parsed(row.schema)
                 continue
             return _registered(subject, registration, import_as)
         raise StoreError(f"registering under {subject!r} kept meeting new versions; retry")
 
-    def _admit(self, candidate: Candidate, with_id: bool, state: RegistrationState) -> None:
+    def _admit(
+        self, candidate: Candidate, with_id: bool, prepared: dict[int, ParsedSchema], state: RegistrationState
+    ) -> None:
         """Under the subject's lock: refuse by raising. No IO (see the module docstring)."""
         require_registrable(state.subject, effective_mode(state.subject_mode, state.global_mode), with_id)
         if state.existing is not None or with_id:
@@ -150,10 +155,10 @@ class SchemaRegistry(Configs):
         previous = state.live if level.transitive else state.live[-1:]
         if level is compatibility.CompatibilityLevel.NONE or not previous:
             return
-        unprepared = [row for row in previous if self._parser.cached(row.schema_id) is None]
+        parsed = [prepared.get(row.schema_id) or self._parser.cached(row.schema_id) for row in previous]
+        unprepared = [row for row, p in zip(previous, parsed, strict=True) if p is None]
         if unprepared:
             raise _Unprepared(unprepared)
-        parsed = [self._parser.cached(row.schema_id) for row in previous]
         messages = self._incompatibilities(level, candidate.parsed, [p for p in parsed if p is not None])
         if messages:
             raise IncompatibleSchema(incompatible_message(level, messages))

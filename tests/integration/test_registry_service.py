@@ -104,16 +104,28 @@ def test_backward_is_checked_under_the_lock(registry: SchemaRegistry) -> None:
     assert registry.register("s", NO_DEFAULT).version == 2
 
 
-def test_transitive_levels_check_every_live_version(registry: SchemaRegistry) -> None:
+def test_transitive_levels_check_every_live_version(
+    registry: SchemaRegistry, metadata_store: MetadataStore
+) -> None:
     registry.register("t", V1)
     registry.register("t", V2)
     registry.set_config("t", "BACKWARD_TRANSITIVE")
     with pytest.raises(errors.IncompatibleSchema):
         registry.register("t", V3_BREAKS_V1)
     assert registry.check_compatibility("t", None, V3_BREAKS_V1).is_compatible is False
+    # A cache smaller than the versions checked: the registration keeps what it parsed itself.
+    tiny = SchemaRegistry(metadata_store, default_formats(), cache_size=1)
+    with pytest.raises(errors.IncompatibleSchema):
+        tiny.register("t", V3_BREAKS_V1)
+    assert (
+        tiny.register(
+            "t", record("User", ("name", "string"), ("age", "int"), ("z", "int"), age=0, z=0)
+        ).version
+        == 3
+    )
     registry.set_config("t", "BACKWARD")  # only the latest: V3 reads V2's data
     assert registry.check_compatibility("t", None, V3_BREAKS_V1).is_compatible is True
-    assert registry.register("t", V3_BREAKS_V1).version == 3
+    assert registry.register("t", V3_BREAKS_V1).version == 4
 
 
 def test_compatibility_checks(registry: SchemaRegistry) -> None:
