@@ -21,6 +21,9 @@ implements them all, and ``MetadataStore`` is their union, for the composition r
 - ``AdminStore``: topics created, reconfigured and deleted; consumer group offsets.
 - ``ProducerStore``: idempotent producers' ids and epochs (InitProducerId).
 - ``SecurityStore`` (``storage.metadata.security``): Kafka's ACLs and run-time SCRAM credentials.
+- ``SchemaStore`` (``storage.metadata.schema_store``): the schema registry's schemas, subjects, versions,
+  configs and modes. Its refusals are outcomes (``RegisterOutcome``, ``DeleteOutcome``), or exceptions the
+  registry's own callables raise under the subject's lock; the registry turns them into its errors.
 - ``StatsReader``: what the HTTP API shows of compaction and sizes: jobs with their reports, partition
   details, topic summaries, dirty-ratio samples.
 
@@ -91,6 +94,7 @@ from storage.metadata.rows import (
     TopicInfo,
     TopicSummary,
 )
+from storage.metadata.schema_store import SchemaStore
 from storage.metadata.security import SecurityStore
 from storage.metadata.txn_state import AbortedTxn, TxnMarker
 
@@ -444,6 +448,7 @@ class MetadataStore(
     GroupStore,
     DamageLog,
     SecurityStore,
+    SchemaStore,
     Protocol,
 ):
     """Every role at once: what the composition root opens and hands out by role."""

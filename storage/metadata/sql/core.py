@@ -36,6 +36,12 @@ transaction APIs, ``transactions``); ``commit_flush`` never locks one.
 One ``producer_ids`` row is locked alone, by ``init_producer_id``, in a transaction of its own.
 The ``security_version`` row is locked first by every transaction that changes ``acls`` or
 ``scram_credentials`` (``security``), and those transactions take no other lock.
+The schema registry's transactions (``schemas``, ``schema_config``) take no lock above either. Their own
+order: the global ``sr_mode`` row (FOR KEY SHARE by a registration or a subject's mode change, FOR UPDATE
+by a global mode change), then ``sr_subjects`` rows one by one in code-point order (the subject written
+to FOR UPDATE, inserted first if absent; the subjects a new schema references FOR KEY SHARE), then the
+rows written under a subject's lock (``sr_versions``, ``sr_schemas``, ``sr_references``, ``sr_mode``).
+``sr_config`` rows are upserted and deleted in transactions that take no other lock.
 Every transaction that deletes chunk rows (``delete_topic``, ``apply_retention``, ``commit_compaction``)
 first locks the rows' partitions, so once ``commit_compaction`` holds its partitions, its inputs can no
 longer disappear underneath it, and a re-read tells it whether they are all still there.

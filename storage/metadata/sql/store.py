@@ -11,6 +11,7 @@ from storage.metadata.sql.flush import FlushQueries
 from storage.metadata.sql.jobs import JobQueries
 from storage.metadata.sql.producers import ProducerQueries
 from storage.metadata.sql.reads import ReadQueries
+from storage.metadata.sql.schemas import SchemaQueries
 from storage.metadata.sql.security import SecurityQueries
 from storage.metadata.sql.stats import StatsQueries
 from storage.metadata.sql.topics import TopicQueries
@@ -32,6 +33,7 @@ class SqlMetadataStore(
     AgentQueries,  # AgentRegistry
     DamageQueries,  # DamageLog
     SecurityQueries,  # SecurityStore
+    SchemaQueries,  # SchemaStore (the schema registry)
     MetadataStore,
 ):
     """``MetadataStore`` over any ``Backend``. Thread-safe: every call is one backend transaction.
