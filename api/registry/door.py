@@ -124,8 +124,7 @@ class RegistryDoor:
             ) from None
         body = _utf8(b"".join(chunks), headers.get("content-type"))
         fixed = MutableHeaders(scope=scope)
-        if headers.get("content-type") is not None:
-            fixed["content-type"] = "application/json"
+        fixed["content-type"] = "application/json"  # a body without a type is JSON too (negotiation.py)
         fixed["content-length"] = str(len(body))
         sent = False
 

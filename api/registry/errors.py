@@ -81,7 +81,9 @@ async def _store_error(_: Request, exc: Exception) -> Response:
 
 async def _validation_error(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    return error_response(422, 422, jsonable_encoder(exc.errors()))
+    # An error's input may be bytes in no particular charset: shown, never a failure of its own.
+    shown = jsonable_encoder(exc.errors(), custom_encoder={bytes: lambda b: b.decode("utf-8", "replace")})
+    return error_response(422, 422, shown)
 
 
 async def _http_error(_: Request, exc: Exception) -> Response:
