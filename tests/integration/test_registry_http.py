@@ -7,6 +7,7 @@ Strata's own routes and authentication, and never a 500 for anything a client se
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 from agents.permissions import REGISTRY
 from tests.fixtures.server import RunningServer
+from tests.kafka.test_tls import cert  # noqa: F401 (a fixture: a self-signed certificate and key)
 
 pytestmark = pytest.mark.integration
 
@@ -211,3 +213,61 @@ def test_no_route_answers_a_500_to_garbage(http: httpx.Client) -> None:
                 if answer.status_code >= 400:
                     assert "message" in answer.json(), (method, path, answer.text)
     assert sent > 500
+
+
+def test_reads_by_id_and_guid_paging_and_extras(http: httpx.Client) -> None:
+    proto = 'syntax = "proto3";\npackage t;\nmessage M {\n  string s = 1;\n}\n'
+    first = http.post("/subjects/p1/versions", json={"schema": proto, "schemaType": "PROTOBUF"}).json()
+    http.post("/subjects/p2/versions", json={"schema": proto, "schemaType": "PROTOBUF"})
+    schema_id, guid = first["id"], first["guid"]
+    by_id = http.get(f"/schemas/ids/{schema_id}", params={"fetchMaxId": "true", "includeSubjects": "true"})
+    assert by_id.json() == {
+        "schema": proto,
+        "schemaType": "PROTOBUF",
+        "maxId": schema_id,
+        "subjects": ["p1", "p2"],
+    }
+    assert (
+        "guid"
+        in http.get(
+            f"/schemas/ids/{schema_id}", headers={"Confluent-Accept-Unknown-Properties": "true"}
+        ).json()
+    )
+    assert http.get(f"/schemas/ids/{schema_id}/schema").text == proto
+    assert http.get("/subjects/p1/versions/1/schema").text == proto
+    serialized = http.get("/subjects/p1/versions/latest", params={"format": "serialized"}).json()["schema"]
+    assert (
+        serialized == http.get(f"/schemas/ids/{schema_id}", params={"format": "serialized"}).json()["schema"]
+    )
+    assert serialized != proto
+    assert http.get(f"/schemas/guids/{guid}").json()["id"] == schema_id
+    assert http.get(f"/schemas/guids/{guid}/ids").json() == [{"context": ".", "id": schema_id}]
+    assert http.get("/schemas/guids/no-such-guid").json()["error_code"] == 40403
+    assert http.get(f"/schemas/ids/{schema_id}/subjects", params={"offset": 1, "limit": 1}).json() == ["p2"]
+    assert http.get(f"/schemas/ids/{schema_id}/versions", params={"subject": "p2"}).json() == [
+        {"subject": "p2", "version": 1}
+    ]
+    assert http.get("/subjects", params={"offset": 1}).json() == ["p2"]
+    assert [s["subject"] for s in http.get("/schemas", params={"limit": 1}).json()] == ["p1"]
+    # Soft-deleted: gone from the lists unless asked for, still found by a lookup that asks.
+    http.delete("/subjects/p2")
+    assert http.get("/subjects", params={"deletedOnly": "true"}).json() == ["p2"]
+    assert http.get(f"/schemas/ids/{schema_id}/subjects").json() == ["p1"]
+    lookup = {"schema": proto, "schemaType": "PROTOBUF"}
+    assert http.post("/subjects/p2", json=lookup).json()["error_code"] == 40401
+    assert http.post("/subjects/p2", params={"deleted": "true"}, json=lookup).json()["version"] == 1
+
+
+def test_the_own_port_speaks_the_http_listeners_tls(
+    server_factory: Callable[..., Any],
+    cert: tuple[str, str],  # noqa: F811 (the fixture imported above)
+) -> None:
+    crt, key = cert
+    with server_factory(tls_cert_file=crt, tls_key_file=key) as srv:
+        listener = srv.runtime.registry_listener
+        assert listener is not None
+        trust = ssl.create_default_context(cafile=crt)
+        answer = httpx.get(f"https://127.0.0.1:{listener.port}/subjects", verify=trust)
+        assert (answer.status_code, answer.json()) == (200, [])
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://127.0.0.1:{listener.port}/subjects", timeout=2)
