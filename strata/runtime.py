@@ -4,6 +4,7 @@ the compaction round on first use). Components can be injected."""
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import logging
 import os
 import random
@@ -38,7 +39,10 @@ from storage.objectstore.base import AsyncObjectStore, ObjectStore, RequestCount
 from strata.settings import Settings, redact_password
 
 if TYPE_CHECKING:
+    from api.registry.context import RegistryContext
     from broker.server import KafkaServer
+    from registry.service import SchemaRegistry
+    from strata.registry_listener import RegistryListener
 
 log = logging.getLogger("strata.server")
 
@@ -70,6 +74,10 @@ class Runtime:
     # Whether the HTTP door authenticates (--principals-file or STRATA_API_TOKENS); the Kafka door does
     # with --principals-file only.
     http_authenticates: bool = False
+    # The schema registry's own port, while it listens (strata/http.py starts it; None: --schema-registry-port
+    # -1, or not started yet).
+    registry_listener: RegistryListener | None = None
+    _registry: SchemaRegistry | None = None
     _sampler: asyncio.Task[None] | None = None
     _security_poll: asyncio.Task[None] | None = None
 
@@ -135,6 +143,29 @@ class Runtime:
             compact_now=compact_now,
         )
 
+    def schema_registry(self) -> SchemaRegistry:
+        """The schema registry's service over the metadata store, made on first use: a worker, which serves
+        no registry, never loads the schema formats' libraries."""
+        if self._registry is None:
+            from registry.service import SchemaRegistry, default_formats
+
+            self._registry = SchemaRegistry(self.metadata, default_formats())
+        return self._registry
+
+    def registry_context(self) -> RegistryContext:
+        """What the schema registry's routes may use of this process (api/registry/context.py)."""
+        from api.registry.context import RegistryContext
+
+        settings = self.settings
+        return RegistryContext(
+            registry=self.schema_registry(),
+            security=self.security if self.http_authenticates else None,
+            max_body_bytes=settings.max_request_bytes,
+            body_timeout_s=settings.http_body_timeout_ms / 1000,
+            cluster_id=broker_config(settings).cluster_id,
+            version=_version(),
+        )
+
     async def start(self) -> None:
         await self.astore.open()
         await self.agent.start()
@@ -160,6 +191,13 @@ class Runtime:
         await self.astore.close()
         self.store.close()
         self.metadata.close()
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("strata")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
 
 
 def broker_config(settings: Settings) -> BrokerConfig:
