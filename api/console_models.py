@@ -3,7 +3,7 @@ agent's metrics history and the record browser. They are public API like the res
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -71,6 +71,24 @@ class BrowseHeaderOut(BaseModel):
     value: str | None = Field(description="base64")
 
 
+class TypedOut(BaseModel):
+    """A key or value that names a registered schema (Confluent's wire format), decoded or not."""
+
+    schema_id: int | None = Field(description="the id it names (null: a GUID that resolves to none)")
+    schema_type: str | None = Field(description="AVRO, PROTOBUF or JSON")
+    subject: str | None = Field(description="a subject holding the id that the reader may read")
+    version: int | None = Field(description="that subject's version with the id")
+    record: str | None = Field(description="the Protobuf message or Avro named type it holds")
+    json_value: Any = Field(
+        default=None,
+        alias="json",
+        description="the decoded value as JSON (Avro's JSON encoding, protobuf's JSON mapping)",
+    )
+    error: str | None = Field(description="why it was not decoded (null: decoded)")
+
+    model_config = {"populate_by_name": True, "serialize_by_alias": True}
+
+
 class BrowseRecordOut(BaseModel):
     partition: int
     offset: int
@@ -78,6 +96,12 @@ class BrowseRecordOut(BaseModel):
     key: str | None = Field(description="base64; null for a null key")
     value: str | None = Field(description="base64; null for a tombstone")
     headers: list[BrowseHeaderOut]
+    key_typed: TypedOut | None = Field(
+        default=None, description="the key decoded with its schema; null when it names none"
+    )
+    value_typed: TypedOut | None = Field(
+        default=None, description="the value decoded with its schema; null when it names none"
+    )
 
 
 class GapOut(BaseModel):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from agents.agent import Agent
 from agents.budget import ByteBudget
@@ -23,6 +23,9 @@ from storage.metadata.base import AdminStore, CompactionCatalog, StatsReader
 from storage.metadata.coordination import GroupStore
 from storage.metadata.rows import Job
 from storage.metadata.security import SecurityStore
+
+if TYPE_CHECKING:  # the registry's formats load with the service, when the process makes it (runtime.py)
+    from registry.service import SchemaRegistry
 
 
 class HttpMetadata(AdminStore, GroupStore, StatsReader, CompactionCatalog, SecurityStore, Protocol):
@@ -76,6 +79,9 @@ class HttpContext:
     process: ThisProcess
     # Who may use the HTTP door and what they may do; None: no authentication, every request allowed.
     security: Security | None
+    # The schema registry's service, which the HTTP port also serves (under /schema-registry): the record
+    # browser decodes keys and values that name a registered schema with it.
+    schema_registry: SchemaRegistry
     # The Kafka listener as it is now (its port is known only once it listens); None when there is none.
     kafka_listener: Callable[[], KafkaListenerView | None]
     # Plan compaction of one topic now (``force``: whatever its dirty ratio), then wake the process's

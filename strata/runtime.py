@@ -139,6 +139,7 @@ class Runtime:
                 bucket_url=redact_password(settings.bucket_url),
             ),
             security=self.security if self.http_authenticates else None,
+            schema_registry=self.schema_registry(),
             kafka_listener=kafka_listener,
             compact_now=compact_now,
         )

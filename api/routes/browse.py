@@ -4,6 +4,11 @@ The scan, its bounds (``limit`` matches, ``max_scan`` records read) and its gaps
 (agents/browse.py); this route parses the request and renders the page. Where a page stops, the ``cursor``
 (``partition:offset`` pairs) says where the next one starts; the console's live tail is the same request
 repeated with the cursor.
+
+Keys and values that name a registered schema (Confluent's wire format) also come decoded, as JSON with
+their schema's subject and version (``registry/typed_records.py``), unless ``decode=false``. The registry is
+asked only when a record on the page names a schema, and shows a schema only to a reader who may read a
+subject holding it (the registry's own rule for ``GET /schemas/ids/{id}``).
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 
 from agents.browse import Needles, Start, parse_cursor, scan_page, start_positions
-from agents.permissions import TOPIC, route
+from agents.permissions import SUBJECT, TOPIC, registry_route, route
 from api import authz
 from api import console_models as out
+from api.context import HttpContext
 from api.routes.common import ERRORS, CtxDep, TopicPath, topic_name
+from registry.typed_records import Field, RecordDecoder, Typed, names_a_schema
 from storage import records
 from storage.errors import BadRequest, UnknownPartition
 
@@ -29,6 +36,8 @@ router = APIRouter()
 # this many partitions, the caller picks one. 256 positions of 11-digit offsets fit in MAX_CURSOR.
 MAX_ALL_PARTITIONS = 256
 MAX_CURSOR = 4_000
+# Reading a schema by id: READ on a subject holding it.
+_SCHEMA_READ = registry_route("GET", "/schemas/ids/{schema_id}").need(SUBJECT)
 
 
 @router.get("/v1/topics/{topic}/browse", response_model=out.BrowseOut, responses=ERRORS)
@@ -47,6 +56,7 @@ async def browse(
     max_scan: Annotated[int, Query(ge=1, le=100_000, description="records read at most")] = 10_000,
     key_contains: Annotated[str | None, Query(max_length=256)] = None,
     value_contains: Annotated[str | None, Query(max_length=256)] = None,
+    decode: Annotated[bool, Query(description="decode keys and values that name a registered schema")] = True,
 ) -> out.BrowseOut:
     """A page of records (keys, values and header values in base64), the gaps met, and where it stopped.
 
@@ -79,8 +89,11 @@ async def browse(
     page = await scan_page(ctx.agent.fetch, name, states, positions, limit, max_scan, needles)
     found = sorted(page.records, key=lambda item: (item[1].timestamp, item[0], item[1].offset))
     at = page.positions
+    rendered = [_record_out(p, r) for p, r in found]
+    if decode:
+        await asyncio.to_thread(_decode_typed, http, ctx, name, [r for _, r in found], rendered)
     return out.BrowseOut(
-        records=[_record_out(p, r) for p, r in found],
+        records=rendered,
         gaps=[out.GapOut(partition=g.partition, first=g.first, last=g.last) for g in page.gaps],
         positions=[
             out.PositionOut(
@@ -109,4 +122,42 @@ def _record_out(partition: int, record: records.Record) -> out.BrowseRecordOut:
         key=_b64(record.key),
         value=_b64(record.value),
         headers=[out.BrowseHeaderOut(name=h.key, value=_b64(h.value)) for h in record.headers],
+    )
+
+
+def _decode_typed(
+    http: Request,
+    ctx: HttpContext,
+    topic: str,
+    found: list[records.Record],
+    rendered: list[out.BrowseRecordOut],
+) -> None:
+    """Fill ``key_typed`` and ``value_typed`` of the records that name a schema (in a worker thread: the
+    registry reads the store)."""
+    decoder: RecordDecoder | None = None
+    for record, answer in zip(found, rendered, strict=True):
+        headers = [(h.key, h.value) for h in record.headers]
+        fields: tuple[tuple[Field, bytes | None], ...] = (("key", record.key), ("value", record.value))
+        for field, data in fields:
+            if not names_a_schema(data, headers, field):
+                continue
+            decoder = decoder or _decoder(http, ctx, topic)
+            typed = decoder.decode(data, headers, field)
+            if typed is not None:
+                setattr(answer, f"{field}_typed", _typed_out(typed))
+
+
+def _decoder(http: Request, ctx: HttpContext, topic: str) -> RecordDecoder:
+    return RecordDecoder(ctx.schema_registry, topic, lambda subject: authz.may(http, _SCHEMA_READ, subject))
+
+
+def _typed_out(typed: Typed) -> out.TypedOut:
+    return out.TypedOut(
+        schema_id=typed.schema_id,
+        schema_type=typed.schema_type,
+        subject=typed.subject,
+        version=typed.version,
+        record=typed.record,
+        json=typed.json,
+        error=typed.error,
     )

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -22,6 +21,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.fixtures.principals import PASSWORDS, write_principals
 from tests.fixtures.server import RunningServer, local_settings, run_server
+from tests.ui.pages import open_page
 
 pytestmark = pytest.mark.integration
 
@@ -38,16 +38,6 @@ def srv(tmp_path: Path) -> Iterator[RunningServer]:
     )
     with run_server(settings, with_worker=True) as running:
         yield running
-
-
-def open_page(browser: Browser, url: str, **context: Any) -> Page:
-    page = browser.new_context(viewport={"width": 1400, "height": 900}, **context).new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 500 else None)
-    page.errors = errors  # type: ignore[attr-defined]
-    page.goto(url)
-    return page
 
 
 def produce_from_form(page: Page, key: str, value: str, fmt: str = "utf8") -> None:

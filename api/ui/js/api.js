@@ -1,5 +1,6 @@
-// The console's only way to the agent: the public HTTP API (/v1/...), with the browser's credentials.
-// Errors keep the API's stable code (error_code) so the pages can show it.
+// The console's only way to the agent: the public HTTP API (/v1/...), and the schema registry's
+// Confluent-compatible API under /schema-registry, with the browser's credentials. Errors keep the API's
+// stable code (error_code) so the pages can show it.
 
 export class ApiError extends Error {
   constructor(status, code, message) {
@@ -9,7 +10,7 @@ export class ApiError extends Error {
   }
 }
 
-export async function api(path, { method = "GET", body, query } = {}) {
+export async function api(path, { method = "GET", body, query, headers = {} } = {}) {
   let url = path;
   if (query) {
     const params = new URLSearchParams();
@@ -17,7 +18,7 @@ export async function api(path, { method = "GET", body, query } = {}) {
     const text = params.toString();
     if (text) url += `?${text}`;
   }
-  const init = { method, credentials: "same-origin", headers: {} };
+  const init = { method, credentials: "same-origin", headers: { ...headers } };
   if (body !== undefined) {
     init.body = JSON.stringify(body);
     init.headers["Content-Type"] = "application/json";
@@ -36,5 +37,15 @@ export async function api(path, { method = "GET", body, query } = {}) {
 }
 
 export function describe(err) {
+  if (err instanceof ApiError && err.status === 403) return `Permission denied: ${err.message} (${err.code})`;
   return err instanceof ApiError ? `${err.message} (${err.code})` : String(err);
+}
+
+// The schema registry on this agent (api/registry/ under /schema-registry), with the same credentials.
+// The extra header asks for the fields newer registries add (a version's "deleted" flag).
+export const REGISTRY = "/schema-registry";
+
+export function registry(path, options = {}) {
+  const headers = { "Confluent-Accept-Unknown-Properties": "true", ...(options.headers || {}) };
+  return api(`${REGISTRY}${path}`, { ...options, headers });
 }

@@ -9,12 +9,15 @@ import * as groups from "./groups.js";
 import * as compaction from "./compaction.js";
 import * as access from "./access.js";
 import * as transactions from "./transactions.js";
+import * as schemas from "./schemas.js";
 
 const ROUTES = [
   [/^#?\/?$/, overview.render, "overview"],
   [/^#\/topics$/, topics.renderList, "topics"],
   [/^#\/topics\/([^/]+)$/, topics.renderTopic, "topics"],
   [/^#\/topics\/([^/]+)\/records$/, records.render, "topics"],
+  [/^#\/schemas$/, schemas.renderList, "schemas"],
+  [/^#\/schemas\/([^/]+)$/, schemas.renderSubject, "schemas"],
   [/^#\/groups$/, groups.renderList, "groups"],
   [/^#\/groups\/([^/]+)$/, groups.renderGroup, "groups"],
   [/^#\/transactions$/, transactions.render, "transactions"],

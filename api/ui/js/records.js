@@ -1,8 +1,12 @@
 // The record browser: a page of records from the beginning, the end, an offset or a timestamp, in one
-// partition or all; key/value substring filters; UTF-8, JSON, hex or base64 views; headers; gaps that
-// compaction left shown as gap rows; a live tail with pause; and a form to produce a record.
+// partition or all; key/value substring filters; decoded, UTF-8, JSON, hex or base64 views; headers; gaps
+// that compaction left shown as gap rows; a live tail with pause; and a form to produce a record.
+// "decoded" shows a key or value that names a registered schema (Confluent's wire format) as the JSON the
+// agent decoded it to, with the schema's subject, version, type and id; one that does not decode shows its
+// bytes as UTF-8 with the reason, and anything else as UTF-8.
 import { api, describe } from "./api.js";
 import { clear, flash, h, num, table, time } from "./dom.js";
+import { subjectHref } from "./schemas.js";
 
 const decoder = new TextDecoder("utf-8", { fatal: true });
 
@@ -22,6 +26,7 @@ function toB64(bytes) {
 // Render base64 data in the chosen view. Output is text; the caller puts it in a text node.
 export function view(b64, mode) {
   if (b64 === null || b64 === undefined) return "null";
+  if (mode === "decoded") mode = "utf8";
   const bytes = fromB64(b64);
   if (mode === "base64") return b64;
   if (mode === "hex") return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join(" ");
@@ -31,6 +36,22 @@ export function view(b64, mode) {
     try { return JSON.stringify(JSON.parse(text), null, 2); } catch { return `(not JSON) ${text}`; }
   }
   return text;
+}
+
+// A key or value cell: decoded with its schema where the view asks for it and the agent could.
+function field(b64, typed, mode) {
+  if (mode !== "decoded" || !typed) return view(b64, mode);
+  if (typed.error) {
+    const where = typed.schema_id === null ? "" : ` (schema id ${typed.schema_id})`;
+    return [h("span", { class: "typed bad" }, `not decoded${where}: ${typed.error}`), view(b64, "utf8")];
+  }
+  const record = typed.record ? ` · ${typed.record}` : "";
+  return [
+    h("span", { class: "typed", "data-subject": typed.subject, "data-version": typed.version },
+      h("a", { href: subjectHref(typed.subject, { v: typed.version }) }, `${typed.subject} v${typed.version}`),
+      ` · ${typed.schema_type} · id ${typed.schema_id}${record}`),
+    JSON.stringify(typed.json, null, 2),
+  ];
 }
 
 export async function render(main, [name], query) {
@@ -48,7 +69,7 @@ export async function render(main, [name], query) {
   const stamp = h("input", { id: "browse-timestamp", type: "datetime-local", step: "0.001" });
   const keyFilter = h("input", { id: "filter-key", placeholder: "key contains" });
   const valueFilter = h("input", { id: "filter-value", placeholder: "value contains" });
-  const mode = h("select", { id: "browse-view" }, ["utf8", "json", "hex", "base64"].map((m) => h("option", { value: m }, m)));
+  const mode = h("select", { id: "browse-view" }, ["decoded", "utf8", "json", "hex", "base64"].map((m) => h("option", { value: m }, m)));
   const limit = h("select", { id: "browse-limit" }, [20, 50, 100, 500].map((n) => h("option", { value: n, selected: n === 50 }, String(n))));
   if (query.get("partition")) partition.value = query.get("partition");
   const tailButton = h("button", { type: "button", id: "tail" }, "Live tail");
@@ -105,8 +126,8 @@ export async function render(main, [name], query) {
         { label: "Partition", cell: (x) => x.partition, num: true },
         { label: "Offset", cell: (x) => (x.kind === "gap" ? span(x.g) : x.offset), num: true },
         { label: "Timestamp", cell: (x) => (x.kind === "gap" ? "" : time(x.r.timestamp)) },
-        { label: "Key", cls: "data", cell: (x) => (x.kind === "gap" ? gapText(x.g) : view(x.r.key, m)) },
-        { label: "Value", cls: "data", cell: (x) => (x.kind === "gap" ? "" : view(x.r.value, m)) },
+        { label: "Key", cls: "data", cell: (x) => (x.kind === "gap" ? gapText(x.g) : field(x.r.key, x.r.key_typed, m)) },
+        { label: "Value", cls: "data", cell: (x) => (x.kind === "gap" ? "" : field(x.r.value, x.r.value_typed, m)) },
         { label: "Headers", cls: "headers", cell: (x) => (x.kind === "gap" ? "" : x.r.headers.map((hd) => `${hd.name}: ${view(hd.value, "utf8")}`).join("\n")) },
       ],
       rows,
