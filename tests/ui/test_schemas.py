@@ -186,6 +186,12 @@ def test_the_schemas_page(
     page.click("#register-send")
     expect(page.locator("#subject-name")).to_have_text("payments-value")
     expect(page.locator("#versions tbody tr")).to_have_count(1)
+    # A subject holding "/" is one path segment, in the console's address and in the registry's.
+    register(sr, "team%2Forders", V1)
+    page.goto(f"{srv.url}/ui#/schemas?prefix=team")
+    page.click("#subjects a:text-is('team/orders')")
+    expect(page.locator("#subject-name")).to_have_text("team/orders")
+    expect(page.locator("#versions tbody tr")).to_have_count(1)
     page.goto(f"{srv.url}/ui#/schemas/:global")
     page.select_option("#set-global-level", "FORWARD")
     page.click("#save-global-level")
