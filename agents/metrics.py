@@ -105,11 +105,33 @@ class Metrics:
         )
         self.buffer_bytes = Gauge("strata_buffer_bytes", "Bytes held by the produce buffer", registry=r)
         self.cache_bytes = Gauge("strata_cache_bytes", "Bytes held by the fetch cache", registry=r)
+        # Validation on produce (registry/validate.py, which calls the two methods below), as Redpanda
+        # counts it: records by topic, field and result, and the schema cache's lookups.
+        self.schema_validation = Counter(
+            "strata_schema_validation",
+            "Records whose key or value schema was checked on produce, by result (valid, null: no schema"
+            " needed, invalid: the record that failed its batch)",
+            ["topic", "field", "result"],
+            registry=r,
+        )
+        self.schema_cache_lookups = Counter(
+            "strata_schema_cache",
+            "Schema cache lookups of validation on produce, by cache (schema, guid, subjects) and result"
+            " (hit, miss: read from the metadata store)",
+            ["cache", "result"],
+            registry=r,
+        )
         r.register(_RequestCollector(counters))
 
     def bind_gauges(self, buffer_bytes: Callable[[], float], cache_bytes: Callable[[], float]) -> None:
         self.buffer_bytes.set_function(buffer_bytes)
         self.cache_bytes.set_function(cache_bytes)
+
+    def schema_validated(self, topic: str, field: str, result: str, records: int) -> None:
+        self.schema_validation.labels(topic, field, result).inc(records)
+
+    def schema_cache(self, cache: str, hit: bool) -> None:
+        self.schema_cache_lookups.labels(cache, "hit" if hit else "miss").inc()
 
     def observe_flush(self, *, nbytes: int, nrecords: int, npartitions: int, seconds: float) -> None:
         self.flushes.inc()

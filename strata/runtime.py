@@ -28,6 +28,9 @@ from planner.config import RunnerConfig
 from planner.metrics import CompactionMetrics
 from planner.planner import Planner, PlannerConfig
 from planner.round import CompactionRound, RoundConfig
+from registry.schema_cache import SchemaCache, StoreLookup
+from registry.service import default_formats
+from registry.validate import RecordValidator
 from storage.clock import Clock, SystemClock
 from storage.errors import SettingsError
 from storage.metadata import open_metadata_store
@@ -70,6 +73,8 @@ class Runtime:
     # Whether the HTTP door authenticates (--principals-file or STRATA_API_TOKENS); the Kafka door does
     # with --principals-file only.
     http_authenticates: bool = False
+    # Validation on produce, for both doors: one schema cache per process (registry/validate.py).
+    schema_validator: RecordValidator | None = None
     _sampler: asyncio.Task[None] | None = None
     _security_poll: asyncio.Task[None] | None = None
 
@@ -133,6 +138,7 @@ class Runtime:
             security=self.security if self.http_authenticates else None,
             kafka_listener=kafka_listener,
             compact_now=compact_now,
+            schema_validator=self.schema_validator,
         )
 
     async def start(self) -> None:
@@ -271,7 +277,10 @@ def build_runtime(
     check_no_open_door(settings)
     security = _security(settings, metadata)
     kafka_security = security if settings.principals_file else None
-    kafka = _kafka_listener(settings, agent, metadata, clock, kafka_security)
+    schema_validator = RecordValidator(
+        SchemaCache(StoreLookup(metadata, default_formats()), clock.monotonic, metrics=metrics), metrics
+    )
+    kafka = _kafka_listener(settings, agent, metadata, clock, kafka_security, schema_validator)
     return Runtime(
         settings,
         clock,
@@ -290,6 +299,7 @@ def build_runtime(
         ),
         rng,
         kafka=kafka,
+        schema_validator=schema_validator,
         security=security,
         http_authenticates=bool(settings.principals_file or settings.tokens),
         http_fetch_budget=ByteBudget(settings.http_fetch_buffer_bytes),
@@ -350,7 +360,12 @@ def _object_stores(
 
 
 def _kafka_listener(
-    settings: Settings, agent: Agent, metadata: MetadataStore, clock: Clock, security: Security | None
+    settings: Settings,
+    agent: Agent,
+    metadata: MetadataStore,
+    clock: Clock,
+    security: Security | None,
+    schema_validator: RecordValidator,
 ) -> KafkaServer | None:
     """The Kafka door on the agent core, or None (--kafka-port -1, role worker)."""
     if settings.kafka_port < 0 or settings.role == "worker":
@@ -363,6 +378,12 @@ def _kafka_listener(
     config = broker_config(settings)
     return KafkaServer(
         BrokerContext(
-            agent, metadata, config, clock, ByteBudget(config.fetch_buffer_bytes), security=security
+            agent,
+            metadata,
+            config,
+            clock,
+            ByteBudget(config.fetch_buffer_bytes),
+            security=security,
+            schema_validator=schema_validator,
         )
     )
