@@ -8,9 +8,9 @@ version of, cached in front of a small lookup interface (``SchemaLookup``, the o
   agent is seen within that time.
 - **A negative answer is re-read before it refuses a record**: an id or GUID not found, or a subject the
   id is not a version of, is read from the store again, so that a schema registered on another agent a
-  moment ago is seen. A negative read less than ``recheck_s`` ago stands without another read: a client
-  sending bad records in a loop then costs the store one read per key and ``recheck_s``, not one per
-  request.
+  moment ago is seen. The same negative answer (the same id, GUID, or id and subject) read less than
+  ``recheck_s`` ago stands without another read: a client sending bad records in a loop then costs the
+  store one read per key and ``recheck_s``, not one per request.
 
 Every method takes ``load``: False on the event loop, where a read would block every connection, so an
 answer that needs the store raises ``Unresolved`` instead (the caller checks again off the loop); True in a
@@ -140,6 +140,8 @@ class SchemaCache:
         self._schemas: _Lru[int, Schema] = _Lru(size)
         self._guids: _Lru[str, int | None] = _Lru(size)
         self._subjects: _Lru[int, frozenset[str]] = _Lru(size)
+        # (id, subject) pairs the store said no to, and when: the negative answers of is_version_of.
+        self._refused: _Lru[tuple[int, str], None] = _Lru(size)
 
     def schema(self, schema_id: int, load: bool) -> Schema:
         """The id's schema; ``Schema.parsed`` is None when the id is not registered or does not parse."""
@@ -176,17 +178,23 @@ class SchemaCache:
 
     def is_version_of(self, schema_id: int, subject: str, load: bool) -> bool:
         """Whether a version of ``subject`` (soft-deleted or not) uses the id."""
+        now = self._now()
         with self._lock:
             entry = self._subjects.get(schema_id)
-        if entry is not None:
-            age = self._now() - entry.loaded
-            if (subject in entry.value and age < self.ttl_s) or age < self.recheck_s:
-                self._count("subjects", True)
-                return subject in entry.value
+            refused = self._refused.get((schema_id, subject))
+        if entry is not None and subject in entry.value and now - entry.loaded < self.ttl_s:
+            self._count("subjects", True)
+            return True
+        if refused is not None and now - refused.loaded < self.recheck_s:
+            self._count("subjects", True)  # this very answer was read from the store a moment ago
+            return False
         self._need(load, "subjects")
         subjects = self._lookup.subjects(schema_id)
+        now = self._now()
         with self._lock:
-            self._subjects.put(schema_id, _Entry(subjects, self._now()))
+            self._subjects.put(schema_id, _Entry(subjects, now))
+            if subject not in subjects:
+                self._refused.put((schema_id, subject), _Entry(None, now))
         return subject in subjects
 
     def _recent(self, entry: _Entry[V]) -> bool:
