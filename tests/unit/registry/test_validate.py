@@ -9,8 +9,10 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from registry.formats import jsonschema
+from registry.formats import avro, jsonschema
 from registry.validate import FieldRule, RecordRefused, record_name, rules_of, subject_for
 from storage.records import compression
 from storage.topic_config import TopicConfig
@@ -247,7 +249,7 @@ def test_an_avro_topic_that_turned_protobuf_is_measured_again(lookup: FakeLookup
         (17, ORDER[:-2], "not an Avro value of the schema"),
         (60, b'{"amount": "ten"}', "'ten' is not of type 'integer'"),
         (60, b'{"amount": 1', "not JSON"),
-        (60, b"[" * 100_000, "the payload nests too deeply to decode"),
+        (60, b"[" * 100_000, "not JSON: maximum recursion depth"),
         (50, b"\x0a\x05ab", "not a shop.Order message"),
     ],
 )
@@ -270,6 +272,17 @@ def test_payload_level_decodes_every_payload(
     assert why in caught.value.message
     # At id level the same bytes pass: only the framing and the registration are checked.
     check(v, "orders", [VALUE], batch(values))
+
+
+def test_a_payload_that_recurses_past_the_stack_while_validated_fails(lookup: FakeLookup) -> None:
+    # JSON parses at this depth; validating it against a schema that refers to itself recurses deeper.
+    nested = jsonschema.FORMAT.parse(json.dumps({"type": "array", "items": {"$ref": "#"}}), [])
+    lookup.register(61, "orders-value", nested)
+    rule = dataclasses.replace(VALUE, payload=True)
+    check(validator(lookup), "orders", [rule], batch([framed(61, b"[[[]]]")]))
+    assert refusal(lookup, [rule], batch([framed(61, b"[" * 900 + b"]" * 900)])) == (
+        "record 0: the value does not decode with schema id 61: the payload nests too deeply to decode"
+    )
 
 
 def test_the_payload_of_a_compressed_batch_is_checked_after_decompression(lookup: FakeLookup) -> None:
@@ -322,3 +335,35 @@ def test_an_id_past_2_31_is_an_unknown_id(lookup: FakeLookup) -> None:
     assert refusal(lookup, [VALUE], batch([b"\x00\xff\xff\xff\xff" + ORDER])) == (
         "record 0: schema id 4294967295 is not registered"
     )
+
+
+RECURSIVE_AVSC = json.dumps(
+    {
+        "type": "record",
+        "name": "Node",
+        "fields": [
+            {"name": "label", "type": ["null", "string", "bytes", {"type": "map", "values": "double"}]},
+            {"name": "children", "type": {"type": "array", "items": "Node"}},
+        ],
+    }
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([17, 50, 60, 70]), st.binary(max_size=64), st.booleans())
+def test_random_payloads_pass_or_are_refused_and_nothing_else(
+    schema_id: int, payload: bytes, prefixed: bool
+) -> None:
+    """Bad client bytes end in RecordRefused, whatever the format's library raised on them."""
+    lookup = FakeLookup()
+    lookup.register(17, "t-value", AVRO)
+    lookup.register(50, "t-value", PROTOBUF)
+    lookup.register(60, "t-value", JSON)
+    lookup.register(70, "t-value", avro.FORMAT.parse(RECURSIVE_AVSC, []))
+    value = (b"\x00" + schema_id.to_bytes(4, "big") + payload) if prefixed else payload
+    refused = None
+    try:
+        check(validator(lookup), "t", [dataclasses.replace(VALUE, payload=True)], batch([value]))
+    except RecordRefused as exc:
+        refused = exc.message
+    assert refused is None or refused.startswith("record 0: ")
