@@ -35,11 +35,12 @@ RUN apt-get update \
 ENV STRATA_HOST=0.0.0.0 \
     STRATA_PORT=8080 \
     STRATA_KAFKA_PORT=9092 \
+    STRATA_SCHEMA_REGISTRY_PORT=8081 \
     STRATA_DATA_DIR=/data
 VOLUME ["/data"]
 WORKDIR /data
 USER strata
-EXPOSE 8080 9092
+EXPOSE 8080 9092 8081
 
 # No HEALTHCHECK here: the worker role serves no HTTP. docker-compose.yml probes the agents' /readyz.
 CMD ["strata", "serve"]

@@ -1,15 +1,24 @@
-"""The one permission table: for every Kafka API the listener advertises and every HTTP route, the
-permission(s) it needs, as Kafka names them (resource type, operation, where the resource name comes from).
+"""The one permission table: for every Kafka API the listener advertises, every HTTP route and every route of
+the schema registry, the permission(s) it needs, as Kafka names them (resource type, operation, where the
+resource name comes from).
 
 Call sites never name an operation: a handler or route takes its ``Need`` from here (``KAFKA[key].need``,
-``HTTP[method, path].need``) and asks the door's context whether the request's principal has it. So what
-this table says is what is enforced, and tests/unit/test_permission_table.py walks it: every advertised API
-and every route has an entry, and for each need a principal holding every other permission is denied.
+``HTTP[method, path].need``, ``REGISTRY[method, path].need``) and asks the door's context whether the
+request's principal has it. So what this table says is what is enforced, and the tests walk it
+(tests/kafka/test_permission_table.py, tests/integration/test_permission_table_http.py,
+tests/integration/test_registry_permissions.py): every advertised API and every route has an entry, and for
+each need a principal holding every other permission is denied.
 
 The Kafka entries follow Kafka's own (KafkaApis and the table of operations per protocol in Kafka's
 authorization documentation). The HTTP routes take the Kafka API they correspond to: produce is
 Produce's WRITE, reading records is Fetch's READ, offsets are ListOffsets' DESCRIBE, a group's offsets
 OffsetCommit's and OffsetFetch's, and the cluster views DescribeCluster's DESCRIBE on the cluster.
+
+The registry's routes (api/registry/) take subjects as a resource, SUBJECT, which is Strata's and not
+Kafka's: reading a schema or a version is READ on its subject, listing names DESCRIBE, registering and
+checking compatibility WRITE, deleting DELETE, a subject's config and mode DESCRIBE_CONFIGS and
+ALTER_CONFIGS; the global config and mode are the cluster's configs. A schema asked for by id or guid
+belongs to no one subject: READ on any subject with a version of it allows it.
 
 A need either refuses (the request, or the one topic or group of it the need names, answers the
 resource's *_AUTHORIZATION_FAILED code or HTTP 403) or ``filters``: what it does not allow is left out of
@@ -24,11 +33,12 @@ from enum import Enum, IntEnum
 
 from storage.acl_model import Operation, ResourceType
 
-TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = (
+TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, SUBJECT = (
     ResourceType.TOPIC,
     ResourceType.GROUP,
     ResourceType.CLUSTER,
     ResourceType.TRANSACTIONAL_ID,
+    ResourceType.SUBJECT,
 )
 
 
@@ -84,6 +94,10 @@ class Name(Enum):
     CLUSTER = "the cluster (kafka-cluster)"
     TRANSACTIONAL_ID = "the transactional id"
     SOME_TOPIC = "any topic: some topic name allows it (Kafka's authorizeByResourceType, KIP-679)"
+    SUBJECT = "the registry subject the request names"
+    SCHEMA_SUBJECT = (
+        "a subject with a version of the schema the request names: one of them allowing is enough"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +318,76 @@ HTTP: dict[tuple[str, str], Rule] = {
 # Paths open without authentication (the middleware lets them through without credentials).
 UNAUTHENTICATED_PATHS = frozenset(path for (_, path), rule in HTTP.items() if rule.unauthenticated)
 
+_S = "/subjects/{subject}"
+_V = _S + "/versions/{version}"
+_SR_PROBE = Rule(
+    open="a probe: load balancers and Karapace's test suite call it without credentials", unauthenticated=True
+)
+_SR_STATIC = open_to_any("what the registry is (its formats, contexts, version and cluster id): no data")
+_SCHEMA_READ = needs(_n(SUBJECT, Op.READ, Name.SCHEMA_SUBJECT))
+_SUBJECT_READ = needs(_n(SUBJECT, Op.READ, Name.SUBJECT))
+_SUBJECT_WRITE = needs(_n(SUBJECT, Op.WRITE, Name.SUBJECT))
+_SUBJECT_DELETE = needs(_n(SUBJECT, Op.DELETE, Name.SUBJECT))
+_SUBJECT_DESCRIBE = needs(_n(SUBJECT, Op.DESCRIBE, Name.SUBJECT))
+_SUBJECTS_LISTED = needs(_n(SUBJECT, Op.DESCRIBE, Name.SUBJECT, filters=True))
+_SUBJECT_CONFIGS = needs(_n(SUBJECT, Op.DESCRIBE_CONFIGS, Name.SUBJECT))
+_SUBJECT_ALTER_CONFIGS = needs(_n(SUBJECT, Op.ALTER_CONFIGS, Name.SUBJECT))
+_GLOBAL_CONFIGS = needs(_n(CLUSTER, Op.DESCRIBE_CONFIGS, Name.CLUSTER))
+_GLOBAL_ALTER_CONFIGS = needs(_n(CLUSTER, Op.ALTER_CONFIGS, Name.CLUSTER))
+
+# The schema registry's routes (api/registry/), by (method, path template) as its own app routes them.
+REGISTRY: dict[tuple[str, str], Rule] = {
+    ("GET", "/"): _SR_PROBE,
+    ("GET", "/_health"): _SR_PROBE,
+    ("GET", "/master_available"): _SR_PROBE,
+    ("GET", "/schemas/types"): _SR_STATIC,
+    ("GET", "/contexts"): _SR_STATIC,
+    ("GET", "/v1/metadata/id"): _SR_STATIC,
+    ("GET", "/v1/metadata/version"): _SR_STATIC,
+    ("GET", "/schemas"): needs(_n(SUBJECT, Op.READ, Name.SUBJECT, filters=True)),
+    ("GET", "/schemas/ids/{schema_id}"): _SCHEMA_READ,
+    ("GET", "/schemas/ids/{schema_id}/schema"): _SCHEMA_READ,
+    ("GET", "/schemas/ids/{schema_id}/subjects"): _SUBJECTS_LISTED,
+    ("GET", "/schemas/ids/{schema_id}/versions"): _SUBJECTS_LISTED,
+    ("GET", "/schemas/guids/{guid}"): _SCHEMA_READ,
+    ("GET", "/schemas/guids/{guid}/ids"): _SCHEMA_READ,
+    ("GET", "/subjects"): _SUBJECTS_LISTED,
+    ("POST", _S): _SUBJECT_READ,  # lookup
+    ("DELETE", _S): _SUBJECT_DELETE,
+    ("GET", _S + "/versions"): _SUBJECT_DESCRIBE,
+    ("POST", _S + "/versions"): _SUBJECT_WRITE,  # register
+    ("GET", _V): _SUBJECT_READ,
+    ("DELETE", _V): _SUBJECT_DELETE,
+    ("GET", _V + "/schema"): _SUBJECT_READ,
+    ("GET", _V + "/referencedby"): _SUBJECT_READ,
+    # A check is a registration that stops short of storing: the same permission.
+    ("POST", "/compatibility" + _V): _SUBJECT_WRITE,
+    ("POST", "/compatibility" + _S + "/versions"): _SUBJECT_WRITE,
+    ("GET", "/config"): _GLOBAL_CONFIGS,
+    ("PUT", "/config"): _GLOBAL_ALTER_CONFIGS,
+    ("DELETE", "/config"): _GLOBAL_ALTER_CONFIGS,
+    ("GET", "/config/{subject}"): _SUBJECT_CONFIGS,
+    ("PUT", "/config/{subject}"): _SUBJECT_ALTER_CONFIGS,
+    ("DELETE", "/config/{subject}"): _SUBJECT_ALTER_CONFIGS,
+    ("GET", "/mode"): _GLOBAL_CONFIGS,
+    ("PUT", "/mode"): _GLOBAL_ALTER_CONFIGS,
+    ("DELETE", "/mode"): _GLOBAL_ALTER_CONFIGS,
+    ("GET", "/mode/{subject}"): _SUBJECT_CONFIGS,
+    ("PUT", "/mode/{subject}"): _SUBJECT_ALTER_CONFIGS,
+    ("DELETE", "/mode/{subject}"): _SUBJECT_ALTER_CONFIGS,
+}
+
+# The registry's paths open without authentication.
+REGISTRY_UNAUTHENTICATED_PATHS = frozenset(
+    path for (_, path), rule in REGISTRY.items() if rule.unauthenticated
+)
+
 
 def route(method: str, path: str) -> Rule:
     """A route's rule; KeyError for a route the table does not know (a route added without an entry)."""
     return HTTP[(method, path)]
+
+
+def registry_route(method: str, path: str) -> Rule:
+    """A registry route's rule; KeyError for a route the table does not know."""
+    return REGISTRY[(method, path)]

@@ -11,12 +11,16 @@ clients with Basic auth, the bearer tokens its HTTP clients may send instead, an
     superuser = false                 # optional: a Kafka super user, allowed every operation
     topics = { read = ["orders."], write = ["orders."], admin = [] }
     groups = { read = ["billing-"] }
+    subjects = { read = ["orders."], write = ["orders."] }   # the schema registry's subjects
 
 A grant is an operation on the names starting with a prefix; ``"*"`` is every name. Grants are not checked
 themselves: at start-up each becomes a Kafka ACL in the metadata store (``file_acls``), which is what every
 request is checked against (agents/security.py), beside the ACLs added at run time:
 - topics: ``read`` -> ALLOW READ, ``write`` -> ALLOW WRITE, ``admin`` -> ALLOW ALL on TOPIC;
 - groups: ``read`` -> ALLOW READ, ``admin`` -> ALLOW ALL on GROUP;
+- subjects: ``read`` -> ALLOW READ and DESCRIBE_CONFIGS (schemas, versions, lookups, and the subject's
+  config and mode), ``write`` -> ALLOW WRITE (registrations and compatibility checks), ``admin`` -> ALLOW
+  ALL on SUBJECT (deletes, config and mode changes too);
 - a prefix -> a PREFIXED pattern, ``"*"`` -> the LITERAL name ``*``; principal ``User:<name>``, host ``*``.
 
 TOML because it is in the standard library (``tomllib``) and is what people write configuration in. The
@@ -50,13 +54,23 @@ from storage.acl_model import (
 )
 from storage.errors import SettingsError
 
-# The grants a principals file may give, per resource, and the ACL operation each becomes.
-GRANTS: dict[str, tuple[ResourceType, dict[str, Operation]]] = {
+# The grants a principals file may give, per resource, and the ACL operations each becomes.
+GRANTS: dict[str, tuple[ResourceType, dict[str, tuple[Operation, ...]]]] = {
     "topics": (
         ResourceType.TOPIC,
-        {"read": Operation.READ, "write": Operation.WRITE, "admin": Operation.ALL},
+        {"read": (Operation.READ,), "write": (Operation.WRITE,), "admin": (Operation.ALL,)},
     ),
-    "groups": (ResourceType.GROUP, {"read": Operation.READ, "admin": Operation.ALL}),
+    "groups": (ResourceType.GROUP, {"read": (Operation.READ,), "admin": (Operation.ALL,)}),
+    # A reader of a subject may also read its config and mode, as a registry client that reads schemas
+    # expects; changing them is the admin's.
+    "subjects": (
+        ResourceType.SUBJECT,
+        {
+            "read": (Operation.READ, Operation.DESCRIBE_CONFIGS),
+            "write": (Operation.WRITE,),
+            "admin": (Operation.ALL,),
+        },
+    ),
 }
 
 
@@ -195,7 +209,7 @@ def _principal(name: str, body: object, source: str) -> Principal:
         raise SettingsError(f"{where}: names must be non-empty, without ',' or ':'")
     if not isinstance(body, dict):
         raise SettingsError(f"{where} must be a table")
-    unknown = set(body) - {"password", "tokens", "superuser", "topics", "groups"}
+    unknown = set(body) - {"password", "tokens", "superuser", *GRANTS}
     if unknown:
         raise SettingsError(f"{where}: unknown keys {sorted(unknown)}")
     password = body.get("password")
@@ -218,7 +232,8 @@ def _principal(name: str, body: object, source: str) -> Principal:
 
 
 def _grants(name: str, body: Mapping[str, object], where: str) -> tuple[AclBinding, ...]:
-    """The ``topics`` and ``groups`` tables of one principal as ALLOW bindings (module docstring)."""
+    """The ``topics``, ``groups`` and ``subjects`` tables of one principal as ALLOW bindings (module
+    docstring)."""
     acls: list[AclBinding] = []
     for section_name, (resource_type, operations) in GRANTS.items():
         section = body.get(section_name, {})
@@ -231,15 +246,10 @@ def _grants(name: str, body: Mapping[str, object], where: str) -> tuple[AclBindi
                 raise SettingsError(f"{where}: {section_name}.{op_name} must be a list of non-empty prefixes")
             for prefix in prefixes:
                 pattern = PatternType.LITERAL if prefix == WILDCARD else PatternType.PREFIXED
-                acls.append(
+                acls += [
                     AclBinding(
-                        resource_type,
-                        prefix,
-                        pattern,
-                        user_principal(name),
-                        WILDCARD,
-                        operations[op_name],
-                        Permission.ALLOW,
+                        resource_type, prefix, pattern, user_principal(name), WILDCARD, op, Permission.ALLOW
                     )
-                )
+                    for op in operations[op_name]
+                ]
     return tuple(acls)

@@ -209,6 +209,7 @@ REFUSALS: dict[ResourceType, type[Forbidden]] = {
     ResourceType.GROUP: GroupForbidden,
     ResourceType.CLUSTER: ClusterForbidden,
     ResourceType.TRANSACTIONAL_ID: TransactionalIdForbidden,
+    ResourceType.SUBJECT: Forbidden,  # the registry answers its own body (api/registry/access.py)
 }
 
 

@@ -20,15 +20,14 @@ from collections.abc import Sequence
 
 from agents.buffer import ProduceRequest
 from agents.offsets import order_pairs
-from registry.schema_cache import Unresolved
-from registry.validate import FieldRule, RecordRefused, RecordValidator, Tally, rules_of
+from registry.verdicts import FieldRule, RecordRefused, SchemaValidator, Tally, Unresolved, rules_of
 from storage import records
 from storage.errors import SchemaValidationFailed
 from storage.topic_config import TopicConfig
 
 
 async def check_schemas(
-    validator: RecordValidator | None, topic: str, config: TopicConfig, request: ProduceRequest
+    validator: SchemaValidator | None, topic: str, config: TopicConfig, request: ProduceRequest
 ) -> None:
     """Raises SchemaValidationFailed unless every record of ``request`` passes the topic's validation."""
     rules = rules_of(config)
@@ -43,7 +42,7 @@ async def check_schemas(
 
 
 def _check(
-    validator: RecordValidator, topic: str, rules: Sequence[FieldRule], request: ProduceRequest, load: bool
+    validator: SchemaValidator, topic: str, rules: Sequence[FieldRule], request: ProduceRequest, load: bool
 ) -> None:
     tally = Tally()
     refused: list[tuple[int, int, RecordRefused]] = []  # (batch, record in it, refusal)

@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 from agents.scram import MAX_ITERATIONS, MIN_ITERATIONS
 from storage.acl_model import AclBinding, Operation, PatternType, Permission, ResourceType
 
-ResourceName = Literal["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"]
+# SUBJECT: the schema registry's subjects, Strata's own resource type (storage/acl_model.py).
+ResourceName = Literal["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "SUBJECT"]
 PatternName = Literal["LITERAL", "PREFIXED"]
 OperationName = Literal[
     "ALL",
@@ -28,7 +29,7 @@ OperationName = Literal[
 ]
 PermissionName = Literal["ALLOW", "DENY"]
 # What a filter may also say: any value, and (pattern type) every binding that applies to the name.
-ResourceFilter = Literal["ANY", "TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"]
+ResourceFilter = Literal["ANY", "TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "SUBJECT"]
 PatternFilter = Literal["ANY", "MATCH", "LITERAL", "PREFIXED"]
 OperationFilter = Literal[
     "ANY",

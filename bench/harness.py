@@ -287,7 +287,10 @@ def start_agent(spec: AgentSpec, workdir: Path, name: str, data_name: str | None
         cmd += ["--kafka-advertised-host", "127.0.0.1"]
     cmd += spec.serve_args
     log_path = workdir / f"{name}.log"
-    proc = spawn(name, cmd, log_path, extra_env=spec.env, tree=spec.tree, defaults_only=spec.defaults_only)
+    # No schema registry port (Confluent's 8081 by default): agents of one benchmark would meet on it. A
+    # variable, not a flag, so that a tree from before the setting starts too.
+    env = {"STRATA_SCHEMA_REGISTRY_PORT": "-1", **spec.env}
+    proc = spawn(name, cmd, log_path, extra_env=env, tree=spec.tree, defaults_only=spec.defaults_only)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/healthz", proc)

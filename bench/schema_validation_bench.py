@@ -51,7 +51,8 @@ from registry.formats.base import ParsedSchema, SchemaType
 from registry.formats.protobuf_payload import encode_framed
 from registry.schema_cache import SchemaCache
 from registry.service import SchemaRegistry, default_formats
-from registry.validate import FieldRule, RecordValidator, Tally
+from registry.validate import RecordValidator
+from registry.verdicts import FieldRule, Tally
 from storage import records
 from storage.metadata import open_metadata_store
 

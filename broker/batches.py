@@ -65,7 +65,7 @@ from collections.abc import Callable, Iterator
 from agents.buffer import PartitionBatch
 from agents.encode import check_timestamp
 from broker import errors
-from registry.validate import RecordRefused, RecordValidator, Tally, rules_of
+from registry.verdicts import RecordRefused, SchemaValidator, Tally, rules_of
 from storage import records
 from storage.errors import CodecError, InvalidRecord, InvalidTimestamp, RecordTooLarge
 from storage.records import compression
@@ -101,12 +101,12 @@ def _reject(code: int, message: str) -> BatchRejected:
 
 
 # A partition's schema check: a batch's records section (buffer, start, end) and its header. Raises
-# RecordRefused, or Unresolved (registry/schema_cache.py) when built with load=False.
+# RecordRefused, or Unresolved (registry/verdicts.py) when built with load=False.
 SchemaCheck = Callable[[bytes | memoryview, int, int, records.BatchHeader], None]
 
 
 def schema_check(
-    validator: RecordValidator | None, topic: str, config: TopicConfig, load: bool, tally: Tally
+    validator: SchemaValidator | None, topic: str, config: TopicConfig, load: bool, tally: Tally
 ) -> SchemaCheck | None:
     """The topic's schema check, or None when it validates nothing (then produce pays nothing for it).
     ``load``: whether the check may read the metadata store (off the event loop only); ``tally``: the

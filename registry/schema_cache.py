@@ -28,6 +28,7 @@ from typing import Generic, Protocol, TypeVar
 from registry.errors import InvalidSchema
 from registry.formats.base import ParsedSchema, SchemaFormat, SchemaType
 from registry.parsing import SchemaParser
+from registry.verdicts import Unresolved
 from storage.metadata.schema_store import SchemaStore
 
 # The time a subject list stays fresh: Confluent's and the research's default for verdict caches.
@@ -37,10 +38,6 @@ DEFAULT_SIZE = 4096
 
 K = TypeVar("K")
 V = TypeVar("V")
-
-
-class Unresolved(Exception):
-    """The answer needs the metadata store: check again with ``load=True``, off the event loop."""
 
 
 class SchemaLookup(Protocol):

@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from registry import framing
@@ -44,8 +43,10 @@ from registry.formats.jsonschema import JsonSchema
 from registry.formats.payload import InvalidPayload
 from registry.formats.protobuf import ProtobufSchema
 from registry.framing import Bad, Kind, Ref
-from registry.schema_cache import Schema, SchemaCache
-from storage.topic_config import KEY, VALUE, TopicConfig
+from registry.schema_cache import CacheMetrics, Schema, SchemaCache, StoreLookup
+from registry.service import default_formats
+from registry.verdicts import FieldRule, RecordRefused, Tally, ValidationMetrics
+from storage.metadata.schema_store import SchemaStore
 
 RECORD_NAME, TOPIC_NAME, TOPIC_RECORD_NAME = (
     "RecordNameStrategy",
@@ -54,59 +55,6 @@ RECORD_NAME, TOPIC_NAME, TOPIC_RECORD_NAME = (
 )
 # Message names by (schema id, index bytes) kept at most: distinct index bytes are a client's choice.
 _MESSAGE_NAMES = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class FieldRule:
-    """One field a topic validates: ``strategy`` a short strategy name; ``payload`` the payload level."""
-
-    field: str
-    strategy: str
-    payload: bool
-
-
-def rules_of(config: TopicConfig) -> tuple[FieldRule, ...]:
-    """The fields ``config`` validates, key first; empty when validation is off."""
-    out = []
-    if config.key_schema_validation:
-        out.append(FieldRule(KEY, config.key_subject_strategy, config.key_validation_level == "payload"))
-    if config.value_schema_validation:
-        out.append(
-            FieldRule(VALUE, config.value_subject_strategy, config.value_validation_level == "payload")
-        )
-    return tuple(out)
-
-
-class RecordRefused(Exception):
-    """A record fails validation: ``index`` in its batch, ``reason`` without the record's number."""
-
-    def __init__(self, index: int, reason: str) -> None:
-        super().__init__(f"record {index}: {reason}")
-        self.index = index
-        self.reason = reason
-        self.message = f"record {index}: {reason}"
-
-
-class Tally:
-    """What one attempt checked, by (topic, field, result): recorded (``RecordValidator.record``) once the
-    attempt is decided, so that an attempt that raised Unresolved and ran again is counted once."""
-
-    __slots__ = ("counts",)
-
-    def __init__(self) -> None:
-        self.counts: dict[tuple[str, str, str], int] = {}
-
-    def add(self, topic: str, field: str, result: str, records: int) -> None:
-        if records:
-            key = (topic, field, result)
-            self.counts[key] = self.counts.get(key, 0) + records
-
-
-class ValidationMetrics(Protocol):
-    def schema_validated(self, topic: str, field: str, result: str, records: int) -> None:
-        """``records`` of ``topic`` checked for ``field``: result "valid", "null" (passed, no schema) or
-        "invalid" (the record that failed its batch)."""
-        ...
 
 
 def subject_for(strategy: str, topic: str, field: str, record: str | None) -> str | None:
@@ -149,7 +97,8 @@ def payload_problem(schema: ParsedSchema, message: str | None, payload: bytes) -
 
 
 class RecordValidator:
-    """Thread-safe, as its cache is: the Kafka door calls it on the event loop and in its check threads."""
+    """A ``SchemaValidator`` (registry/verdicts.py). Thread-safe, as its cache is: the Kafka door calls it
+    on the event loop and in its check threads."""
 
     def __init__(self, cache: SchemaCache, metrics: ValidationMetrics | None = None) -> None:
         self.cache = cache
@@ -318,3 +267,15 @@ def _bad(ref: Ref, field: str, buf: bytes | bytearray | memoryview) -> str:
         f"the {field} starts with byte {memoryview(buf)[ref.start]}, not magic byte 0 of a schema id,"
         f" and has no {header} header"
     )
+
+
+class ValidatorMetrics(ValidationMetrics, CacheMetrics, Protocol):
+    """Both kinds of counts (agents/metrics.py's ``Metrics`` keeps them)."""
+
+
+def store_validator(
+    store: SchemaStore, monotonic: Callable[[], float], metrics: ValidatorMetrics | None = None
+) -> RecordValidator:
+    """The validator of a process: a cache over the metadata store, with the registry's formats."""
+    lookup = StoreLookup(store, default_formats())
+    return RecordValidator(SchemaCache(lookup, monotonic, metrics=metrics), metrics)

@@ -127,7 +127,8 @@ for s in socks:
     s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in socks))')
 	PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" -m strata.cli serve --role agent --data-dir "$1/data" \
-		--host 127.0.0.1 --port "$http_port" --kafka-port "$kafka_port" --num-partitions 4 >"$1/agent.log" 2>&1 &
+		--host 127.0.0.1 --port "$http_port" --kafka-port "$kafka_port" --schema-registry-port -1 \
+		--num-partitions 4 >"$1/agent.log" 2>&1 &
 	AGENT_PID=$!
 	for _ in $(seq 1 300); do
 		kill -0 "$AGENT_PID" 2>/dev/null || {

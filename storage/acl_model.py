@@ -6,7 +6,10 @@ passes them through unchanged and the HTTP door shows the same words. A binding 
 resource type, resource name, pattern type, operation, permission):
 - principal ``User:name``, or ``User:*`` for every user;
 - host ``*`` for every address, or one address compared with the client's;
-- resource types TOPIC, GROUP, CLUSTER (whose only name is ``kafka-cluster``) and TRANSACTIONAL_ID;
+- resource types TOPIC, GROUP, CLUSTER (whose only name is ``kafka-cluster``) and TRANSACTIONAL_ID, and
+  Strata's own SUBJECT (the schema registry's subjects), which Kafka does not have: the Kafka door never
+  shows, takes or matches it (``KAFKA_RESOURCES``, ``kafka_resource``, ``AclFilter.kafka``), the HTTP door
+  and the principals file do;
 - pattern LITERAL (the name, or ``*`` for every name) or PREFIXED (every name starting with it);
 - permission ALLOW or DENY.
 What a binding means for a request (deny wins, implications) is agents/acl.py's; this module only says
@@ -34,6 +37,9 @@ class ResourceType(IntEnum):
     GROUP = 3
     CLUSTER = 4
     TRANSACTIONAL_ID = 5
+    # Not Kafka's: a number far above Kafka's own (DELEGATION_TOKEN 6, USER 7), which Kafka's admin clients
+    # would read as UNKNOWN.
+    SUBJECT = 100
 
 
 class PatternType(IntEnum):
@@ -67,13 +73,15 @@ class Permission(IntEnum):
     ALLOW = 3
 
 
-# The values a stored binding may hold (the others exist for filters).
-BINDABLE_RESOURCES = (
+# The resource types of Kafka's ACLs: all the Kafka door knows.
+KAFKA_RESOURCES = (
     ResourceType.TOPIC,
     ResourceType.GROUP,
     ResourceType.CLUSTER,
     ResourceType.TRANSACTIONAL_ID,
 )
+# The values a stored binding may hold (the others exist for filters).
+BINDABLE_RESOURCES = (*KAFKA_RESOURCES, ResourceType.SUBJECT)
 BINDABLE_PATTERNS = (PatternType.LITERAL, PatternType.PREFIXED)
 BINDABLE_OPERATIONS = tuple(op for op in Operation if op not in (Operation.UNKNOWN, Operation.ANY))
 BINDABLE_PERMISSIONS = (Permission.DENY, Permission.ALLOW)
@@ -137,6 +145,13 @@ def coerce(enum: type[E], value: int) -> E:
         return enum(0)
 
 
+def kafka_resource(value: int) -> ResourceType:
+    """A resource type number from a Kafka client: ``coerce``, and UNKNOWN for SUBJECT too, which is not
+    Kafka's (a binding or filter naming it is refused as Kafka refuses a type it does not know)."""
+    found = coerce(ResourceType, value)
+    return found if found in (*KAFKA_RESOURCES, ResourceType.ANY) else ResourceType.UNKNOWN
+
+
 def _name(enum: type[IntEnum], value: int) -> str:
     try:
         return enum(value).name
@@ -155,6 +170,9 @@ class AclFilter:
     host: str | None = None
     operation: Operation = Operation.ANY
     permission: Permission = Permission.ANY
+    # The Kafka door's filter: it matches Kafka's resource types only, so that DescribeAcls and DeleteAcls
+    # (which match ANY type) never show or delete a SUBJECT binding.
+    kafka: bool = False
 
     def check(self) -> AclFilter:
         """BadRequest for a filter with an UNKNOWN field (Kafka's ``isUnknown``: INVALID_REQUEST)."""
@@ -174,6 +192,8 @@ class AclFilter:
 
     def matches(self, b: AclBinding) -> bool:
         """Kafka's ResourcePatternFilter.matches and AccessControlEntryFilter.matches together."""
+        if self.kafka and b.resource_type not in KAFKA_RESOURCES:
+            return False
         if self.resource_type is not ResourceType.ANY and self.resource_type != b.resource_type:
             return False
         if (

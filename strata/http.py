@@ -1,5 +1,10 @@
 """The HTTP door of a Strata process: ``create_app`` on the runtime's context, with a lifespan that starts
-and stops the runtime, and runs the background loop beside it in role ``all``."""
+and stops the runtime, and runs the background loop beside it in role ``all``.
+
+The schema registry's app (api/registry/) is served twice from here: under ``/schema-registry`` on the
+HTTP port (``with_registry``), and at the root of its own port (strata/registry_listener.py), started
+after the runtime and stopped before it, so that no registry request meets a closed metadata store.
+"""
 
 from __future__ import annotations
 
@@ -8,23 +13,38 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from api.app import create_app
+from api.registry.app import create_registry_app, with_registry
 from strata.loop import run_background_loop
+from strata.registry_listener import RegistryListener
 from strata.runtime import Runtime
 
 
-def http_app(runtime: Runtime, *, with_worker: bool = False) -> FastAPI:
+def http_app(runtime: Runtime, *, with_worker: bool = False) -> ASGIApp:
+    registry = create_registry_app(runtime.registry_context())
+    port = runtime.settings.schema_registry_port
+    listener = RegistryListener(registry, runtime.settings) if port >= 0 else None
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await runtime.start()
-        worker = asyncio.create_task(run_background_loop(runtime)) if with_worker else None
         try:
-            yield
+            if listener is not None:
+                await listener.start()
+                runtime.registry_listener = listener
+            worker = asyncio.create_task(run_background_loop(runtime)) if with_worker else None
+            try:
+                yield
+            finally:
+                if worker is not None:
+                    worker.cancel()
+                    await asyncio.gather(worker, return_exceptions=True)
         finally:
-            if worker is not None:
-                worker.cancel()
-                await asyncio.gather(worker, return_exceptions=True)
+            if listener is not None:
+                runtime.registry_listener = None
+                await listener.close()
             await runtime.close()
 
-    return create_app(runtime.http_context(), lifespan)
+    return with_registry(create_app(runtime.http_context(), lifespan), registry)

@@ -4,11 +4,13 @@ the compaction round on first use). Components can be injected."""
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import logging
 import os
 import random
 import socket
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
@@ -28,9 +30,7 @@ from planner.config import RunnerConfig
 from planner.metrics import CompactionMetrics
 from planner.planner import Planner, PlannerConfig
 from planner.round import CompactionRound, RoundConfig
-from registry.schema_cache import SchemaCache, StoreLookup
-from registry.service import default_formats
-from registry.validate import RecordValidator
+from registry.verdicts import LazyValidator, SchemaValidator
 from storage.clock import Clock, SystemClock
 from storage.errors import SettingsError
 from storage.metadata import open_metadata_store
@@ -41,7 +41,10 @@ from storage.objectstore.base import AsyncObjectStore, ObjectStore, RequestCount
 from strata.settings import Settings, redact_password
 
 if TYPE_CHECKING:
+    from api.registry.context import RegistryContext
     from broker.server import KafkaServer
+    from registry.service import SchemaRegistry
+    from strata.registry_listener import RegistryListener
 
 log = logging.getLogger("strata.server")
 
@@ -73,8 +76,13 @@ class Runtime:
     # Whether the HTTP door authenticates (--principals-file or STRATA_API_TOKENS); the Kafka door does
     # with --principals-file only.
     http_authenticates: bool = False
-    # Validation on produce, for both doors: one schema cache per process (registry/validate.py).
-    schema_validator: RecordValidator | None = None
+    # The schema registry's own port, while it listens (strata/http.py starts it; None: --schema-registry-port
+    # -1, or not started yet).
+    registry_listener: RegistryListener | None = None
+    _registry: SchemaRegistry | None = None
+    # Validation on produce, for both doors: one schema cache per process, its libraries loaded when a
+    # topic first validates (registry/verdicts.py).
+    schema_validator: SchemaValidator | None = None
     _sampler: asyncio.Task[None] | None = None
     _security_poll: asyncio.Task[None] | None = None
 
@@ -141,6 +149,29 @@ class Runtime:
             schema_validator=self.schema_validator,
         )
 
+    def schema_registry(self) -> SchemaRegistry:
+        """The schema registry's service over the metadata store, made on first use: a worker, which serves
+        no registry, never loads the schema formats' libraries."""
+        if self._registry is None:
+            from registry.service import SchemaRegistry, default_formats
+
+            self._registry = SchemaRegistry(self.metadata, default_formats())
+        return self._registry
+
+    def registry_context(self) -> RegistryContext:
+        """What the schema registry's routes may use of this process (api/registry/context.py)."""
+        from api.registry.context import RegistryContext
+
+        settings = self.settings
+        return RegistryContext(
+            registry=self.schema_registry(),
+            security=self.security if self.http_authenticates else None,
+            max_body_bytes=settings.max_request_bytes,
+            body_timeout_s=settings.http_body_timeout_ms / 1000,
+            cluster_id=broker_config(settings).cluster_id,
+            version=_version(),
+        )
+
     async def start(self) -> None:
         await self.astore.open()
         await self.agent.start()
@@ -166,6 +197,13 @@ class Runtime:
         await self.astore.close()
         self.store.close()
         self.metadata.close()
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("strata")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
 
 
 def broker_config(settings: Settings) -> BrokerConfig:
@@ -277,9 +315,7 @@ def build_runtime(
     check_no_open_door(settings)
     security = _security(settings, metadata)
     kafka_security = security if settings.principals_file else None
-    schema_validator = RecordValidator(
-        SchemaCache(StoreLookup(metadata, default_formats()), clock.monotonic, metrics=metrics), metrics
-    )
+    schema_validator = LazyValidator(partial(_schema_validator, metadata, clock, metrics))
     kafka = _kafka_listener(settings, agent, metadata, clock, kafka_security, schema_validator)
     return Runtime(
         settings,
@@ -359,13 +395,21 @@ def _object_stores(
     return counters, store, astore
 
 
+def _schema_validator(metadata: MetadataStore, clock: Clock, metrics: Metrics) -> SchemaValidator:
+    """Validation on produce's validator over the metadata store, imported here: only when a topic
+    validates schemas does the process load the schema formats' libraries."""
+    from registry.validate import store_validator
+
+    return store_validator(metadata, clock.monotonic, metrics)
+
+
 def _kafka_listener(
     settings: Settings,
     agent: Agent,
     metadata: MetadataStore,
     clock: Clock,
     security: Security | None,
-    schema_validator: RecordValidator,
+    schema_validator: SchemaValidator,
 ) -> KafkaServer | None:
     """The Kafka door on the agent core, or None (--kafka-port -1, role worker)."""
     if settings.kafka_port < 0 or settings.role == "worker":

@@ -247,6 +247,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Port of the Kafka listener (roles agent and all); -1 disables it",
     ),
     Setting(
+        "schema_registry_port",
+        "STRATA_SCHEMA_REGISTRY_PORT",
+        int,
+        8081,
+        "Port of the schema registry's own listener, Confluent's API at its root (roles agent and all; the "
+        "HTTP port serves it under /schema-registry too); -1 disables it",
+    ),
+    Setting(
         "kafka_advertised_host",
         "STRATA_KAFKA_ADVERTISED_HOST",
         str,

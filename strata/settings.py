@@ -67,6 +67,7 @@ class Settings:
     l0_merge_files: int = 8
     l0_merge_age_ms: int = 20_000
     kafka_port: int = 9092
+    schema_registry_port: int = 8081
     kafka_advertised_host: str | None = None
     kafka_advertised_port: int | None = None
     kafka_node_id: int = 0

@@ -8,6 +8,9 @@ INVALID_REQUEST for that creation or filter only; creating a binding that exists
 matches nothing succeeds with no matches. Changes are read from and written to the store itself, then this
 agent reloads its ACLs at once, so the client's next request is checked against them; other agents see
 them within their refresh interval (agents/security.py).
+
+Strata's SUBJECT bindings (the schema registry's) are not Kafka's: this door neither shows, creates nor
+deletes them, and the number that names them is an unknown resource type here, as any type Kafka lacks.
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ from storage.acl_model import (
     Operation,
     PatternType,
     Permission,
-    ResourceType,
     coerce,
+    kafka_resource,
     validate_binding,
 )
 from storage.errors import BadRequest, StrataError
@@ -54,13 +57,14 @@ _DENIED = "not allowed to manage ACLs: needs ALTER on the cluster"
 def _filter(f: Any) -> AclFilter:
     """A request's filter (DescribeAcls, or one of DeleteAcls'); BadRequest for an unknown field."""
     return AclFilter(
-        resource_type=coerce(ResourceType, f.resource_type_filter),
+        resource_type=kafka_resource(f.resource_type_filter),
         resource_name=f.resource_name_filter,
         pattern_type=coerce(PatternType, f.pattern_type_filter),
         principal=f.principal_filter,
         host=f.host_filter,
         operation=coerce(Operation, f.operation),
         permission=coerce(Permission, f.permission_type),
+        kafka=True,
     ).check()
 
 
@@ -116,7 +120,7 @@ async def handle_create_acls(ctx: BrokerContext, req: CreateAclsRequest) -> Crea
             valid.append(
                 validate_binding(
                     AclBinding(
-                        resource_type=coerce(ResourceType, c.resource_type),
+                        resource_type=kafka_resource(c.resource_type),
                         resource_name=c.resource_name or "",
                         pattern_type=coerce(PatternType, c.resource_pattern_type),
                         principal=c.principal or "",

@@ -42,8 +42,7 @@ from broker.batches import BatchRejected, check_batches, codecs_in, schema_check
 from broker.budget import Answer
 from broker.context import BrokerContext
 from broker.produce_codec import ProduceRequest, TopicData, encode_response
-from registry.schema_cache import Unresolved
-from registry.validate import Tally
+from registry.verdicts import Tally, Unresolved
 from storage.errors import StrataError
 
 

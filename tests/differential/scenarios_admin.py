@@ -45,6 +45,11 @@ def incremental(side: Side, name: str, *ops: tuple[str, int, str | None], valida
 
 
 def alter(side: Side, name: str, configs: dict[str, str], validate_only: bool = False) -> Any:
+    return alter_pairs(side, name, list(configs.items()), validate_only)
+
+
+def alter_pairs(side: Side, name: str, configs: list[tuple[str, str]], validate_only: bool = False) -> Any:
+    """AlterConfigs with the configs in order, a name given twice if the caller says so."""
     return side.call(
         AlterConfigsRequest,
         {
@@ -52,7 +57,7 @@ def alter(side: Side, name: str, configs: dict[str, str], validate_only: bool = 
                 {
                     "resource_type": TOPIC,
                     "resource_name": name,
-                    "configs": [{"name": k, "value": v} for k, v in configs.items()],
+                    "configs": [{"name": k, "value": v} for k, v in configs],
                 }
             ],
             "validate_only": validate_only,
@@ -84,6 +89,9 @@ def topic_configs(side: Side, prefix: str) -> Answers:
     out["after incremental"] = describe(side, t)
     out["alter replaces"] = alter(side, t, {"retention.bytes": "1000000"})
     out["alter bad value"] = alter(side, t, {"retention.bytes": "lots"})
+    out["alter same config twice"] = alter_pairs(
+        side, t, [("retention.ms", "1"), ("retention.ms", "7200000")]
+    )
     out["alter validate only"] = alter(side, t, {"segment.ms": "1000"}, validate_only=True)
     out["after alter"] = describe(side, t)
     return out

@@ -157,7 +157,8 @@ def test_secrets_never_reach_the_log_or_the_metrics(tmp_path: Path) -> None:
         proc = subprocess.Popen(
             [
                 strata, "serve", "--data-dir", str(tmp_path / "data"), "--host", "127.0.0.1",
-                "--port", str(http_port), "--kafka-port", str(kafka_port), "--principals-file", principals,
+                "--port", str(http_port), "--kafka-port", str(kafka_port), "--schema-registry-port", "0",
+                "--principals-file", principals,
                 "--api-tokens", "legacy-token-9d1c", "--access-log", "--log-level", "debug",
             ],
             stdout=log,

@@ -344,6 +344,8 @@ def test_import_mode(registry: SchemaRegistry) -> None:
     with pytest.raises(errors.IdDoesNotMatch) as other_schema:
         registry.register("imp", V3_BREAKS_V1, schema_id=500)
     assert other_schema.value.code == 42207
+    with pytest.raises(errors.IdDoesNotMatch):  # the same id and version, another schema
+        registry.register("imp", V3_BREAKS_V1, schema_id=500, version=3)
     with pytest.raises(errors.IdDoesNotMatch):
         registry.register("imp", V1, schema_id=900)  # V1 has an id already
     registry.set_mode("imp", "READWRITE")

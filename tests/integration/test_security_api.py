@@ -192,6 +192,8 @@ def test_no_open_kafka_door_beside_an_authenticating_http_door(tmp_path: Path) -
         str(free_port()),
         "--kafka-port",
         str(free_port()),
+        "--schema-registry-port",
+        "-1",
     ]
     refused = subprocess.run(
         argv, env={**os.environ, "STRATA_API_TOKENS": "t0k3n"}, capture_output=True, text=True, timeout=60

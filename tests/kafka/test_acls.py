@@ -27,6 +27,14 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from kafka.protocol.admin.acl import (
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -36,6 +44,11 @@ from kafka.protocol.sasl import (
 from scramp import ScramClient
 
 from broker import errors
+from storage.acl_model import AclBinding as StoredBinding
+from storage.acl_model import Operation as StoredOp
+from storage.acl_model import PatternType as StoredPattern
+from storage.acl_model import Permission as StoredPermission
+from storage.acl_model import ResourceType as StoredType
 from tests.fixtures.kafka import RunningBroker
 from tests.fixtures.principals import PASSWORDS, write_principals
 from tests.kafka.wire import Wire
@@ -289,3 +302,46 @@ def grant_seen(broker: RunningBroker) -> bool:
     security = broker.runtime.security
     assert security is not None
     return any(b.principal == "User:erin" for b in security.acls)
+
+
+def test_the_registrys_subject_acls_are_not_kafkas(broker: RunningBroker) -> None:
+    """SUBJECT (the schema registry's resource type, Strata's own) never crosses the Kafka door: a binding
+    or filter naming its number is INVALID_REQUEST, as any type Kafka lacks, and a stored SUBJECT binding
+    is neither described nor deleted by filters that match any resource type."""
+    subject = StoredBinding(
+        StoredType.SUBJECT,
+        "orders.",
+        StoredPattern.PREFIXED,
+        "User:x",
+        "*",
+        StoredOp.READ,
+        StoredPermission.ALLOW,
+    )
+    broker.runtime.metadata.create_acls([subject])
+    number = int(StoredType.SUBJECT)
+    any_filter = {"resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None}
+    any_filter |= {"host_filter": None, "operation": 1, "permission_type": 1}
+    with Wire(broker.port) as wire:
+        creation = CreateAclsRequest[1].AclCreation(
+            resource_type=number,
+            resource_name="orders.",
+            resource_pattern_type=3,
+            principal="User:x",
+            host="*",
+            operation=3,
+            permission_type=3,
+        )
+        created = wire.call(CreateAclsRequest[1](creations=[creation]), CreateAclsResponse)
+        assert created.results[0].error_code == errors.INVALID_REQUEST
+        named = wire.call(
+            DescribeAclsRequest[1](resource_type_filter=number, **any_filter), DescribeAclsResponse
+        )
+        assert named.error_code == errors.INVALID_REQUEST
+        described = wire.call(
+            DescribeAclsRequest[1](resource_type_filter=1, **any_filter), DescribeAclsResponse
+        )
+        assert (described.error_code, described.resources) == (errors.NONE, [])
+        every = DeleteAclsRequest[1].DeleteAclsFilter(resource_type_filter=1, **any_filter)
+        deleted = wire.call(DeleteAclsRequest[1](filters=[every]), DeleteAclsResponse)
+        assert deleted.filter_results[0].matching_acls == []
+    assert list(broker.runtime.metadata.load_security().acls) == [subject]

@@ -107,6 +107,8 @@ def test_https_with_the_same_certificate(tmp_path: Path, cert: tuple[str, str]) 
             str(port),
             "--kafka-port",
             "-1",
+            "--schema-registry-port",
+            "-1",
             "--tls-cert-file",
             crt,
             "--tls-key-file",
@@ -139,7 +141,7 @@ def test_a_missing_certificate_stops_start_up_with_its_name(tmp_path: Path, cert
     crt, key = cert
     strata = str(Path(sys.executable).parent / "strata")
     base = [strata, "serve", "--data-dir", str(tmp_path / "data"), "--host", "127.0.0.1"]
-    base += ["--port", str(free_port()), "--kafka-port", str(free_port())]
+    base += ["--port", str(free_port()), "--kafka-port", str(free_port()), "--schema-registry-port", "-1"]
     missing = str(tmp_path / "missing.pem")
     for cert_file, key_file in ((missing, key), (crt, missing), (key, crt)):
         done = subprocess.run(

@@ -265,10 +265,19 @@ def test_agents_listen_where_their_ports_point() -> None:
         settings = _serve_settings(_parse_strata(_command(name), where), _effective_env(name), where)
         assert settings.host == "0.0.0.0", f"{where}: binds {settings.host}, unreachable from outside"
         ports = [str(p) for p in _service(name).get("ports", [])]
-        assert len(ports) == 2, f"{where}: expected the HTTP and the Kafka port published, got {ports}"
-        (http_host, _, http_container), (kafka_host, _, kafka_container) = (p.rpartition(":") for p in ports)
+        assert len(ports) == 3, (
+            f"{where}: expected the HTTP, Kafka and schema registry ports published: {ports}"
+        )
+        (
+            (http_host, _, http_container),
+            (kafka_host, _, kafka_container),
+            (registry_host, _, registry_container),
+        ) = (p.rpartition(":") for p in ports)
         assert http_container == str(settings.port), (
             f"{where}: publishes {ports[0]}, listens on {settings.port}"
+        )
+        assert registry_container == str(settings.schema_registry_port), (
+            f"{where}: publishes {ports[2]}, the schema registry listens on {settings.schema_registry_port}"
         )
         # One port per Kafka lane: lane i listens on kafka_port + i and is advertised at the published
         # port + i, so both sides are ranges of `lanes` ports.
@@ -289,8 +298,9 @@ def test_agents_listen_where_their_ports_point() -> None:
         # Kafka clients on the host connect where Metadata tells them: the published port.
         assert settings.kafka_advertised_port == int(kafka_host), f"{where}: advertises another port"
         assert settings.kafka_advertised_host == "127.0.0.1", f"{where}: advertises an unreachable host"
-        published.add((http_host, kafka_host))
-    assert published == {("8081", "19092"), ("8082", "29092")}
+        published.add((http_host, kafka_host, registry_host))
+    # agent-1's registry on the host at Confluent's 8081, where clients look for it by default.
+    assert published == {("8080", "19092", "8081"), ("8082", "29092", "8083")}
 
 
 def test_the_agents_are_one_kafka_cluster_with_distinct_wanted_ids() -> None:
@@ -399,7 +409,7 @@ def test_dockerfile_builds_a_non_root_strata_image() -> None:
     users = [rest for k, rest in instructions if k == "USER"]
     assert users, f"{DOCKERFILE.name} has no USER: the image would run as root"
     assert users[-1].split(":")[0] not in ("root", "0"), f"the image runs as {users[-1]}"
-    assert ("EXPOSE", "8080 9092") in instructions  # HTTP and Kafka
+    assert ("EXPOSE", "8080 9092 8081") in instructions  # HTTP, Kafka and the schema registry
     assert "ENTRYPOINT" not in keywords, "the default command must be a plain `strata ...` CMD"
     problems = _strata_problems(DOCKERFILE.name, _dockerfile_env())
     assert not problems, "\n".join(problems)
@@ -420,7 +430,10 @@ def test_dockerfile_default_command_is_a_valid_strata_command() -> None:
     exposed = {port for k, rest in _dockerfile() if k == "EXPOSE" for port in rest.split()}
     last = settings.kafka_port + settings.kafka_lanes - 1  # a port per lane
     lanes = f"{settings.kafka_port}-{last}" if last > settings.kafka_port else str(last)
-    assert {str(settings.port), lanes} <= exposed, f"{where}: listens on {settings.port} and Kafka {lanes}"
+    ports = {str(settings.port), lanes, str(settings.schema_registry_port)}
+    assert ports <= exposed, (
+        f"{where}: listens on {settings.port}, Kafka {lanes}, registry {settings.schema_registry_port}"
+    )
 
 
 # --- README.md and docs/ ------------------------------------------------------------------------------

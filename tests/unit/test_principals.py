@@ -69,6 +69,22 @@ def test_grants_become_acls(principals: Principals) -> None:
     }
 
 
+def test_subject_grants_become_subject_acls() -> None:
+    """subjects read -> READ and DESCRIBE_CONFIGS (a reader may read a subject's config and mode), write ->
+    WRITE, admin -> ALL, on SUBJECT, the schema registry's resource type."""
+    doc = {"principals": {"svc": {"password": "pw", "subjects": {"read": ["*"], "write": ["orders."]}}}}
+    s, star = ResourceType.SUBJECT, "*"
+    assert set(parse_principals(doc).file_acls()) == {
+        _allow("User:svc", s, star, PatternType.LITERAL, Operation.READ),
+        _allow("User:svc", s, star, PatternType.LITERAL, Operation.DESCRIBE_CONFIGS),
+        _allow("User:svc", s, "orders.", PatternType.PREFIXED, Operation.WRITE),
+    }
+    admin = {"principals": {"a": {"password": "pw", "subjects": {"admin": ["x"]}}}}
+    assert [b.operation for b in parse_principals(admin).file_acls()] == [Operation.ALL]
+    with pytest.raises(SettingsError, match=r"subjects\.delete"):
+        parse_principals({"principals": {"a": {"password": "pw", "subjects": {"delete": ["x"]}}}})
+
+
 def test_seeding_is_idempotent(security: Security) -> None:
     version = security.version
     assert security.seed() == 0  # a restart with the same file adds nothing

@@ -140,12 +140,13 @@ class SchemaQueries(SchemaConfigQueries, SchemaReads):
             "SELECT schema_id FROM sr_versions WHERE subject = ? AND version = ?", (subject, version)
         )
         if taken is not None:
-            outcome = (
-                RegisterOutcome.EXISTING
-                if int(taken[0]) == target.schema_id
-                else RegisterOutcome.VERSION_CONFLICT
-            )
-            return Registration(outcome, int(taken[0]), version), 0, 0
+            if int(taken[0]) != target.schema_id:
+                return Registration(RegisterOutcome.VERSION_CONFLICT, int(taken[0]), version), 0, 0
+            held = tx.one("SELECT fingerprint FROM sr_schemas WHERE schema_id = ?", (target.schema_id,))
+            if held is None or str(held[0]) != schema.fingerprint:
+                # The version holds the id, and the id another schema: the import's schema is not it.
+                return Registration(RegisterOutcome.ID_CONFLICT), 0, 0
+            return Registration(RegisterOutcome.EXISTING, target.schema_id, version), 0, 0
         by_id = tx.one("SELECT fingerprint FROM sr_schemas WHERE schema_id = ?", (target.schema_id,))
         if by_id is not None:
             if str(by_id[0]) != schema.fingerprint:

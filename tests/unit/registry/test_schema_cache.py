@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from registry.schema_cache import DEFAULT_RECHECK_S, DEFAULT_TTL_S, SchemaCache, Unresolved
-from registry.validate import RecordRefused
+from registry.schema_cache import DEFAULT_RECHECK_S, DEFAULT_TTL_S, SchemaCache
+from registry.verdicts import RecordRefused, Unresolved
 from storage.clock import ManualClock
 from tests.unit.registry.validation_fakes import (
     AVRO,

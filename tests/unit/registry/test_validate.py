@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from registry.formats import avro, jsonschema
-from registry.validate import FieldRule, RecordRefused, record_name, rules_of, subject_for
+from registry.validate import record_name, subject_for
+from registry.verdicts import FieldRule, RecordRefused, rules_of
 from storage.records import compression
 from storage.topic_config import TopicConfig
 from tests.unit.registry.validation_fakes import (

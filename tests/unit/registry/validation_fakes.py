@@ -20,7 +20,8 @@ from registry.formats import avro, jsonschema, protobuf
 from registry.formats.base import ParsedSchema
 from registry.formats.protobuf_wire import write_message_indexes
 from registry.schema_cache import SchemaCache
-from registry.validate import FieldRule, RecordValidator, Tally
+from registry.validate import RecordValidator
+from registry.verdicts import FieldRule, Tally
 from storage import records
 from storage.clock import ManualClock
 
