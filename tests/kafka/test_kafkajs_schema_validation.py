@@ -1,13 +1,19 @@
-"""kafkajs 2.2.4 (Node) producing to a topic that validates schemas (tests/kafka/js/schema_validation.mjs):
-the scenarios of tests/kafka/schema_cases.py with gzip, the codec kafkajs ships. kafkajs reports a
-refusal as KafkaJSProtocolError INVALID_RECORD (87), not retriable; it speaks Produce v7, whose answer has
-no message, so the agent's message is checked on the wire (test_schema_validation_wire.py). Afterwards the
-partitions hold exactly the accepted records, the refused partition's neighbour in the same request
-included."""
+"""kafkajs 2.2.4 (Node) producing to a topic that validates schemas.
+
+- tests/kafka/js/schema_validation.mjs: the scenarios of tests/kafka/schema_cases.py with gzip, the codec
+  kafkajs ships, values framed by hand;
+- tests/kafka/js/schema_registry.mjs: ``@kafkajs/confluent-schema-registry`` registers its schemas through
+  the agent's registry and encodes the values.
+
+kafkajs reports a refusal as KafkaJSProtocolError INVALID_RECORD (87), not retriable; it speaks Produce
+v7, whose answer has no message, so the agent's message is checked on the wire
+(test_schema_validation_wire.py). Afterwards the partitions hold exactly the accepted records, the refused
+partition's neighbour in the same request included."""
 
 from __future__ import annotations
 
 import base64
+import io
 import json
 import shutil
 import subprocess
@@ -15,13 +21,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import pytest
 
 from tests.fixtures.server import RunningServer, local_settings, run_server
-from tests.kafka.schema_cases import PARTITIONS, create_validating, register, scenarios, stored, values
+from tests.kafka.schema_cases import ORDER, PARTITIONS, create_validating, register, scenarios, stored, values
 
 pytestmark = pytest.mark.integration
 JS_DIR = Path(__file__).parent / "js"
+REFUSED = {"name": "KafkaJSProtocolError", "type": "INVALID_RECORD", "code": 87, "retriable": False}
+REFUSED_MESSAGE = "This record has failed the validation on broker and hence be rejected"
+ORDER_SCHEMA = fastavro.parse_schema(ORDER)
 
 
 @pytest.fixture(scope="module")
@@ -34,24 +44,24 @@ def b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode()
 
 
-def run_script(bootstrap: str, topic: str, plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_script(script: str, *args: str, stdin: str = "") -> Any:
     node = shutil.which("node")
     assert node is not None, "node is not installed (Node 20: see the Makefile's kafkajs step)"
-    assert (JS_DIR / "node_modules" / "kafkajs" / "package.json").is_file(), (
-        "kafkajs is not installed: run `make kafkajs` (npm ci in tests/kafka/js)"
-    )
+    for package in ("kafkajs", "@kafkajs/confluent-schema-registry"):
+        assert (JS_DIR / "node_modules" / package / "package.json").is_file(), (
+            f"{package} is not installed: run `make kafkajs` (npm ci in tests/kafka/js)"
+        )
     done = subprocess.run(
-        [node, "schema_validation.mjs", bootstrap, topic],
+        [node, script, *args],
         cwd=JS_DIR,
-        input=json.dumps(plan),
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    assert done.returncode == 0, f"schema_validation.mjs exited {done.returncode}:\n{done.stderr}"
-    report: list[dict[str, Any]] = json.loads(done.stdout)
-    return report
+    assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stderr}"
+    return json.loads(done.stdout)
 
 
 def test_kafkajs_sees_each_refusal_and_only_valid_records_are_stored(srv: RunningServer) -> None:
@@ -67,18 +77,36 @@ def test_kafkajs_sees_each_refusal_and_only_valid_records_are_stored(srv: Runnin
         }
         for send in sends
     ]
-    report = run_script(srv.kafka_bootstrap, topic, plan)
+    report = run_script("schema_validation.mjs", srv.kafka_bootstrap, topic, stdin=json.dumps(plan))
     assert [r["name"] for r in report] == [s.name for s in sends]
     for send, result in zip(sends, report, strict=True):
         if not send.refused:
             assert result["ok"] is True, result
             continue
         assert result["ok"] is False, result
-        assert result["error"] == {
-            "name": "KafkaJSProtocolError",
-            "type": "INVALID_RECORD",
-            "code": 87,
-            "retriable": False,
-            "message": "This record has failed the validation on broker and hence be rejected",
-        }
+        assert result["error"] == {**REFUSED, "message": REFUSED_MESSAGE}
     assert {p: values(srv, topic, p) for p in range(PARTITIONS)} == stored(sends)
+
+
+def test_kafkajs_with_the_confluent_schema_registry_library(srv: RunningServer) -> None:
+    topic = "validated-kafkajs-registry"
+    create_validating(srv.runtime.metadata, topic)
+    report = run_script("schema_registry.mjs", srv.kafka_bootstrap, srv.registry_url, topic)
+    assert [(r["name"], r["ok"]) for r in report["results"]] == [
+        ("accepted", True),
+        ("tombstone", True),
+        ("wrong subject", False),
+        ("other partitions", False),
+    ]
+    assert all(r["error"] == REFUSED for r in report["results"] if not r["ok"])
+    # What the library encoded is stored as sent: its framing, and Avro that reads as the orders.
+    stored_values = values(srv, topic, 0)
+    assert stored_values[-1] is None
+    framed_orders = [v for v in stored_values if v is not None]
+    assert {v[:5] for v in framed_orders} == {b"\x00" + report["order"].to_bytes(4, "big")}
+    assert [fastavro.schemaless_reader(io.BytesIO(v[5:]), ORDER_SCHEMA, None) for v in framed_orders] == [
+        {"id": i, "item": f"item-{i}"} for i in (1, 2, 3)
+    ]
+    (beside,) = values(srv, topic, 1)
+    assert beside is not None
+    assert beside[:5] == b"\x00" + report["order"].to_bytes(4, "big")

@@ -4,10 +4,13 @@ lists for their time to live, a refusal read again before it stands (but not mor
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from registry.schema_cache import DEFAULT_RECHECK_S, DEFAULT_TTL_S, SchemaCache
-from registry.verdicts import RecordRefused, Unresolved
+from registry.validate import RecordValidator
+from registry.verdicts import LazyValidator, RecordRefused, Unresolved
 from storage.clock import ManualClock
 from tests.unit.registry.validation_fakes import (
     AVRO,
@@ -151,3 +154,24 @@ def test_the_cache_is_bounded() -> None:
     cache.schema(10, False)
     with pytest.raises(Unresolved):
         cache.schema(1, False)
+
+
+def test_the_lazy_validator_builds_off_the_loop_once() -> None:
+    """The doors hold a LazyValidator: a check on the event loop before the real validator exists asks to
+    be checked off the loop (where its libraries load), and it is built once however many threads ask."""
+    lookup = FakeLookup()
+    lookup.register(17, "orders-value", AVRO)
+    built: list[object] = []
+
+    def build() -> RecordValidator:
+        built.append(object())
+        return validator(lookup)
+
+    lazy = LazyValidator(build)
+    with pytest.raises(Unresolved):
+        check(lazy, "orders", [VALUE], batch([ORDER]), load=False)
+    assert not lazy.built
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda _: check(lazy, "orders", [VALUE], batch([ORDER])), range(8)))
+    check(lazy, "orders", [VALUE], batch([ORDER]), load=False)
+    assert (lazy.built, len(built)) == (True, 1)

@@ -21,7 +21,7 @@ from registry.formats.base import ParsedSchema
 from registry.formats.protobuf_wire import write_message_indexes
 from registry.schema_cache import SchemaCache
 from registry.validate import RecordValidator
-from registry.verdicts import FieldRule, Tally
+from registry.verdicts import FieldRule, SchemaValidator, Tally
 from storage import records
 from storage.clock import ManualClock
 
@@ -139,8 +139,8 @@ def batch(values: list[bytes | None], keys: list[bytes | None] | None = None, **
     return records.encode_batch(recs, **kw)
 
 
-def check(v: RecordValidator, topic: str, rules: list[FieldRule], data: bytes, *, load: bool = True) -> Tally:
-    """``RecordValidator.check`` of the batch in ``data`` (decompressed first if it is compressed)."""
+def check(v: SchemaValidator, topic: str, rules: list[FieldRule], data: bytes, *, load: bool = True) -> Tally:
+    """``SchemaValidator.check`` of the batch in ``data`` (decompressed first if it is compressed)."""
     header = records.read_header(data, 0, True)
     buf, start, end = records.expand_records(data, header)
     tally = Tally()
