@@ -1,7 +1,7 @@
-"""What the validation-on-produce tests of every client share: schemas registered through the registry's
-service on the agent's own metadata store, values framed as Confluent's serializers frame them (magic byte
-0, the 4-byte id, the Avro binary written by fastavro, which confluent-kafka's AvroSerializer uses), and
-the scenarios each client runs, with what the agent must answer.
+"""What the validation-on-produce tests of every client share: values written by confluent-kafka's
+AvroSerializer through the agent's registry (``Serialized``), or framed by hand (``framed``: magic byte 0,
+the 4-byte id, the Avro binary written by fastavro, as the serializer writes it), and the scenarios each
+client runs, with what the agent must answer.
 
 Each scenario is one flush of the client (records of one partition go in one batch): the partition's
 records are all accepted, or all refused with INVALID_RECORD (87) and a message naming the record.
@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import fastavro
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
-from registry.formats.base import SchemaType
-from registry.service import SchemaRegistry, default_formats
 from storage.metadata.base import MetadataStore
 from tests.fixtures.server import RunningServer
 
@@ -48,27 +49,39 @@ def framed(schema_id: int, payload: bytes) -> bytes:
     return b"\x00" + struct.pack(">I", schema_id) + payload
 
 
-@dataclass(frozen=True)
-class Ids:
-    """The ids of a topic's schemas: ``order`` under ``<topic>-value``, ``payment`` under another subject."""
+class Serialized:
+    """Values written by confluent-kafka's AvroSerializer, which registers its schemas through the agent's
+    registry (its HTTP API under /schema-registry): orders under ``<topic>-value``, the subject the topic's
+    TopicNameStrategy names, and payments under ``<topic>-payments-value``, which is not."""
 
-    order: int
-    payment: int
+    def __init__(self, registry_url: str, topic: str) -> None:
+        self.client = SchemaRegistryClient({"url": registry_url, "max.retries": 0})
+        self._ctx = SerializationContext(topic, MessageField.VALUE)
+        self._order = AvroSerializer(self.client, json.dumps(ORDER))
+        elsewhere = f"{topic}-payments-value"
+        self._payment = AvroSerializer(
+            self.client, json.dumps(PAYMENT), conf={"subject.name.strategy": lambda _ctx, _name: elsewhere}
+        )
 
+    def __enter__(self) -> Serialized:
+        return self
 
-def register(metadata: MetadataStore, topic: str) -> Ids:
-    registry = SchemaRegistry(metadata, default_formats())
-    order = registry.register(f"{topic}-value", json.dumps(ORDER), SchemaType.AVRO).schema_id
-    payment = registry.register(f"{topic}-payments-value", json.dumps(PAYMENT), SchemaType.AVRO).schema_id
-    return Ids(order, payment)
+    def __exit__(self, *exc: object) -> None:
+        self.client.__exit__()
+
+    def order(self, i: int) -> bytes:
+        value = self._order({"id": i, "item": f"item-{i}"}, self._ctx)
+        assert value is not None
+        return value
+
+    def payment(self) -> bytes:
+        value = self._payment({"cents": 5}, self._ctx)
+        assert value is not None
+        return value
 
 
 def create_validating(metadata: MetadataStore, topic: str, **configs: str) -> None:
     metadata.create_topic(topic, PARTITIONS, {"confluent.value.schema.validation": "true", **configs}, 0)
-
-
-def order(ids: Ids, i: int) -> bytes:
-    return framed(ids.order, avro(ORDER, {"id": i, "item": f"item-{i}"}))
 
 
 @dataclass
@@ -82,30 +95,31 @@ class Send:
     refused: dict[int, str] = field(default_factory=dict)
 
 
-def scenarios(topic: str, ids: Ids, codec: str) -> list[Send]:
+def scenarios(topic: str, values: Serialized, codec: str) -> list[Send]:
     """accepted; a tombstone; refused (no framing); a wrong subject; a compressed batch accepted and one
     refused; and a refused partition beside an accepted one in the same request."""
     bad = b"plain text, no schema id"
-    payment = framed(ids.payment, avro(PAYMENT, {"cents": 5}))
-    compressed = [(0, b"c", order(ids, 100 + i)) for i in range(20)]
+    payment = values.payment()
+    payment_id = int.from_bytes(payment[1:5], "big")
+    compressed = [(0, b"c", values.order(100 + i)) for i in range(20)]
     with_bad: list[tuple[int, bytes | None, bytes | None]] = [
-        (0, b"c", order(ids, 200 + i)) for i in range(10)
+        (0, b"c", values.order(200 + i)) for i in range(10)
     ]
     with_bad.insert(7, (0, b"c", bad))
     return [
-        Send("accepted", [(0, f"k{i}".encode(), order(ids, i)) for i in range(5)]),
+        Send("accepted", [(0, f"k{i}".encode(), values.order(i)) for i in range(5)]),
         Send("tombstone", [(0, b"k1", None)]),
         Send("refused", [(0, b"k", bad)], refused={0: "record 0: the value starts with byte 112"}),
         Send(
             "wrong subject",
             [(0, b"k", payment)],
-            refused={0: f"record 0: schema id {ids.payment} is not registered under subject {topic}-value"},
+            refused={0: f"record 0: schema id {payment_id} is not registered under subject {topic}-value"},
         ),
         Send("compressed", compressed, codec),
         Send("compressed refused", with_bad, codec, refused={0: "record 7: the value starts with byte 112"}),
         Send(
             "other partitions",
-            [(0, b"k", bad), (1, b"k", order(ids, 300))],
+            [(0, b"k", bad), (1, b"k", values.order(300))],
             refused={0: "record 0: the value starts with byte 112"},
         ),
     ]

@@ -25,7 +25,15 @@ import fastavro
 import pytest
 
 from tests.fixtures.server import RunningServer, local_settings, run_server
-from tests.kafka.schema_cases import ORDER, PARTITIONS, create_validating, register, scenarios, stored, values
+from tests.kafka.schema_cases import (
+    ORDER,
+    PARTITIONS,
+    Serialized,
+    create_validating,
+    scenarios,
+    stored,
+    values,
+)
 
 pytestmark = pytest.mark.integration
 JS_DIR = Path(__file__).parent / "js"
@@ -67,8 +75,8 @@ def run_script(script: str, *args: str, stdin: str = "") -> Any:
 def test_kafkajs_sees_each_refusal_and_only_valid_records_are_stored(srv: RunningServer) -> None:
     topic = "validated-kafkajs"
     create_validating(srv.runtime.metadata, topic)
-    ids = register(srv.runtime.metadata, topic)
-    sends = scenarios(topic, ids, "gzip")
+    with Serialized(srv.registry_prefix_url, topic) as serialized:
+        sends = scenarios(topic, serialized, "gzip")
     plan = [
         {
             "name": send.name,

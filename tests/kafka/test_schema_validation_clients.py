@@ -1,7 +1,8 @@
 """Validation on produce with the Python Kafka clients (confluent-kafka, kafka-python, aiokafka) against a
 real agent: each runs the scenarios of tests/kafka/schema_cases.py (accepted, refused with
 INVALID_RECORD, a wrong subject, a tombstone, compressed batches, a refused partition beside an accepted
-one), and afterwards the partitions hold exactly the accepted records.
+one) with values confluent-kafka's AvroSerializer wrote, registering through the agent's registry, and
+afterwards the partitions hold exactly the accepted records.
 
 What each client shows of a refusal is what it can: kafka-python raises InvalidRecordError (87) with the
 agent's message for the record ``record_errors`` names, and a KafkaError for the batch's other records
@@ -27,7 +28,15 @@ from kafka.errors import InvalidRecordError
 from kafka.errors import KafkaError as KafkaPythonError
 
 from tests.fixtures.server import RunningServer, local_settings, run_server
-from tests.kafka.schema_cases import PARTITIONS, Send, create_validating, register, scenarios, stored, values
+from tests.kafka.schema_cases import (
+    PARTITIONS,
+    Send,
+    Serialized,
+    create_validating,
+    scenarios,
+    stored,
+    values,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -122,9 +131,9 @@ def test_client_sees_each_refusal_and_only_valid_records_are_stored(
 ) -> None:
     topic = f"validated-{client}"
     create_validating(srv.runtime.metadata, topic)
-    ids = register(srv.runtime.metadata, topic)
     send_with, with_message = CLIENTS[client]
-    sends = scenarios(topic, ids, codec)
+    with Serialized(srv.registry_prefix_url, topic) as serialized:
+        sends = scenarios(topic, serialized, codec)
     for send in sends:
         outcomes = send_with(srv.kafka_bootstrap, topic, send)
         for partition in range(PARTITIONS):
