@@ -1,7 +1,8 @@
 """Validation on produce: every record's key or value names, in Confluent's framing (registry/framing.py), a
 schema registered under the subject the topic's strategy names; at ``payload`` level it also decodes with
-that schema and uses every byte. Both doors call it: the Kafka door per partition of a Produce request
-(broker/schema_checks.py), the HTTP door per request (api/schema_checks.py).
+that schema and uses every byte. Both doors call it, through registry/verdicts.py's ``SchemaValidator``:
+the Kafka door per batch of a Produce request (broker/batches.py), the HTTP door per request
+(api/schema_checks.py).
 
 The rules, per field the topic validates (``confluent.{key,value}.schema.validation``):
 1. a null field passes (Confluent Server lets tombstones through, and a null key);
@@ -16,9 +17,9 @@ The rules, per field the topic validates (``confluent.{key,value}.schema.validat
    schema and uses every byte: Avro's binary decoding, JSON parsed and validated, a Protobuf message of the
    indexed type (protobuf reads every byte or fails).
 
-The first failing record fails the whole check with ``RecordRefused`` (its index in the batch and the
-reason, as ``record 3: schema id 17 is not registered under subject orders-value``); when both fields are
-checked, the lower index wins.
+The first failing record fails the whole check with ``RecordRefused`` (registry/verdicts.py: its index in
+the batch and the reason, as ``record 3: schema id 17 is not registered under subject orders-value``);
+when both fields are checked, the lower index wins.
 
 Cost: the records are read by the C walk of ``framing.scan``, which at ``id`` level gives one ``Ref`` per
 run of records naming the same schema the same way, so a batch of one schema is one cache lookup and one
