@@ -59,7 +59,8 @@ class SchemaLookup(Protocol):
 
 class CacheMetrics(Protocol):
     def schema_cache(self, cache: str, hit: bool) -> None:
-        """One lookup in ``cache`` ("schema", "guid", "subjects"), answered from memory or not."""
+        """One lookup in ``cache`` ("verdict", "schema", "guid", "subjects"), answered from memory or
+        not."""
         ...
 
 
@@ -145,7 +146,7 @@ class SchemaCache:
         with self._lock:
             entry = self._schemas.get(schema_id)
         if entry is not None and (entry.value.parsed is not None or self._recent(entry)):
-            self._count("schema", True)
+            self.count("schema", True)
             return entry.value
         self._need(load, "schema")
         try:
@@ -164,7 +165,7 @@ class SchemaCache:
         with self._lock:
             entry = self._guids.get(guid)
         if entry is not None and (entry.value is not None or self._recent(entry)):
-            self._count("guid", True)
+            self.count("guid", True)
             return None if entry.value is None else self.schema(entry.value, load)
         self._need(load, "guid")
         found = self._lookup.schema_id(guid)
@@ -173,18 +174,19 @@ class SchemaCache:
         # The schema itself by id (one more read on a GUID's first use): its parse is cached by id.
         return None if found is None else self.schema(found, load)
 
-    def is_version_of(self, schema_id: int, subject: str, load: bool) -> bool:
-        """Whether a version of ``subject`` (soft-deleted or not) uses the id."""
+    def version_until(self, schema_id: int, subject: str, load: bool) -> float | None:
+        """Until when (the clock's monotonic time) a version of ``subject``, soft-deleted or not, is known
+        to use the id; None when none does."""
         now = self._now()
         with self._lock:
             entry = self._subjects.get(schema_id)
             refused = self._refused.get((schema_id, subject))
         if entry is not None and subject in entry.value and now - entry.loaded < self.ttl_s:
-            self._count("subjects", True)
-            return True
+            self.count("subjects", True)
+            return entry.loaded + self.ttl_s
         if refused is not None and now - refused.loaded < self.recheck_s:
-            self._count("subjects", True)  # this very answer was read from the store a moment ago
-            return False
+            self.count("subjects", True)  # this very answer was read from the store a moment ago
+            return None
         self._need(load, "subjects")
         subjects = self._lookup.subjects(schema_id)
         now = self._now()
@@ -192,7 +194,10 @@ class SchemaCache:
             self._subjects.put(schema_id, _Entry(subjects, now))
             if subject not in subjects:
                 self._refused.put((schema_id, subject), _Entry(None, now))
-        return subject in subjects
+        return now + self.ttl_s if subject in subjects else None
+
+    def now(self) -> float:
+        return self._now()
 
     def _recent(self, entry: _Entry[V]) -> bool:
         """Whether a negative answer was read so recently that it stands without another read."""
@@ -201,8 +206,9 @@ class SchemaCache:
     def _need(self, load: bool, cache: str) -> None:
         if not load:
             raise Unresolved(f"the {cache} cache cannot answer without the metadata store")
-        self._count(cache, False)
+        self.count(cache, False)
 
-    def _count(self, cache: str, hit: bool) -> None:
+    def count(self, cache: str, hit: bool) -> None:
+        """One lookup of ``cache`` in the metrics (the validator counts its verdicts here too)."""
         if self._metrics is not None:
             self._metrics.schema_cache(cache, hit)

@@ -54,8 +54,10 @@ RECORD_NAME, TOPIC_NAME, TOPIC_RECORD_NAME = (
     "TopicNameStrategy",
     "TopicRecordNameStrategy",
 )
-# Message names by (schema id, index bytes) kept at most: distinct index bytes are a client's choice.
+# Message names by (schema id, index bytes), and passed verdicts, kept at most: what they are keyed by is a
+# client's choice.
 _MESSAGE_NAMES = 4096
+_VERDICTS = 4096
 
 
 def subject_for(strategy: str, topic: str, field: str, record: str | None) -> str | None:
@@ -107,6 +109,9 @@ class RecordValidator:
         # (topic, field) whose last check met a Protobuf schema: their message indexes are measured.
         self._indexed: set[tuple[str, str]] = set()
         self._names: dict[tuple[int, bytes], str | InvalidPayload] = {}
+        # Refs that passed rules 2 to 4 for a (topic, rule), and until when: the subject list they stand on
+        # is fresh. A batch of a known schema then costs one lookup here and none in the cache.
+        self._passed: dict[tuple[str, FieldRule, int, int | bytes, bytes | None], tuple[float, Schema]] = {}
         self._lock = threading.Lock()
 
     def check(
@@ -171,7 +176,7 @@ class RecordValidator:
                 return nulls, RecordRefused(ref.record, _bad(ref, rule.field, buf))
             key = (ref.kind, ref.ref, ref.indexes)
             if key not in verdicts:
-                verdicts[key] = self._verdict(topic, rule, ref, load)
+                verdicts[key] = self._judged(topic, rule, ref, load)
             schema, reason = verdicts[key]
             if schema is not None and isinstance(schema.parsed, ProtobufSchema):
                 protobuf = True
@@ -187,8 +192,27 @@ class RecordValidator:
             self._indexed.discard(at)
         return nulls, None
 
-    def _verdict(self, topic: str, rule: FieldRule, ref: Ref, load: bool) -> tuple[Schema | None, str | None]:
-        """(the schema, why the ref fails rules 3 and 4, or None)."""
+    def _judged(self, topic: str, rule: FieldRule, ref: Ref, load: bool) -> tuple[Schema | None, str | None]:
+        """``_verdict``, from the verdicts that passed while their subject lists are fresh."""
+        at = (topic, rule, ref.kind, ref.ref, ref.indexes)
+        now = self.cache.now()
+        passed = self._passed.get(at)
+        if passed is not None and now < passed[0]:
+            self.cache.count("verdict", True)
+            return passed[1], None
+        self.cache.count("verdict", False)
+        schema, reason, until = self._verdict(topic, rule, ref, load)
+        if reason is None and schema is not None and until is not None:
+            with self._lock:
+                if len(self._passed) >= _VERDICTS:
+                    self._passed.clear()
+                self._passed[at] = (until, schema)
+        return schema, reason
+
+    def _verdict(
+        self, topic: str, rule: FieldRule, ref: Ref, load: bool
+    ) -> tuple[Schema | None, str | None, float | None]:
+        """(the schema, why the ref fails rules 3 and 4 or None, until when a pass stands)."""
         if ref.kind == Kind.ID:
             assert isinstance(ref.ref, int)
             schema: Schema | None = self.cache.schema(ref.ref, load)
@@ -198,30 +222,32 @@ class RecordValidator:
             guid = str(uuid.UUID(bytes=ref.ref))
             schema = self.cache.schema_by_guid(guid, load)
             if schema is None:
-                return None, f"schema GUID {guid} is not registered"
+                return None, f"schema GUID {guid} is not registered", None
             named = f"schema id {schema.schema_id} (GUID {guid})"
         assert schema is not None
         if schema.parsed is None:
-            return schema, schema.problem
+            return schema, schema.problem, None
         message: str | None = None
         if isinstance(schema.parsed, ProtobufSchema):
             found = self._message(schema.schema_id, schema.parsed, ref.indexes)
             if isinstance(found, InvalidPayload):
-                return schema, f"{named}: {found}"
+                return schema, f"{named}: {found}", None
             message = found
         elif ref.kind == Kind.GUID and ref.indexes:
             header = framing.HEADERS[rule.field]
-            return schema, (
+            why = (
                 f"header {header} has {len(ref.indexes)} bytes after the GUID of a"
                 f" {schema.parsed.schema_type} schema; only a Protobuf schema's message indexes follow it"
             )
+            return schema, why, None
         subject = subject_for(rule.strategy, topic, rule.field, record_name(schema.parsed, message))
         if subject is None:
             what = "title" if isinstance(schema.parsed, JsonSchema) else "record name"
-            return schema, f"{named} ({schema.parsed.schema_type}) has no {what} for {rule.strategy}"
-        if not self.cache.is_version_of(schema.schema_id, subject, load):
-            return schema, f"{named} is not registered under subject {subject}"
-        return schema, None
+            return schema, f"{named} ({schema.parsed.schema_type}) has no {what} for {rule.strategy}", None
+        until = self.cache.version_until(schema.schema_id, subject, load)
+        if until is None:
+            return schema, f"{named} is not registered under subject {subject}", None
+        return schema, None, until
 
     def _message(self, schema_id: int, schema: ProtobufSchema, raw: bytes | None) -> str | InvalidPayload:
         """The full name of the message ``raw`` (message indexes' bytes) point at, or why none."""

@@ -338,6 +338,8 @@ def _check_now(
 ) -> list[PartitionBatch]:
     """``check_batches`` on the loop. Admission checks a topic that validates schemas before (with
     ``check_on_loop``), so its schema check here is cache-only, and Unresolved only if a caller did not."""
+    if not cached.config.schema_validation:  # the hot path: nothing of validation is made
+        return check_batches(name, partition, data, cached.config, now, zstd_allowed)
     tally = Tally()
     schemas = schema_check(ctx.schema_validator, name, cached.config, False, tally)
     try:

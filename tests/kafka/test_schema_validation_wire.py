@@ -177,6 +177,7 @@ def test_validation_is_counted(broker: RunningBroker, registry: SchemaRegistry) 
         return sample("strata_schema_validation_total", {"topic": topic, "field": "value", "result": result})
 
     assert (counted("valid"), counted("null"), counted("invalid")) == (3.0, 1.0, 1.0)
-    # The first request read the id's schema and subjects from the store (off the loop); the second hit.
-    for result in ("miss", "hit"):
-        assert (sample("strata_schema_cache_total", {"cache": "subjects", "result": result}) or 0) >= 1
+    # The first request read the id's schema and subjects from the store (off the loop); the second found
+    # the verdict that passed.
+    for cache, result in (("schema", "miss"), ("subjects", "miss"), ("verdict", "hit")):
+        assert (sample("strata_schema_cache_total", {"cache": cache, "result": result}) or 0) >= 1

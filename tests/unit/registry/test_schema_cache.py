@@ -38,11 +38,13 @@ def test_nothing_is_read_on_the_loop_and_a_load_fills_the_cache() -> None:
     check(v, "orders", [VALUE], batch([ORDER]), load=True)
     check(v, "orders", [VALUE], batch([ORDER]), load=False)
     assert lookup.reads == {"schema": 1, "subjects": 1}
+    # The batch's verdict is asked three times: missed twice (the second read the schema and its
+    # subjects), then answered from the verdicts that passed, without the schema and subject caches.
     assert counts.cache == {
+        ("verdict", False): 2,
         ("schema", False): 1,
         ("subjects", False): 1,
-        ("schema", True): 1,
-        ("subjects", True): 1,
+        ("verdict", True): 1,
     }
     # The attempt that raised Unresolved counted nothing: two checked records, one each.
     assert counts.validated == {("orders", "value", "valid"): 2}

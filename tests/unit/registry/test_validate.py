@@ -5,7 +5,6 @@ the registry's own parses."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -177,9 +176,7 @@ def test_record_name_strategy_needs_a_name(lookup: FakeLookup) -> None:
     )
     untitled = FakeLookup()
     untitled.register(3, "x", jsonschema.FORMAT.parse(json.dumps({"type": "object"}), []))
-    assert "has no title" in refusal(
-        untitled, [dataclasses.replace(rule, field="value")], batch([framed(3, b"{}")])
-    )
+    assert "has no title" in refusal(untitled, [rule._replace(field="value")], batch([framed(3, b"{}")]))
 
 
 # --- rule 4: Protobuf message indexes -------------------------------------------------------------------
@@ -259,7 +256,7 @@ def test_payload_level_decodes_every_payload(
 ) -> None:
     lookup.register(50, "orders-value", PROTOBUF)
     lookup.register(60, "orders-value", JSON)
-    rule = dataclasses.replace(VALUE, payload=True)
+    rule = VALUE._replace(payload=True)
     good = {17: ORDER, 50: b"\x0a\x02o1", 60: b'{"amount": 10}'}[schema_id]
     indexes = [0] if schema_id == 50 else None
     v = validator(lookup)
@@ -279,7 +276,7 @@ def test_a_payload_that_recurses_past_the_stack_while_validated_fails(lookup: Fa
     # JSON parses at this depth; validating it against a schema that refers to itself recurses deeper.
     nested = jsonschema.FORMAT.parse(json.dumps({"type": "array", "items": {"$ref": "#"}}), [])
     lookup.register(61, "orders-value", nested)
-    rule = dataclasses.replace(VALUE, payload=True)
+    rule = VALUE._replace(payload=True)
     check(validator(lookup), "orders", [rule], batch([framed(61, b"[[[]]]")]))
     assert refusal(lookup, [rule], batch([framed(61, b"[" * 900 + b"]" * 900)])) == (
         "record 0: the value does not decode with schema id 61: the payload nests too deeply to decode"
@@ -287,7 +284,7 @@ def test_a_payload_that_recurses_past_the_stack_while_validated_fails(lookup: Fa
 
 
 def test_the_payload_of_a_compressed_batch_is_checked_after_decompression(lookup: FakeLookup) -> None:
-    rule = dataclasses.replace(VALUE, payload=True)
+    rule = VALUE._replace(payload=True)
     values = [framed(17, avro_bytes({"id": i, "item": "x" * i})) for i in range(50)]
     check(validator(lookup), "orders", [rule], batch(values, codec=compression.ZSTD))
     values[30] += b"!"
@@ -364,7 +361,7 @@ def test_random_payloads_pass_or_are_refused_and_nothing_else(
     value = (b"\x00" + schema_id.to_bytes(4, "big") + payload) if prefixed else payload
     refused = None
     try:
-        check(validator(lookup), "t", [dataclasses.replace(VALUE, payload=True)], batch([value]))
+        check(validator(lookup), "t", [VALUE._replace(payload=True)], batch([value]))
     except RecordRefused as exc:
         refused = exc.message
     assert refused is None or refused.startswith("record 0: ")
