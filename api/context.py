@@ -18,6 +18,7 @@ from agents.budget import ByteBudget
 from agents.metrics import Metrics
 from agents.metrics_history import MetricsHistory
 from agents.security import Security
+from registry.verdicts import SchemaValidator
 from storage.clock import Clock
 from storage.metadata.base import AdminStore, CompactionCatalog, StatsReader
 from storage.metadata.coordination import GroupStore
@@ -81,3 +82,6 @@ class HttpContext:
     # Plan compaction of one topic now (``force``: whatever its dirty ratio), then wake the process's
     # background loop if it runs one; returns the planned jobs.
     compact_now: Callable[[str], Awaitable[list[Job]]]
+    # Validation on produce (registry/verdicts.py), shared with the Kafka door; None: a topic that
+    # validates schemas refuses every HTTP produce request.
+    schema_validator: SchemaValidator | None = None

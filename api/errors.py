@@ -22,6 +22,7 @@ from storage.errors import (
     CorruptObject,
     ErrorKind,
     InvalidPayload,
+    SchemaValidationFailed,
     StrataError,
     Unauthorized,
 )
@@ -68,6 +69,9 @@ def error_response(error: StrataError) -> Response:
             "last_offset": damaged.last_offset,
             "object_key": damaged.object_key,
         }
+    if isinstance(error, SchemaValidationFailed) and error.record_index is not None:
+        # The request's record that failed validation on produce, for clients that act on it.
+        body["record"] = error.record_index
     response = JSONBytes(body, status_code=http_status(error), headers=headers)
     if isinstance(error, Unauthorized):
         # One challenge per header line, Basic first: browsers (the console at /ui) answer a Basic

@@ -173,6 +173,8 @@ class ErrorOut(BaseModel):
     error_code: int
     message: str
     damaged: DamagedRangeOut | None = None
+    # 42220: the index of the produce request's record that failed schema validation.
+    record: int | None = None
 
 
 def decode_field(

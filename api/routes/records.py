@@ -29,6 +29,7 @@ from api.middleware import RESERVATION, Admission
 from api.produce_body import TextRecords, parse_produce_request
 from api.record_json import render_records
 from api.routes.common import ERRORS, CtxDep, MiB, PartitionPath, TopicPath, topic_name
+from api.schema_checks import check_schemas
 from storage.errors import BadRequest, BufferFull, RecordTooLarge, StrataError
 
 _IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
@@ -115,6 +116,9 @@ async def produce(
             request = agent.encode(cached, recs)
         # Only the encoded request (counted by the produce buffer) waits for the flush: the records go now.
         del recs
+        if cached.config.schema_validation:
+            # Awaits only when the schema cache cannot answer (api/schema_checks.py).
+            await check_schemas(ctx.schema_validator, name, cached.config, request)
         offsets = await agent.produce(request, held, idempotency_key)
     except StrataError as exc:
         ctx.metrics.produce_requests.labels(str(exc.code)).inc()

@@ -134,6 +134,20 @@ class InvalidRecord(StrataError):
         self.record_index = record_index
 
 
+class SchemaValidationFailed(StrataError):
+    """A record produced over HTTP to a topic that validates schemas (``confluent.{key,value}.schema.
+    validation``) does not carry a schema registered under the strategy's subject, or, at ``payload``
+    level, does not decode with it. ``record_index`` is the record's index in the request. The Kafka door
+    answers the same refusal with INVALID_RECORD."""
+
+    kind = ErrorKind.INVALID
+    code = 42220
+
+    def __init__(self, message: str, record_index: int | None = None) -> None:
+        super().__init__(message)
+        self.record_index = record_index
+
+
 class InvalidTimestamp(StrataError):
     """A record timestamp that consumers cannot represent, or outside the topic's window
     (``message.timestamp.before.max.ms`` / ``.after.max.ms``); Kafka's INVALID_TIMESTAMP."""
