@@ -23,6 +23,8 @@ Encoding = Literal["utf8", "base64"]
 # last stable offset and leaves out aborted transactions' records; read_uncommitted returns every stored
 # record up to the high watermark.
 Isolation = Literal["read_committed", "read_uncommitted"]
+# Whether a fetch decodes keys and values framed with a registered schema's id back to JSON.
+Decode = Literal["none", "schema"]
 
 
 class _Strict(BaseModel):
