@@ -88,16 +88,16 @@ class TypedRecord(TypedDict):
 @with_config(_STRICT)
 class TypedBody(TypedDict):
     """A produce body with typed keys or values, in the style of Confluent's REST Proxy v2: a schema by
-    id, or by subject and version (the latest by default), per field."""
+    id, or by subject and version (the latest by default), per field; null is the same as absent."""
 
     records: Annotated[list[TypedRecord], Field(min_length=1)]
     encoding: NotRequired[Literal["utf8", "base64"]]
-    key_schema_id: NotRequired[_SchemaId]
-    key_subject: NotRequired[StrictStr]
-    key_schema_version: NotRequired[_Version]
-    value_schema_id: NotRequired[_SchemaId]
-    value_subject: NotRequired[StrictStr]
-    value_schema_version: NotRequired[_Version]
+    key_schema_id: NotRequired[_SchemaId | None]
+    key_subject: NotRequired[StrictStr | None]
+    key_schema_version: NotRequired[_Version | None]
+    value_schema_id: NotRequired[_SchemaId | None]
+    value_subject: NotRequired[StrictStr | None]
+    value_schema_version: NotRequired[_Version | None]
 
 
 TYPED_FIELDS = frozenset(TypedBody.__annotations__) - frozenset(_Body.__annotations__)

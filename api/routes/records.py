@@ -76,7 +76,16 @@ async def _body(http: Request) -> bytes:
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ProduceIn"}}},
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "anyOf": [
+                            {"$ref": "#/components/schemas/ProduceIn"},
+                            {"$ref": "#/components/schemas/TypedProduceIn"},
+                        ]
+                    }
+                }
+            },
         }
     },
 )
@@ -87,8 +96,8 @@ async def produce(
 ) -> Response:
     # The hot path takes the ctx and the reservation from the request itself rather than through
     # FastAPI dependencies: dependency resolution was a measurable share of the CPU per produce request.
-    # The body (documented as ProduceIn, see openapi_extra above) is read and parsed here, in one pass of
-    # compiled code (api/produce_body.py).
+    # The body (documented as ProduceIn or TypedProduceIn, see openapi_extra above) is read and parsed
+    # here, in one pass of compiled code (api/produce_body.py).
     ctx: HttpContext = http.app.state.ctx
     held = _reservation(http, ctx)
     agent = ctx.agent

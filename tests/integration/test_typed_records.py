@@ -116,20 +116,7 @@ def test_avro_by_subject_and_by_id_reads_back_with_the_avro_deserializer(
         topic,
         {
             "value_schema_id": value_id,
-            "value_schema_version": None,
-            "records": [
-                {"key": "plain", "value": {"id": 3, "item": "bread"}},
-                {"key": "gone", "value": None},
-            ],
-        },
-    )
-    assert by_id.status_code == 422  # a version belongs with a subject; null is not a version
-    by_id = produce(
-        srv,
-        topic,
-        {
-            "value_subject": f"{topic}-value",
-            "value_schema_version": 1,
+            "key_subject": None,  # null is the same as absent
             "records": [
                 {"key": "plain", "value": {"id": 3, "item": "bread"}},
                 {"key": "gone", "value": None},
@@ -257,7 +244,15 @@ def test_refusals(srv: RunningServer) -> None:
         42206,
     )
     assert answer({"value_schema_id": value_id, "value_subject": "x", "records": one})[:2] == (422, 42206)
-    assert srv.fetch(topic, 0, 0).json()["high_watermark"] == 0
+    assert answer({"value_schema_id": value_id, "value_schema_version": 1, "records": one})[:2] == (
+        422,
+        42206,
+    )
+    written = produce(
+        srv, topic, {"value_subject": f"{topic}-value", "value_schema_version": 1, "records": one}
+    )
+    assert written.status_code == 200, written.text
+    assert srv.fetch(topic, 0, 0).json()["high_watermark"] == 1
 
 
 def test_fetch_leaves_bytes_that_do_not_decode_with_a_reason(srv: RunningServer) -> None:
