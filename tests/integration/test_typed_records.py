@@ -274,5 +274,26 @@ def test_fetch_leaves_bytes_that_do_not_decode_with_a_reason(srv: RunningServer)
     ]
 
 
+def test_fetch_leaves_a_protobuf_message_without_a_json_form_undecoded(srv: RunningServer) -> None:
+    topic = "typed-no-json"
+    srv.create_topic(topic, 1)
+    stamped = 'syntax = "proto3";\nimport "google/protobuf/timestamp.proto";\n'
+    stamped += "message Stamped { google.protobuf.Timestamp at = 1; }\n"
+    schema_id = register(srv, f"{topic}-value", stamped, "PROTOBUF")
+    pool = protobuf.FORMAT.parse(stamped, []).pool
+    message = message_factory.GetMessageClass(pool.FindMessageTypeByName("Stamped"))()
+    message.at.seconds = 2**62  # valid on the wire, past the year 9999 that JSON's form allows
+    value = framed(schema_id, b"\x00" + message.SerializeToString())
+    answer = srv.client.post(
+        f"/v1/topics/{topic}/records", json={"encoding": "base64", "records": [{"value": _b64(value)}]}
+    )
+    assert answer.status_code == 200, answer.text
+    [record] = decoded(srv, topic, encoding="base64")
+    assert record["value"] == _b64(value)
+    assert record["value_decode_error"].startswith(
+        f"not a value of schema id {schema_id}: Stamped has no JSON form: "
+    )
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
