@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from agents.agent import Agent
 from agents.budget import ByteBudget
@@ -24,6 +24,9 @@ from storage.metadata.base import AdminStore, CompactionCatalog, StatsReader
 from storage.metadata.coordination import GroupStore
 from storage.metadata.rows import Job
 from storage.metadata.security import SecurityStore
+
+if TYPE_CHECKING:
+    from registry.service import SchemaRegistry
 
 
 class HttpMetadata(AdminStore, GroupStore, StatsReader, CompactionCatalog, SecurityStore, Protocol):
@@ -85,3 +88,6 @@ class HttpContext:
     # Validation on produce (registry/verdicts.py), shared with the Kafka door; None: a topic that
     # validates schemas refuses every HTTP produce request.
     schema_validator: SchemaValidator | None = None
+    # The schema registry's service, made on first use: typed produce and decoding fetch read schemas
+    # through it (api/typed_produce.py, api/typed_records.py). None: those requests are refused.
+    schema_registry: Callable[[], SchemaRegistry] | None = None

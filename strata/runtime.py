@@ -147,6 +147,7 @@ class Runtime:
             kafka_listener=kafka_listener,
             compact_now=compact_now,
             schema_validator=self.schema_validator,
+            schema_registry=self.schema_registry,
         )
 
     def schema_registry(self) -> SchemaRegistry:
