@@ -56,16 +56,18 @@ def create_app(
 
 def _document_produce_body(app: FastAPI) -> None:
     """The produce route reads its body itself (api/produce_body.py), so FastAPI does not see its model:
-    add ``ProduceIn`` and the models inside it to the OpenAPI components its requestBody refers to."""
+    add ``ProduceIn`` and ``TypedProduceIn`` (typed values), and the models inside them, to the OpenAPI
+    components its requestBody refers to."""
     make = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = make()
-            body = models.ProduceIn.model_json_schema(ref_template="#/components/schemas/{model}")
             components = schema.setdefault("components", {}).setdefault("schemas", {})
-            components.update(body.pop("$defs", {}))
-            components["ProduceIn"] = body
+            for model in (models.ProduceIn, models.TypedProduceIn):
+                body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                components.update(body.pop("$defs", {}))
+                components[model.__name__] = body
             app.openapi_schema = schema
         return app.openapi_schema
 

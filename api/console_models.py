@@ -72,13 +72,12 @@ class BrowseHeaderOut(BaseModel):
 
 
 class TypedOut(BaseModel):
-    """A key or value that names a registered schema (Confluent's wire format), decoded or not."""
+    """A key or value framed with a schema id (Confluent's wire format), decoded or not."""
 
-    schema_id: int | None = Field(description="the id it names (null: a GUID that resolves to none)")
+    schema_id: int = Field(description="the id it is framed with")
     schema_type: str | None = Field(description="AVRO, PROTOBUF or JSON")
     subject: str | None = Field(description="a subject holding the id that the reader may read")
     version: int | None = Field(description="that subject's version with the id")
-    record: str | None = Field(description="the Protobuf message or Avro named type it holds")
     json_value: Any = Field(
         default=None,
         alias="json",

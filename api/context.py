@@ -18,13 +18,14 @@ from agents.budget import ByteBudget
 from agents.metrics import Metrics
 from agents.metrics_history import MetricsHistory
 from agents.security import Security
+from registry.verdicts import SchemaValidator
 from storage.clock import Clock
 from storage.metadata.base import AdminStore, CompactionCatalog, StatsReader
 from storage.metadata.coordination import GroupStore
 from storage.metadata.rows import Job
 from storage.metadata.security import SecurityStore
 
-if TYPE_CHECKING:  # the registry's formats load with the service, when the process makes it (runtime.py)
+if TYPE_CHECKING:
     from registry.service import SchemaRegistry
 
 
@@ -79,11 +80,15 @@ class HttpContext:
     process: ThisProcess
     # Who may use the HTTP door and what they may do; None: no authentication, every request allowed.
     security: Security | None
-    # The schema registry's service, which the HTTP port also serves (under /schema-registry): the record
-    # browser decodes keys and values that name a registered schema with it.
-    schema_registry: SchemaRegistry
     # The Kafka listener as it is now (its port is known only once it listens); None when there is none.
     kafka_listener: Callable[[], KafkaListenerView | None]
     # Plan compaction of one topic now (``force``: whatever its dirty ratio), then wake the process's
     # background loop if it runs one; returns the planned jobs.
     compact_now: Callable[[str], Awaitable[list[Job]]]
+    # Validation on produce (registry/verdicts.py), shared with the Kafka door; None: a topic that
+    # validates schemas refuses every HTTP produce request.
+    schema_validator: SchemaValidator | None = None
+    # The schema registry's service, made on first use: typed produce, decoding fetch and the record
+    # browser read schemas through it (api/typed_produce.py, api/typed_records.py). None: those requests
+    # are refused, and the browser shows bytes only.
+    schema_registry: Callable[[], SchemaRegistry] | None = None

@@ -22,7 +22,9 @@ from storage.errors import (
     CorruptObject,
     ErrorKind,
     InvalidPayload,
+    SchemaValidationFailed,
     StrataError,
+    TypedValueInvalid,
     Unauthorized,
 )
 
@@ -68,6 +70,10 @@ def error_response(error: StrataError) -> Response:
             "last_offset": damaged.last_offset,
             "object_key": damaged.object_key,
         }
+    if isinstance(error, SchemaValidationFailed | TypedValueInvalid) and error.record_index is not None:
+        # The request's record that failed validation on produce, or whose typed key or value its schema
+        # refused, for clients that act on it.
+        body["record"] = error.record_index
     response = JSONBytes(body, status_code=http_status(error), headers=headers)
     if isinstance(error, Unauthorized):
         # One challenge per header line, Basic first: browsers (the console at /ui) answer a Basic

@@ -10,7 +10,7 @@ import base64
 import binascii
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictFloat, StrictInt, StrictStr
 
 from storage import records
 from storage.errors import InvalidPayload, NotAcceptable
@@ -23,6 +23,8 @@ Encoding = Literal["utf8", "base64"]
 # last stable offset and leaves out aborted transactions' records; read_uncommitted returns every stored
 # record up to the high watermark.
 Isolation = Literal["read_committed", "read_uncommitted"]
+# Whether a fetch decodes keys and values framed with a registered schema's id back to JSON.
+Decode = Literal["none", "schema"]
 
 
 class _Strict(BaseModel):
@@ -42,9 +44,36 @@ class RecordIn(_Strict):
     timestamp: Annotated[StrictInt, Field(ge=0, le=MAX_TIMESTAMP)] | None = None
 
 
+SchemaId = Annotated[StrictInt, Field(ge=1, le=2**31 - 1)]
+SchemaVersion = Annotated[StrictInt, Field(ge=-1, le=2**31 - 1)] | Literal["latest"]
+
+
 class ProduceIn(_Strict):
     records: list[RecordIn] = Field(min_length=1)
     encoding: Encoding = "utf8"
+
+
+class TypedRecordIn(_Strict):
+    # Any JSON value for a field the body names a schema for; text in the body's encoding otherwise.
+    key: JsonValue = None
+    value: JsonValue = None
+    headers: list[HeaderIn] = Field(default_factory=list)
+    partition: Annotated[StrictInt, Field(ge=0, le=MAX_PARTITIONS)] | None = None
+    timestamp: Annotated[StrictInt, Field(ge=0, le=MAX_TIMESTAMP)] | None = None
+
+
+class TypedProduceIn(_Strict):
+    """A produce body with typed keys or values (api/typed_produce.py): the schema of each field, by id
+    or by subject and version (the latest by default), and JSON values the agent encodes with it."""
+
+    records: list[TypedRecordIn] = Field(min_length=1)
+    encoding: Encoding = "utf8"
+    key_schema_id: SchemaId | None = None
+    key_subject: StrictStr | None = None
+    key_schema_version: SchemaVersion | None = None
+    value_schema_id: SchemaId | None = None
+    value_subject: StrictStr | None = None
+    value_schema_version: SchemaVersion | None = None
 
 
 class PartitionOffset(BaseModel):
@@ -115,12 +144,26 @@ class HeaderOut(BaseModel):
     value: str | None
 
 
+class SchemaRefOut(BaseModel):
+    """The registered schema a decoded key or value was written with (``decode=schema``)."""
+
+    id: int
+    type: str
+    subject: str | None
+    version: int | None
+
+
 class RecordOut(BaseModel):
     offset: int
-    key: str | None
-    value: str | None
+    # Text in the fetch's encoding; with decode=schema, a field that decodes is its JSON value.
+    key: JsonValue
+    value: JsonValue
     headers: list[HeaderOut]
     timestamp: int
+    key_schema: SchemaRefOut | None = None
+    value_schema: SchemaRefOut | None = None
+    key_decode_error: str | None = None
+    value_decode_error: str | None = None
 
 
 class FetchOut(BaseModel):
@@ -173,6 +216,8 @@ class ErrorOut(BaseModel):
     error_code: int
     message: str
     damaged: DamagedRangeOut | None = None
+    # 42220: the index of the produce request's record that failed schema validation.
+    record: int | None = None
 
 
 def decode_field(

@@ -9,6 +9,10 @@ rules are ``api.models.ProduceIn``'s, which stays the schema OpenAPI documents: 
 fields, at least one record, partition and timestamp ranges, and the same error answers (``40001`` for a body
 that is not JSON, ``42206`` naming the offending fields).
 
+A **typed** body (``value_schema_id`` or ``value_subject``, the same for keys: JSON values that the agent
+encodes with a registered schema, api/typed_produce.py) fails the strict check on its extra fields, and
+only then is read again against ``_TypedBody``: the common body pays nothing for typed values.
+
 The body's bytes, the parsed dicts and the records are dropped by the handler once the agent has encoded
 them, before the request waits for its flush: while it waits, only the encoded batches (counted by the
 produce buffer) stay referenced.
@@ -17,9 +21,20 @@ produce buffer) stay referenced.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Literal, NotRequired
 
-from pydantic import ConfigDict, Field, StrictInt, StrictStr, TypeAdapter, ValidationError, with_config
+from pydantic import (
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+    with_config,
+)
+from pydantic_core import ErrorDetails
 from typing_extensions import TypedDict
 
 from agents.encode import ProduceRecord
@@ -54,6 +69,53 @@ class _Body(TypedDict):
 
 _BODY = TypeAdapter(_Body)
 
+_SchemaId = Annotated[StrictInt, Field(ge=1, le=2**31 - 1)]
+_Version = Annotated[StrictInt, Field(ge=-1, le=2**31 - 1)] | Literal["latest"]
+
+
+@with_config(_STRICT)
+class TypedRecord(TypedDict):
+    """A record of a typed body: a typed key or value is any JSON value (null stays null: no key, or a
+    tombstone); an untyped one is text in the body's encoding, as in ``_Record``."""
+
+    key: NotRequired[JsonValue]
+    value: NotRequired[JsonValue]
+    headers: NotRequired[list[_Header]]
+    partition: NotRequired[Annotated[StrictInt, Field(ge=0, le=MAX_PARTITIONS)] | None]
+    timestamp: NotRequired[Annotated[StrictInt, Field(ge=0, le=MAX_TIMESTAMP)] | None]
+
+
+@with_config(_STRICT)
+class TypedBody(TypedDict):
+    """A produce body with typed keys or values, in the style of Confluent's REST Proxy v2: a schema by
+    id, or by subject and version (the latest by default), per field; null is the same as absent."""
+
+    records: Annotated[list[TypedRecord], Field(min_length=1)]
+    encoding: NotRequired[Literal["utf8", "base64"]]
+    key_schema_id: NotRequired[_SchemaId | None]
+    key_subject: NotRequired[StrictStr | None]
+    key_schema_version: NotRequired[_Version | None]
+    value_schema_id: NotRequired[_SchemaId | None]
+    value_subject: NotRequired[StrictStr | None]
+    value_schema_version: NotRequired[_Version | None]
+
+
+TYPED_FIELDS = frozenset(TypedBody.__annotations__) - frozenset(_Body.__annotations__)
+_TYPED = TypeAdapter(TypedBody)
+
+
+class TypedRecords:
+    """A typed body as parsed: its records are encoded with their schemas off the event loop, since the
+    schemas are read from the metadata store (api/typed_produce.py)."""
+
+    __slots__ = ("body",)
+
+    def __init__(self, body: TypedBody) -> None:
+        self.body = body
+
+    def __len__(self) -> int:
+        return len(self.body["records"])
+
 
 def is_json(content_type: str | None) -> bool:
     """FastAPI's rule for a body it parses as JSON: ``application/json`` or ``application/*+json``."""
@@ -81,8 +143,11 @@ class TextRecords:
         return _records(self.items, "utf8")
 
 
-def parse_produce_request(raw: bytes, content_type: str | None) -> list[ProduceRecord] | TextRecords:
-    """``parse_produce_body``, leaving the records of a utf8 body that the strict parser read as text."""
+def parse_produce_request(
+    raw: bytes, content_type: str | None
+) -> list[ProduceRecord] | TextRecords | TypedRecords:
+    """``parse_produce_body``, leaving the records of a utf8 body that the strict parser read as text,
+    and a typed body's records to encode with their schemas."""
     if not is_json(content_type):
         raise InvalidPayload("body: send the records as JSON (Content-Type: application/json)")
     if not raw.strip():
@@ -92,8 +157,12 @@ def parse_produce_request(raw: bytes, content_type: str | None) -> list[ProduceR
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         if not any(e["type"] in ("json_invalid", "json_type") for e in errors):
+            if _names_typed_fields(errors):
+                return _typed(lambda: _TYPED.validate_json(raw))
             raise InvalidPayload(describe_errors(errors)) from None  # type: ignore[arg-type]
         lenient = _lenient(raw)
+        if isinstance(lenient, TypedRecords):
+            return lenient
         return _records(lenient["records"], lenient.get("encoding", "utf8"))
     encoding = body.get("encoding", "utf8")
     if encoding == "utf8":
@@ -106,10 +175,24 @@ def parse_produce_body(raw: bytes, content_type: str | None) -> list[ProduceReco
     the wrong shape or a key, value or header is not valid in the body's encoding, or is not sent as
     JSON at all (as FastAPI answers a model body of another content type)."""
     parsed = parse_produce_request(raw, content_type)
+    if isinstance(parsed, TypedRecords):
+        raise InvalidPayload("body: typed keys and values are encoded by the produce route only")
     return parsed.records() if isinstance(parsed, TextRecords) else parsed
 
 
-def _lenient(raw: bytes) -> _Body:
+def _names_typed_fields(errors: list[ErrorDetails]) -> bool:
+    """Whether the strict check refused a field of a typed body (``value_schema_id``, ...)."""
+    return any(e["type"] == "extra_forbidden" and e["loc"] and e["loc"][0] in TYPED_FIELDS for e in errors)
+
+
+def _typed(validate: Callable[[], TypedBody]) -> TypedRecords:
+    try:
+        return TypedRecords(validate())
+    except ValidationError as exc:
+        raise InvalidPayload(describe_errors(exc.errors(include_url=False))) from None  # type: ignore[arg-type]
+
+
+def _lenient(raw: bytes) -> _Body | TypedRecords:
     """What Python's json module accepts and pydantic-core's parser does not (lone surrogates such as
     "\\ud800", NaN): parsed the slow way, so that such a body gets the answer it always got (42206
     naming the field, or 40001), not a different one. Only bodies that are wrong take this path."""
@@ -120,7 +203,10 @@ def _lenient(raw: bytes) -> _Body:
     try:
         return _BODY.validate_python(parsed)
     except ValidationError as exc:
-        raise InvalidPayload(describe_errors(exc.errors(include_url=False))) from None  # type: ignore[arg-type]
+        errors = exc.errors(include_url=False)
+        if _names_typed_fields(errors):
+            return _typed(lambda: _TYPED.validate_python(parsed))
+        raise InvalidPayload(describe_errors(errors)) from None  # type: ignore[arg-type]
 
 
 def _records(items: list[_Record], encoding: Encoding) -> list[ProduceRecord]:

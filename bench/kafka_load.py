@@ -29,6 +29,7 @@ class KafkaLoad:
     batch_bytes: int | None = None
     queue_mib: int | None = None
     drain_timeout: float = 30.0
+    schema_id: int = 0  # values framed as Avro strings of this registered schema (bench.kafka_loadgen)
 
 
 def _producer_cmds(args: argparse.Namespace, bootstrap: str, topic: str, load: KafkaLoad) -> list[list[str]]:
@@ -43,6 +44,8 @@ def _producer_cmds(args: argparse.Namespace, bootstrap: str, topic: str, load: K
         cmd += ["--linger-ms", str(linger), "--batch-bytes", str(batch), "--queue-mib", str(queue)]
         cmd += ["--rate-mib", str(load.rate_mib / load.procs), "--duration", str(load.duration)]
         cmd += ["--drain-timeout", str(load.drain_timeout)]
+        if load.schema_id:
+            cmd += ["--schema-id", str(load.schema_id)]
         cmds.append(cmd)
     return cmds
 

@@ -10,8 +10,9 @@ a GIL with another or with the server it measures.
 
 produce: ``--instances`` Producer objects (acks=all, idempotence off, murmur2 partitioner as Java's
 client) fed round-robin by one loop. Records have ``--value-bytes`` values (a pool of words or random
-characters, built before the clock starts) and 7-byte keys ``k000123`` from ``--key-count`` keys, so they
-spread over every partition.
+characters, built before the clock starts; with ``--schema-id``, each framed as Confluent's Avro serializer
+frames a record of one string field with that id, for bench.schema_validation_bench) and 7-byte keys
+``k000123`` from ``--key-count`` keys, so they spread over every partition.
 Once ready the process creates ``OUT.ready`` and waits for ``--start-file`` to hold the wall-clock time T
 of the measured window (written when every process is ready); it starts producing at once, and what is
 acknowledged before T is warm-up.
@@ -85,6 +86,22 @@ def value_pool(n: int, size: int, seed: int, kind: str) -> list[bytes]:
     return out
 
 
+def avro_string_framed(schema_id: int, text: bytes, size: int) -> bytes:
+    """``size`` bytes as Confluent's Avro serializer frames a record of one string field: magic byte 0, the
+    4-byte id, the string's zig-zag varint length, its bytes (``text``, cut or padded to fit)."""
+    for width in range(1, 4):
+        length = size - 5 - width
+        varint = bytearray()
+        encoded = max(length, 0) << 1  # zig-zag of a non-negative length
+        while encoded > 0x7F:
+            varint.append((encoded & 0x7F) | 0x80)
+            encoded >>= 7
+        varint.append(encoded)
+        if length >= 0 and len(varint) == width:
+            return b"\x00" + schema_id.to_bytes(4, "big") + bytes(varint) + text[:length].ljust(length, b" ")
+    raise ValueError(f"no Avro string framing of {size} bytes")
+
+
 def producer_config(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "bootstrap.servers": args.bootstrap,
@@ -148,6 +165,8 @@ def produce_loop(
 ) -> tuple[int, float]:
     """produce() until the window ends, paced with --rate-mib or else closed-loop; (produced, CPU s)."""
     values = value_pool(args.values, args.value_bytes, args.seed, args.value_kind)
+    if args.schema_id:
+        values = [avro_string_framed(args.schema_id, v, args.value_bytes) for v in values]
     keys = [b"k%06d" % i for i in range(args.key_count)]
     rng = random.Random(args.seed)
     key_order = [rng.randrange(args.key_count) for _ in range(65_536)]
@@ -303,6 +322,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     prod.add_argument("--value-bytes", type=int, default=1024)
     prod.add_argument("--values", type=int, default=256, help="distinct values, cycled")
     prod.add_argument("--value-kind", choices=("text", "random"), default="text")
+    prod.add_argument(
+        "--schema-id", type=int, default=0, help="frame values as Avro strings of this schema id (0: plain)"
+    )
     prod.add_argument("--key-count", type=int, default=4096)
     prod.add_argument("--linger-ms", type=float, default=5.0)
     prod.add_argument("--batch-bytes", type=int, default=1_000_000)

@@ -56,6 +56,9 @@ KAFKA_PRODUCE_MIB_S = Target(">=", 150.0, "MiB/s")  # uncompressed, local bucket
 KAFKA_CEILING_RATIO = Target(">=", 60.0, "%")  # of the bare asyncio Kafka sink, same generators
 KAFKA_FETCH_MIB_S = Target(">=", 200.0, "MiB/s")  # uncompressed, local bucket, cold cache
 MISSING_ACKS = Target("=", 0.0)
+# Validation on produce (bench.schema_validation_bench): produce with schema id validation, as a share of
+# the same load to a topic without it, back to back.
+SCHEMA_ID_RATIO = Target(">=", 90.0, "%")
 
 # --- transactions (bench.txn_bench) ------------------------------------------------------------------------
 TXN_THROUGHPUT_RATIO = Target(">=", 80.0, "%")  # of idempotent produce, one commit per 100 ms per producer

@@ -3,10 +3,11 @@ Produce request in the agent's buffer in arrival order and keeps the listener to
 produces and can send no more (broker/waiting.py).
 
 A request whose topics are all in the agent's topic cache, and which holds no compressed batch, is admitted
-at once, before the connection looks at its next frame. Otherwise the connection stops reading frames
-(``ADMITTING``) until its topics are loaded and its compressed batches checked in the listener's check
-threads (broker/batch_checks.py), so a connection's produce requests still enter the buffer in the order
-they were sent.
+at once, before the connection looks at its next frame; with a topic that validates schemas, once its
+batches passed their checks on the loop from the schema cache alone. Otherwise the connection stops reading
+frames (``ADMITTING``) until its topics are loaded and its compressed batches (or its batches for the schema
+checks the cache could not answer) checked in the listener's check threads (broker/batch_checks.py), so a
+connection's produce requests still enter the buffer in the order they were sent.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from broker.handlers.produce import (
     admit_produce,
     cached_topics,
     check_off_loop,
+    check_on_loop,
     has_compressed_batches,
     load_topics,
+    validates_schemas,
 )
 from broker.produce_codec import ProduceRequest
 
@@ -56,17 +59,23 @@ class ProduceAdmission:
     def _admit_produce(self, request: ProduceRequest, reservation: Reservation) -> None:
         slot = self._answers.new_slot()
         topics = cached_topics(self.ctx, request)
-        compressed = has_compressed_batches(request)
-        if topics is not None and not compressed:
-            try:
-                self._admitted(slot, request, admit_produce(self.ctx, request, reservation, topics, slot))
-            finally:
-                reservation.release()  # whatever the admitted partitions did not consume
-            return
-        # A topic to load, or compressed batches to check off the loop, first: later frames wait, so
-        # produce requests keep their order.
+        off_loop = has_compressed_batches(request)
+        if topics is not None and not off_loop:
+            checked = None
+            if validates_schemas(topics):
+                checked = check_on_loop(self.ctx, request, topics)
+                off_loop = checked is None  # a schema the cache cannot answer for: read it off the loop
+            if not off_loop:
+                try:
+                    pending = admit_produce(self.ctx, request, reservation, topics, slot, checked)
+                    self._admitted(slot, request, pending)
+                finally:
+                    reservation.release()  # whatever the admitted partitions did not consume
+                return
+        # A topic to load, or batches to check off the loop, first: later frames wait, so produce requests
+        # keep their order.
         self._stall(ADMITTING)
-        self._spawn(self._admit_produce_later(request, reservation, slot, topics, compressed))
+        self._spawn(self._admit_produce_later(request, reservation, slot, topics, off_loop))
 
     async def _admit_produce_later(
         self,
@@ -74,12 +83,15 @@ class ProduceAdmission:
         reservation: Reservation,
         slot: Slot,
         topics: Topics | None,
-        compressed: bool,
+        off_loop: bool,
     ) -> None:
         try:
             if topics is None:
                 topics = await load_topics(self.ctx, request)
-            checked = await check_off_loop(self.ctx, request, topics) if compressed else None
+            if off_loop or validates_schemas(topics):
+                checked = await check_off_loop(self.ctx, request, topics)
+            else:
+                checked = None
             if not self._lost:
                 pending = admit_produce(self.ctx, request, reservation, topics, slot, checked)
                 self._admitted(slot, request, pending)

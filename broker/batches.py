@@ -25,6 +25,13 @@ accepted only if every check Kafka's broker makes on it (LogValidator) holds her
 - on a CreateTime topic, every record timestamp inside the topic's window (INVALID_TIMESTAMP), from the
   smallest and largest. A LogAppendTime topic checks no record timestamp: Kafka validates timestamps for
   CreateTime only, and no reader reads a LogAppendTime batch's record timestamps.
+- on a topic with schema validation (``confluent.{key,value}.schema.validation``), every record's key or
+  value names a schema registered under the strategy's subject (registry/validate.py, on the records the
+  check above walked, decompressed once): INVALID_RECORD naming the first record that does not, with
+  ``record_errors``. Its ``SchemaCheck`` is built by ``schema_check``; one made with ``load=False`` (on
+  the event loop) raises ``Unresolved`` when the schema cache cannot answer without the metadata store,
+  and the caller checks the partition again in the check threads (broker/handlers/produce.py). A topic
+  without validation gets no check at all.
 
 A batch that only passes its CRC is never stored: a record no reader can decode would stop every reader
 of its partition at its offset. Checking a compressed batch costs its decompression, which the Kafka door
@@ -53,16 +60,23 @@ view into the request frame):
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from agents.buffer import PartitionBatch
 from agents.encode import check_timestamp
 from broker import errors
+from registry.verdicts import RecordRefused, SchemaValidator, Tally, rules_of
 from storage import records
 from storage.errors import CodecError, InvalidRecord, InvalidTimestamp, RecordTooLarge
 from storage.records import compression
 from storage.records.check import check_batch
-from storage.records.codec import COMPRESSION_MASK, CONTROL, LOG_APPEND_TIME, TRANSACTIONAL
+from storage.records.codec import (
+    COMPRESSION_MASK,
+    CONTROL,
+    LOG_APPEND_TIME,
+    RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL,
+)
 from storage.topic_config import TopicConfig
 
 # attributes: int16 at byte 21 of a batch (after baseOffset 8, batchLength 4, leaderEpoch 4, magic 1, crc 4).
@@ -86,6 +100,36 @@ def _reject(code: int, message: str) -> BatchRejected:
     return BatchRejected(code, message)
 
 
+# A partition's schema check: a batch's records section (buffer, start, end) and its header. Raises
+# RecordRefused, or Unresolved (registry/verdicts.py) when built with load=False.
+SchemaCheck = Callable[[bytes | memoryview, int, int, records.BatchHeader], None]
+
+
+def schema_check(
+    validator: SchemaValidator | None, topic: str, config: TopicConfig, load: bool, tally: Tally
+) -> SchemaCheck | None:
+    """The topic's schema check, or None when it validates nothing (then produce pays nothing for it).
+    ``load``: whether the check may read the metadata store (off the event loop only); ``tally``: the
+    attempt's counts, for ``RecordValidator.record`` once it is decided."""
+    if not config.schema_validation:
+        return None
+    rules = rules_of(config)
+    if validator is None:
+
+        def refuse(_: bytes | memoryview, __: int, ___: int, ____: records.BatchHeader) -> None:
+            raise _reject(
+                errors.INVALID_RECORD, f"topic {topic!r} validates schemas; this agent has no registry"
+            )
+
+        return refuse
+
+    def check(buf: bytes | memoryview, start: int, end: int, header: records.BatchHeader) -> None:
+        count, last_delta = header.records_count, header.last_offset_delta
+        validator.check(topic, rules, buf, start, end, count, last_delta, load=load, tally=tally)
+
+    return check
+
+
 def check_batches(
     topic: str,
     partition: int,
@@ -93,10 +137,12 @@ def check_batches(
     config: TopicConfig,
     now_ms: int,
     zstd_allowed: bool = True,
+    schemas: SchemaCheck | None = None,
 ) -> list[PartitionBatch]:
     """One PartitionBatch per producer batch in ``data``, or BatchRejected. ``zstd_allowed``: the request's
     version may carry zstd (Produce v7 and later). On a LogAppendTime topic every batch is stamped with
-    ``now_ms``, which is then each PartitionBatch's min and max timestamp."""
+    ``now_ms``, which is then each PartitionBatch's min and max timestamp. ``schemas``: the topic's schema
+    check (``schema_check``), which may raise Unresolved."""
     view = memoryview(data)
     end = len(view)
     append_time = now_ms if config.log_append_time else None
@@ -127,6 +173,11 @@ def check_batches(
                     header = header._replace(
                         attributes=header.attributes & ~LOG_APPEND_TIME, max_timestamp=checked.max_timestamp
                     )
+            if schemas is not None:
+                if checked.records is None:
+                    schemas(batch, RECORD_BATCH_OVERHEAD, size, header)
+                else:
+                    schemas(checked.records, 0, len(checked.records), header)
             if (target is not None and codec != target) or append_time is not None:
                 batch = _rewritten(batch, header, codec, checked.records, config, append_time)
             out.append(
@@ -150,6 +201,8 @@ def check_batches(
         index = exc.record_index
         found = [] if index is None else [(index, exc.message)]
         raise BatchRejected(errors.INVALID_RECORD, exc.message, found) from None
+    except RecordRefused as exc:
+        raise BatchRejected(errors.INVALID_RECORD, exc.message, [(exc.index, exc.message)]) from None
     except (RecordTooLarge, InvalidTimestamp) as exc:
         raise _reject(errors.kafka_error(exc), exc.message) from None
     if not out:

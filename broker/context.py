@@ -21,6 +21,7 @@ from broker.batch_checks import BatchChecks
 from broker.cluster import ClusterView
 from broker.config import BrokerConfig
 from broker.waiting import ProducerWaits
+from registry.verdicts import SchemaValidator
 from storage.clock import Clock
 from storage.metadata.base import MetadataStore
 from storage.metadata.rows import TopicInfo
@@ -59,6 +60,9 @@ class BrokerContext:
     producer_waits: ProducerWaits = field(default_factory=ProducerWaits)
     # Shared by every connection of the listener: the threads that check compressed batches.
     batch_checks: BatchChecks = field(default_factory=BatchChecks)
+    # Validation on produce (registry/verdicts.py), shared with the HTTP door; None: a topic that
+    # validates schemas refuses every batch.
+    schema_validator: SchemaValidator | None = None
 
     @property
     def who(self) -> Principal | None:

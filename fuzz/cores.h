@@ -19,6 +19,10 @@ enum { FX_RC_OK, FX_RC_MALFORMED, FX_RC_TRAILING, FX_RC_NO_KEY, FX_RC_MAX_TIMEST
 int fx_check(const uint8_t *buf, Py_ssize_t start, Py_ssize_t end, int64_t count, int64_t last_delta,
              int64_t base_timestamp, int64_t max_timestamp, int compacted, int64_t *index, int64_t *smallest,
              int64_t *largest);
+/* storage/_recordcheck.c: scan_refs() with the key's or the value's header name. A new (refs, nulls)
+   tuple, or NULL with an exception set. */
+PyObject *fx_schema_refs(const uint8_t *buf, Py_ssize_t start, Py_ssize_t end, int64_t count, int64_t last_delta,
+                         int key, int indexes, int each);
 
 /* storage/_keyscan.c: scan(), storing the first `stored` records' columns. 0, or -1 with the reference's
    error message in `message` (128 bytes). */

@@ -13,6 +13,11 @@ Invariants, besides AddressSanitizer's and UndefinedBehaviorSanitizer's:
   which reads with the same rules, accepts the batch; and then storage/_keyscan.c's scan(), which reads
   less (no headers), accepts it too, with the same offsets, timestamps, null keys and null values, and
   each key's SipHash; and check()'s smallest and largest timestamps are the records'.
+- on records that parse, scan_refs() (validation on produce's walk of schema references), for the key and
+  the value, with and without message indexes, one tuple per record or per run: never an exception;
+  records in order and in the batch, kinds 1-3, a BAD one only last, fields inside the records section
+  (an id's at least 5 bytes); per record, every non-null field but those after a BAD one, with the nulls;
+  per run, a subsequence of the per-record tuples.
 */
 #include "cores.h"
 #include "fuzz.h"
@@ -80,6 +85,57 @@ static void compare_columns(const Batch *b, Columns *cols, Py_ssize_t n) {
     free(offsets), free(timestamps), free(starts), free(ends), free(h1), free(h2), free(flags);
 }
 
+/* The (record index, kind) of each tuple scan_refs returned, checked; the count, and whether one is BAD. */
+static Py_ssize_t check_refs(const Batch *b, PyObject *found, int64_t *indexes, int *bad, int64_t *nulls) {
+    FUZZ_ASSERT(found != NULL && PyTuple_Check(found) && PyTuple_GET_SIZE(found) == 2, "scan_refs failed");
+    PyObject *refs = PyTuple_GET_ITEM(found, 0);
+    *nulls = PyLong_AsLongLong(PyTuple_GET_ITEM(found, 1));
+    Py_ssize_t n = PyList_GET_SIZE(refs);
+    *bad = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(refs, i);
+        FUZZ_ASSERT(PyTuple_GET_SIZE(t) == 6, "a ref of %zd items", PyTuple_GET_SIZE(t));
+        int64_t index = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 0));
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
+        Py_ssize_t start = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 4)), end = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 5));
+        FUZZ_ASSERT(index >= 0 && index < b->count && (i == 0 || index > indexes[i - 1]), "ref %zd: record %lld",
+                    i, (long long)index);
+        FUZZ_ASSERT(kind >= 1 && kind <= 3 && (kind != 3 || i == n - 1), "ref %zd: kind %ld", i, kind);
+        FUZZ_ASSERT(start >= b->start && start <= end && end <= b->end, "ref %zd: field %zd..%zd", i, start, end);
+        FUZZ_ASSERT(kind != 1 || end - start >= 5, "ref %zd: an id in %zd bytes", i, end - start);
+        indexes[i] = index;
+        *bad = kind == 3;
+    }
+    return n;
+}
+
+/* scan_refs for both fields, indexes measured or not, per record and per run. */
+static void check_schema_refs(const Batch *b) {
+    int64_t *each = calloc(b->count + 1, 8), *runs = calloc(b->count + 1, 8);
+    for (int combo = 0; combo < 4; combo++) {
+        int key = combo & 1, measured = combo >> 1, bad_each, bad_runs;
+        int64_t nulls_each, nulls_runs;
+        PyObject *one = fx_schema_refs(b->buf, b->start, b->end, b->count, b->last_delta, key, measured, 1);
+        Py_ssize_t n = check_refs(b, one, each, &bad_each, &nulls_each);
+        PyObject *run = fx_schema_refs(b->buf, b->start, b->end, b->count, b->last_delta, key, measured, 0);
+        Py_ssize_t r = check_refs(b, run, runs, &bad_runs, &nulls_runs);
+        FUZZ_ASSERT(bad_each || n + nulls_each == b->count, "%zd refs and %lld nulls of %d records", n,
+                    (long long)nulls_each, b->count);
+        FUZZ_ASSERT(bad_each == bad_runs && nulls_each == nulls_runs, "per run: bad %d nulls %lld", bad_runs,
+                    (long long)nulls_runs);
+        Py_ssize_t j = 0;
+        for (Py_ssize_t i = 0; i < r; i++) {
+            while (j < n && each[j] < runs[i])
+                j++;
+            FUZZ_ASSERT(j < n && each[j] == runs[i], "run %zd starts at record %lld, no such ref", i,
+                        (long long)runs[i]);
+        }
+        Py_DECREF(one);
+        Py_DECREF(run);
+    }
+    free(each), free(runs);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     Knobs k;
     Batch b;
@@ -115,6 +171,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (parsed) {
         FUZZ_ASSERT(n == b.count, "recordcols appended %zd of %d records", n, b.count);
         compare_columns(&b, &cols, n);
+        check_schema_refs(&b);
         /* The first record without a key, and the timestamps' range. */
         Py_ssize_t unkeyed = -1;
         int64_t lo = INT64_MAX, hi = INT64_MIN;

@@ -87,6 +87,22 @@ def batches() -> Iterator[tuple[str, bytes]]:
         ),
     )
     yield "long-value", encode_batch(records((b"k" * 130, bytes(range(256)) * 2)))
+    guid = b"\x01" + bytes(range(16))
+    yield (
+        "schema-ids",  # Confluent's framings (registry/framing.py), as validation on produce reads them
+        encode_batch(
+            [
+                Record(0, TS, b"\x00\x00\x00\x00\x07k", b"\x00\x00\x00\x00\x11avro"),
+                Record(1, TS, b"k", b"\x00\x00\x00\x00\x11\x04\x02\x04proto"),
+                Record(2, TS, None, None),
+                Record(3, TS, b"k", b"raw", (Header("__value_schema_id", guid + b"\x00"),)),
+                Record(
+                    4, TS, b"k", b"raw", (Header("__key_schema_id", guid), Header("__value_schema_id", None))
+                ),
+                Record(5, TS, b"k", b"\x01short"),
+            ]
+        ),
+    )
     yield (
         "many-records",
         encode_batch([Record(i, TS + i % 3, b"k%d" % (i % 5), b"v" * (i % 4)) for i in range(30)]),

@@ -5,6 +5,8 @@
   are Confluent's, and collide with Strata's own numbers for other meanings, so they never mix.
 - ``formats``: each schema type (Avro, JSON Schema, Protobuf) parsed, normalized, fingerprinted and checked
   for compatibility, sans IO.
+- validation on produce: ``verdicts`` (what the doors hold, light), ``validate`` (the rules),
+  ``schema_cache`` (the registry's facts, cached) and ``framing`` (Confluent's schema-id framing of a record).
 
 The layer sits beside ``agents`` and ``planner``: it imports ``storage`` only.
 """

@@ -19,6 +19,25 @@ check_records(buffer, start, end, count, last_delta, base_timestamp, max_timesta
     record. Returns (verdict, index, smallest, largest): verdict 0 for a valid batch, else one of the RC_*
     codes below, with the index of the record at fault (-1 when no one record is); and the smallest and
     largest record timestamps (what the topic's timestamp window is checked against).
+
+schema_refs(buffer, start, end, count, last_delta, key, header, indexes, each)
+    reads the schema reference of each record's key (``key``) or value in buffer[start:end], records that
+    check_records passed, for validation on produce (registry/validate.py; the framing is documented in
+    registry/framing.py). A null field is counted, not read. A record whose headers hold ``header``
+    (``__key_schema_id`` / ``__value_schema_id``; the first one counts, as confluent-kafka's deserializer
+    reads it) refers by GUID: that header's value is magic byte 1, 16 bytes of GUID, then message indexes
+    for Protobuf (any other header value is BAD_HEADER). Otherwise the field must start with magic byte 0
+    and a 4-byte big-endian id (BAD_SHORT, BAD_MAGIC); with ``indexes``, the message indexes that may follow
+    are measured (zig-zag varints: a count, then that many indexes; a count of 0 is one byte), and a field
+    that cannot start with them has none (None).
+    Returns (refs, nulls): ``nulls`` the null fields seen, and ``refs`` a list of tuples
+        (index, kind, ref, indexes, field_start, field_end)
+    kind KIND_ID: ref the id (int), indexes the bytes of the message indexes after it (None without
+    ``indexes``, or when none parse); KIND_GUID: ref the 16 GUID bytes, indexes the header's bytes after
+    them; KIND_BAD: ref the BAD_* reason. field_start and field_end delimit the key or value in ``buffer``.
+    With ``each`` there is one tuple per non-null field; without, one per run: a record whose (kind, ref,
+    indexes) equal the previous non-null record's adds nothing, so a batch of one schema costs one tuple.
+    The walk stops after the first BAD tuple: no later record can be the first to fail.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -85,10 +104,221 @@ static PyObject *check_records(PyObject *self, PyObject *args) {
     return Py_BuildValue("(iLLL)", verdict, (long long)index, (long long)smallest, (long long)largest);
 }
 
+/* schema_refs' kinds and reasons; registry/framing.py names them. */
+#define KIND_ID 1
+#define KIND_GUID 2
+#define KIND_BAD 3
+#define BAD_SHORT 1  /* fewer than 5 bytes */
+#define BAD_MAGIC 2  /* a first byte other than 0, and no schema id header */
+#define BAD_HEADER 3 /* a schema id header that is not magic 1 and 16 bytes of GUID */
+
+typedef struct {
+    int kind;
+    uint32_t id;          /* KIND_ID */
+    const uint8_t *guid;  /* KIND_GUID: 16 bytes */
+    int reason;           /* KIND_BAD */
+    const uint8_t *tail;  /* the message indexes */
+    Py_ssize_t tail_len;  /* -1: none */
+    Py_ssize_t start, end; /* the field */
+} SchemaRef;
+
+/* A varint of at most 10 bytes as registry/formats/protobuf_wire.py reads it, with no bound on its value:
+   0 and its low 64 bits, with *big set when it has more; -1 when it runs past the end or is longer. */
+static int wire_varint(Reader *r, uint64_t *out, int *big) {
+    uint64_t value = 0;
+    *big = 0;
+    for (int i = 0; i < 10; i++) {
+        if (r->pos >= r->end)
+            return -1;
+        uint64_t b = r->buf[r->pos++] & 0xFF;
+        value |= (b & 0x7F) << (7 * i);
+        if (i == 9 && (b & 0x7F) >> 1)
+            *big = 1;
+        if (!(b & 0x80)) {
+            *out = value;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* The bytes Confluent's message indexes take at s[0..n), with protobuf_wire.read_message_indexes' rules
+   (a zig-zag count, 0 meaning [0], at most one index per remaining byte; zig-zag indexes, none negative),
+   or -1 when they do not parse. A zig-zag value is negative exactly when its varint's low bit is set. */
+static Py_ssize_t indexes_length(const uint8_t *s, Py_ssize_t n) {
+    Reader r = {s, 0, n};
+    uint64_t v;
+    int big;
+    if (wire_varint(&r, &v, &big) < 0 || big || (v & 1))
+        return -1; /* a count past 64 bits is negative or larger than any buffer */
+    uint64_t count = v >> 1;
+    if (count == 0)
+        return r.pos;
+    if (count > (uint64_t)(n - r.pos))
+        return -1;
+    for (uint64_t i = 0; i < count; i++) {
+        if (wire_varint(&r, &v, &big) < 0 || (v & 1))
+            return -1;
+    }
+    return r.pos;
+}
+
+/* The value of the first header named name[0..name_len) of a record read by read_record: 1 and its
+   position and length (-1: null), or 0 when there is none. The headers were checked by read_record. */
+static int find_header(const uint8_t *buf, const Fields *f, const char *name, Py_ssize_t name_len,
+                       const uint8_t **value, Py_ssize_t *value_len) {
+    Reader r = {buf, f->headers_at, f->end};
+    uint64_t n;
+    for (Py_ssize_t h = 0; h < f->headers; h++) {
+        if (varint(&r, f->end, 32, &n) < 0)
+            return 0;
+        int64_t length = zigzag(n);
+        const uint8_t *at = buf + r.pos;
+        r.pos += length;
+        if (varint(&r, f->end, 32, &n) < 0)
+            return 0;
+        int64_t vlen = zigzag(n);
+        if (length == name_len && memcmp(at, name, name_len) == 0) {
+            *value = buf + r.pos;
+            *value_len = vlen;
+            return 1;
+        }
+        if (vlen > 0)
+            r.pos += vlen;
+    }
+    return 0;
+}
+
+static void classify(const uint8_t *buf, const Fields *f, const uint8_t *at, Py_ssize_t len, const char *header,
+                     Py_ssize_t header_len, int indexes, SchemaRef *out) {
+    const uint8_t *hv;
+    Py_ssize_t hv_len;
+    out->start = at - buf;
+    out->end = out->start + len;
+    out->tail = NULL;
+    out->tail_len = -1;
+    if (find_header(buf, f, header, header_len, &hv, &hv_len)) {
+        if (hv_len < 17 || hv[0] != 1) {
+            out->kind = KIND_BAD;
+            out->reason = BAD_HEADER;
+            return;
+        }
+        out->kind = KIND_GUID;
+        out->guid = hv + 1;
+        out->tail = hv + 17;
+        out->tail_len = hv_len - 17;
+        return;
+    }
+    if (len < 5 || at[0] != 0) {
+        out->kind = KIND_BAD;
+        out->reason = len < 5 ? BAD_SHORT : BAD_MAGIC;
+        return;
+    }
+    out->kind = KIND_ID;
+    out->id = ((uint32_t)at[1] << 24) | ((uint32_t)at[2] << 16) | ((uint32_t)at[3] << 8) | (uint32_t)at[4];
+    if (indexes) {
+        out->tail = at + 5;
+        out->tail_len = indexes_length(at + 5, len - 5);
+    }
+}
+
+static int same_ref(const SchemaRef *a, const SchemaRef *b) {
+    if (a->kind != b->kind || a->tail_len != b->tail_len)
+        return 0;
+    if (a->tail_len > 0 && memcmp(a->tail, b->tail, a->tail_len) != 0)
+        return 0;
+    if (a->kind == KIND_ID)
+        return a->id == b->id;
+    if (a->kind == KIND_GUID)
+        return memcmp(a->guid, b->guid, 16) == 0;
+    return a->reason == b->reason;
+}
+
+static PyObject *ref_tuple(int64_t index, const SchemaRef *s) {
+    PyObject *ref;
+    if (s->kind == KIND_ID)
+        ref = PyLong_FromUnsignedLong(s->id);
+    else if (s->kind == KIND_GUID)
+        ref = PyBytes_FromStringAndSize((const char *)s->guid, 16);
+    else
+        ref = PyLong_FromLong(s->reason);
+    if (ref == NULL)
+        return NULL;
+    PyObject *tail;
+    if (s->tail_len < 0)
+        tail = Py_NewRef(Py_None);
+    else if ((tail = PyBytes_FromStringAndSize((const char *)s->tail, s->tail_len)) == NULL) {
+        Py_DECREF(ref);
+        return NULL;
+    }
+    return Py_BuildValue("(LiNNnn)", (long long)index, s->kind, ref, tail, s->start, s->end);
+}
+
+static PyObject *scan_refs(const uint8_t *buf, Py_ssize_t start, Py_ssize_t end, int64_t count, int64_t last_delta,
+                           int key, const char *header, Py_ssize_t header_len, int indexes, int each) {
+    Reader r = {buf, start, end};
+    BatchInfo b = {0, 0, 0, last_delta, 0};
+    int64_t previous = -1, nulls = 0;
+    SchemaRef last = {0}, cur;
+    PyObject *refs = PyList_New(0);
+    if (refs == NULL)
+        return NULL;
+    for (int64_t i = 0; i < count; i++) {
+        Fields f;
+        if (read_record(&r, &b, &previous, &f) < 0) {
+            Py_DECREF(refs);
+            PyErr_SetString(PyExc_ValueError, "schema_refs: the records do not parse (check_records first)");
+            return NULL;
+        }
+        r.pos = f.end;
+        const uint8_t *at = key ? f.key : f.value;
+        Py_ssize_t len = key ? f.key_len : f.value_len;
+        if (len < 0) {
+            nulls++;
+            continue;
+        }
+        classify(buf, &f, at, len, header, header_len, indexes, &cur);
+        if (each || last.kind == 0 || !same_ref(&cur, &last)) {
+            PyObject *item = ref_tuple(i, &cur);
+            if (item == NULL || PyList_Append(refs, item) < 0) {
+                Py_XDECREF(item);
+                Py_DECREF(refs);
+                return NULL;
+            }
+            Py_DECREF(item);
+            last = cur;
+        }
+        if (cur.kind == KIND_BAD)
+            break;
+    }
+    return Py_BuildValue("(NL)", refs, (long long)nulls);
+}
+
+static PyObject *schema_refs(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, end, header_len;
+    long long count, last_delta;
+    int key, indexes, each;
+    const char *header;
+    if (!PyArg_ParseTuple(args, "y*nnLLpy#pp", &view, &start, &end, &count, &last_delta, &key, &header,
+                          &header_len, &indexes, &each))
+        return NULL;
+    PyObject *out = NULL;
+    if (start < 0 || end < start || end > view.len || count < 0)
+        PyErr_SetString(PyExc_ValueError, "schema_refs: start, end or count out of range");
+    else
+        out = scan_refs((const uint8_t *)view.buf, start, end, count, last_delta, key, header, header_len, indexes,
+                        each);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS,
      "check_records(buffer, start, end, count, last_delta, base_ts, max_ts, compacted)"
      " -> (verdict, index, smallest_ts, largest_ts)"},
+    {"schema_refs", schema_refs, METH_VARARGS,
+     "schema_refs(buffer, start, end, count, last_delta, key, header, indexes, each) -> (refs, nulls)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,3 +12,14 @@ def check_records(
     max_timestamp: int,
     compacted: bool,
 ) -> tuple[int, int, int, int]: ...
+def schema_refs(
+    buf: Buffer,
+    start: int,
+    end: int,
+    count: int,
+    last_delta: int,
+    key: bool,
+    header: bytes,
+    indexes: bool,
+    each: bool,
+) -> tuple[list[tuple[int, int, int | bytes, bytes | None, int, int]], int]: ...

@@ -126,6 +126,74 @@ def _any(raw: str) -> str:
     return raw
 
 
+# --- schema validation on produce (registry/validate.py) -------------------------------------------------
+# Confluent Server's topic configs, with Redpanda's names as aliases. Each alias pair is one setting: the
+# confluent.* name wins when only it is set, the redpanda.* one otherwise, and setting both to different
+# values is refused, as Redpanda refuses it (its schema_id_validation_validator).
+SUBJECT_STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
+DEFAULT_STRATEGY = "TopicNameStrategy"
+VALIDATION_LEVELS = ("id", "payload")
+KEY, VALUE = "key", "value"
+
+
+def subject_strategy(raw: str) -> str:
+    """The strategy's short name, from it or from Confluent's full class name (Redpanda accepts both)."""
+    short = raw[len(STRATEGY_PACKAGE) :] if raw.startswith(STRATEGY_PACKAGE) else raw
+    if short not in SUBJECT_STRATEGIES:
+        raise InvalidConfig(
+            f"expected one of {', '.join(SUBJECT_STRATEGIES)} (or {STRATEGY_PACKAGE}<name>), got {raw!r}"
+        )
+    return short
+
+
+def _validation_level(raw: str) -> str:
+    if raw not in VALIDATION_LEVELS:
+        raise InvalidConfig(f"expected id or payload, got {raw!r}")
+    return raw
+
+
+def _schema_configs(field: str) -> dict[str, tuple[Callable[[str], object], str]]:
+    return {
+        f"confluent.{field}.schema.validation": (_bool, "false"),
+        f"confluent.{field}.subject.name.strategy": (subject_strategy, STRATEGY_PACKAGE + DEFAULT_STRATEGY),
+        f"redpanda.{field}.schema.id.validation": (_bool, "false"),
+        f"redpanda.{field}.subject.name.strategy": (subject_strategy, DEFAULT_STRATEGY),
+        # Strata's own: "payload" also decodes every payload with its schema (opt-in: it costs Python per
+        # record, docs/benchmarks.md).
+        f"strata.{field}.schema.validation.level": (_validation_level, VALIDATION_LEVELS[0]),
+    }
+
+
+# (confluent.* name, redpanda.* alias, parser): the alias pairs.
+SCHEMA_ALIASES: tuple[tuple[str, str, Callable[[str], str]], ...] = tuple(
+    pair
+    for field in (KEY, VALUE)
+    for pair in (
+        (f"confluent.{field}.schema.validation", f"redpanda.{field}.schema.id.validation", _bool),
+        (
+            f"confluent.{field}.subject.name.strategy",
+            f"redpanda.{field}.subject.name.strategy",
+            subject_strategy,
+        ),
+    )
+)
+
+
+def check_aliases(configs: Mapping[str, str]) -> None:
+    """InvalidConfig if a confluent.* schema config and its redpanda.* alias are both set, differently."""
+    for name, alias, parse in SCHEMA_ALIASES:
+        if name in configs and alias in configs and parse(configs[name]) != parse(configs[alias]):
+            raise InvalidConfig(
+                f"{name}={configs[name]!r} and its alias {alias}={configs[alias]!r} disagree; set one, or"
+                " both to the same value"
+            )
+
+
+def _aliased(overrides: Mapping[str, str], name: str, alias: str, default: str) -> str:
+    return overrides.get(name, overrides.get(alias, default))
+
+
 _THROTTLED_RE = re.compile(r"\*|[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*")
 
 
@@ -174,6 +242,8 @@ _SPEC: dict[str, tuple[Callable[[str], object], str]] = {
         _int(1, MAX_DECOMPRESSED_MESSAGE_BYTES),
         str(MAX_DECOMPRESSED_MESSAGE_BYTES),
     ),
+    **_schema_configs(KEY),
+    **_schema_configs(VALUE),
 }
 # Kafka topic configs that mean nothing here (no segments, no local flush, no replicas), accepted and
 # stored with Kafka's validation so that existing tooling that sets them works, and reported by
@@ -221,6 +291,7 @@ def validate_configs(configs: Mapping[str, object]) -> dict[str, str]:
         except InvalidConfig as exc:
             raise InvalidConfig(f"{name}: {exc.message}") from None
         out[name] = raw
+    check_aliases(out)
     return out
 
 
@@ -244,6 +315,19 @@ class TopicConfig:
     compression_lz4_level: int
     compression_zstd_level: int
     max_decompressed_message_bytes: int
+    # Schema validation on produce, per field: whether it is on, the subject name strategy (short name)
+    # and the level ("id" or "payload").
+    key_schema_validation: bool = False
+    value_schema_validation: bool = False
+    key_subject_strategy: str = DEFAULT_STRATEGY
+    value_subject_strategy: str = DEFAULT_STRATEGY
+    key_validation_level: str = VALIDATION_LEVELS[0]
+    value_validation_level: str = VALIDATION_LEVELS[0]
+
+    @property
+    def schema_validation(self) -> bool:
+        """Whether produce checks the records' schema ids (of the key, the value or both)."""
+        return self.key_schema_validation or self.value_schema_validation
 
     @property
     def compression_codec(self) -> int | None:
@@ -284,6 +368,8 @@ class TopicConfig:
         def long(name: str) -> int:
             return int(merged[name])
 
+        key, value = _schema_field(overrides, KEY), _schema_field(overrides, VALUE)
+
         return cls(
             cleanup_policy=frozenset(merged["cleanup.policy"].replace(" ", "").split(",")),
             retention_ms=long("retention.ms"),
@@ -301,7 +387,28 @@ class TopicConfig:
             compression_lz4_level=long("compression.lz4.level"),
             compression_zstd_level=long("compression.zstd.level"),
             max_decompressed_message_bytes=long("max.decompressed.message.bytes"),
+            key_schema_validation=key[0],
+            value_schema_validation=value[0],
+            key_subject_strategy=key[1],
+            value_subject_strategy=value[1],
+            key_validation_level=key[2],
+            value_validation_level=value[2],
         )
+
+
+def _schema_field(overrides: Mapping[str, str], field: str) -> tuple[bool, str, str]:
+    """(on, strategy, level) of a field's schema validation, each alias pair read as one setting."""
+    on = _aliased(
+        overrides, f"confluent.{field}.schema.validation", f"redpanda.{field}.schema.id.validation", ""
+    )
+    strategy = _aliased(
+        overrides,
+        f"confluent.{field}.subject.name.strategy",
+        f"redpanda.{field}.subject.name.strategy",
+        DEFAULT_STRATEGY,
+    )
+    level = overrides.get(f"strata.{field}.schema.validation.level", VALIDATION_LEVELS[0])
+    return on.lower() == "true", subject_strategy(strategy), level
 
 
 def effective_configs(overrides: Mapping[str, str]) -> dict[str, str]:

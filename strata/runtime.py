@@ -10,6 +10,7 @@ import os
 import random
 import socket
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
@@ -29,6 +30,7 @@ from planner.config import RunnerConfig
 from planner.metrics import CompactionMetrics
 from planner.planner import Planner, PlannerConfig
 from planner.round import CompactionRound, RoundConfig
+from registry.verdicts import LazyValidator, SchemaValidator
 from storage.clock import Clock, SystemClock
 from storage.errors import SettingsError
 from storage.metadata import open_metadata_store
@@ -78,6 +80,9 @@ class Runtime:
     # -1, or not started yet).
     registry_listener: RegistryListener | None = None
     _registry: SchemaRegistry | None = None
+    # Validation on produce, for both doors: one schema cache per process, its libraries loaded when a
+    # topic first validates (registry/verdicts.py).
+    schema_validator: SchemaValidator | None = None
     _sampler: asyncio.Task[None] | None = None
     _security_poll: asyncio.Task[None] | None = None
 
@@ -139,9 +144,10 @@ class Runtime:
                 bucket_url=redact_password(settings.bucket_url),
             ),
             security=self.security if self.http_authenticates else None,
-            schema_registry=self.schema_registry(),
             kafka_listener=kafka_listener,
             compact_now=compact_now,
+            schema_validator=self.schema_validator,
+            schema_registry=self.schema_registry,
         )
 
     def schema_registry(self) -> SchemaRegistry:
@@ -310,7 +316,8 @@ def build_runtime(
     check_no_open_door(settings)
     security = _security(settings, metadata)
     kafka_security = security if settings.principals_file else None
-    kafka = _kafka_listener(settings, agent, metadata, clock, kafka_security)
+    schema_validator = LazyValidator(partial(_schema_validator, metadata, clock, metrics))
+    kafka = _kafka_listener(settings, agent, metadata, clock, kafka_security, schema_validator)
     return Runtime(
         settings,
         clock,
@@ -329,6 +336,7 @@ def build_runtime(
         ),
         rng,
         kafka=kafka,
+        schema_validator=schema_validator,
         security=security,
         http_authenticates=bool(settings.principals_file or settings.tokens),
         http_fetch_budget=ByteBudget(settings.http_fetch_buffer_bytes),
@@ -388,8 +396,21 @@ def _object_stores(
     return counters, store, astore
 
 
+def _schema_validator(metadata: MetadataStore, clock: Clock, metrics: Metrics) -> SchemaValidator:
+    """Validation on produce's validator over the metadata store, imported here: only when a topic
+    validates schemas does the process load the schema formats' libraries."""
+    from registry.validate import store_validator
+
+    return store_validator(metadata, clock.monotonic, metrics)
+
+
 def _kafka_listener(
-    settings: Settings, agent: Agent, metadata: MetadataStore, clock: Clock, security: Security | None
+    settings: Settings,
+    agent: Agent,
+    metadata: MetadataStore,
+    clock: Clock,
+    security: Security | None,
+    schema_validator: SchemaValidator,
 ) -> KafkaServer | None:
     """The Kafka door on the agent core, or None (--kafka-port -1, role worker)."""
     if settings.kafka_port < 0 or settings.role == "worker":
@@ -402,6 +423,12 @@ def _kafka_listener(
     config = broker_config(settings)
     return KafkaServer(
         BrokerContext(
-            agent, metadata, config, clock, ByteBudget(config.fetch_buffer_bytes), security=security
+            agent,
+            metadata,
+            config,
+            clock,
+            ByteBudget(config.fetch_buffer_bytes),
+            security=security,
+            schema_validator=schema_validator,
         )
     )

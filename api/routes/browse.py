@@ -5,16 +5,19 @@ The scan, its bounds (``limit`` matches, ``max_scan`` records read) and its gaps
 (``partition:offset`` pairs) says where the next one starts; the console's live tail is the same request
 repeated with the cursor.
 
-Keys and values that name a registered schema (Confluent's wire format) also come decoded, as JSON with
-their schema's subject and version (``registry/typed_records.py``), unless ``decode=false``. The registry is
-asked only when a record on the page names a schema, and shows a schema only to a reader who may read a
-subject holding it (the registry's own rule for ``GET /schemas/ids/{id}``).
+Keys and values framed with a schema id (Confluent's wire format: magic byte 0, a 4-byte id) also come
+decoded, as JSON with their schema's subject and version (``api/typed_records.py``, which the HTTP fetch's
+``decode=schema`` uses too), unless ``decode=false``; a framed field that does not decode says why. The
+registry is asked only when a record on the page is framed, and decodes only for a reader who may read a
+subject holding the schema (the registry's own rule for ``GET /schemas/ids/{id}``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import math
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -25,7 +28,8 @@ from api import authz
 from api import console_models as out
 from api.context import HttpContext
 from api.routes.common import ERRORS, CtxDep, TopicPath, topic_name
-from registry.typed_records import Field, RecordDecoder, Typed, names_a_schema
+from api.typed_records import SchemaReader, Typed, Undecoded
+from registry.framing import ID_PREFIX, MAGIC_ID
 from storage import records
 from storage.errors import BadRequest, UnknownPartition
 
@@ -38,6 +42,7 @@ MAX_ALL_PARTITIONS = 256
 MAX_CURSOR = 4_000
 # Reading a schema by id: READ on a subject holding it.
 _SCHEMA_READ = registry_route("GET", "/schemas/ids/{schema_id}").need(SUBJECT)
+MAX_SAFE_INTEGER = 2**53 - 1  # JavaScript's Number.MAX_SAFE_INTEGER
 
 
 @router.get("/v1/topics/{topic}/browse", response_model=out.BrowseOut, responses=ERRORS)
@@ -132,32 +137,45 @@ def _decode_typed(
     found: list[records.Record],
     rendered: list[out.BrowseRecordOut],
 ) -> None:
-    """Fill ``key_typed`` and ``value_typed`` of the records that name a schema (in a worker thread: the
-    registry reads the store)."""
-    decoder: RecordDecoder | None = None
+    """Fill ``key_typed`` and ``value_typed`` of the records whose field is framed with a schema id (in a
+    worker thread: the registry reads the store)."""
+    reader: SchemaReader | None = None
     for record, answer in zip(found, rendered, strict=True):
-        headers = [(h.key, h.value) for h in record.headers]
-        fields: tuple[tuple[Field, bytes | None], ...] = (("key", record.key), ("value", record.value))
-        for field, data in fields:
-            if not names_a_schema(data, headers, field):
-                continue
-            decoder = decoder or _decoder(http, ctx, topic)
-            typed = decoder.decode(data, headers, field)
-            if typed is not None:
-                setattr(answer, f"{field}_typed", _typed_out(typed))
+        for field, data in (("key", record.key), ("value", record.value)):
+            if data is None or len(data) < ID_PREFIX or data[0] != MAGIC_ID or ctx.schema_registry is None:
+                continue  # names no schema: shown as bytes, as before
+            if reader is None:
+                reader = SchemaReader(ctx.schema_registry(), topic, partial(authz.may, http, _SCHEMA_READ))
+            typed = _typed_out(int.from_bytes(data[1:ID_PREFIX], "big"), reader.decode(data, field))
+            setattr(answer, f"{field}_typed", typed)
 
 
-def _decoder(http: Request, ctx: HttpContext, topic: str) -> RecordDecoder:
-    return RecordDecoder(ctx.schema_registry, topic, lambda subject: authz.may(http, _SCHEMA_READ, subject))
-
-
-def _typed_out(typed: Typed) -> out.TypedOut:
+def _typed_out(schema_id: int, decoded: Typed | Undecoded) -> out.TypedOut:
+    if isinstance(decoded, Undecoded):
+        return out.TypedOut(
+            schema_id=schema_id, schema_type=None, subject=None, version=None, error=decoded.reason
+        )
+    info = decoded.schema
     return out.TypedOut(
-        schema_id=typed.schema_id,
-        schema_type=typed.schema_type,
-        subject=typed.subject,
-        version=typed.version,
-        record=typed.record,
-        json=typed.json,
-        error=typed.error,
+        schema_id=info.schema_id,
+        schema_type=info.schema_type,
+        subject=info.subject,
+        version=info.version,
+        json=_js_safe(decoded.value),
+        error=None,
     )
+
+
+def _js_safe(value: object) -> object:
+    """``value`` as the browser can show it exactly: a float JSON cannot write (NaN, an infinity) as the
+    string protobuf's JSON mapping uses, and an integer beyond JavaScript's 2**53 - 1 either way as its
+    decimal string, as that mapping writes every 64-bit integer (``JSON.parse`` would round it)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INTEGER:
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _js_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_js_safe(v) for v in value]
+    return value

@@ -18,7 +18,7 @@ from fastapi.responses import Response
 from starlette.background import BackgroundTask
 
 from agents.buffer import Reservation
-from agents.chunks import decode_fetch
+from agents.chunks import ChunksResult, decode_fetch
 from agents.delete_records import delete_records as delete_records_below
 from agents.permissions import TOPIC, route
 from agents.principals import ANYONE
@@ -26,9 +26,12 @@ from api import authz, models
 from api._recordjson import render_offsets
 from api.context import HttpContext
 from api.middleware import RESERVATION, Admission
-from api.produce_body import TextRecords, parse_produce_request
+from api.produce_body import TextRecords, TypedRecords, parse_produce_request
 from api.record_json import render_records
 from api.routes.common import ERRORS, CtxDep, MiB, PartitionPath, TopicPath, topic_name
+from api.schema_checks import check_schemas
+from api.typed_produce import encode_typed
+from api.typed_records import SchemaReader, typed_record_out
 from storage.errors import BadRequest, BufferFull, RecordTooLarge, StrataError
 
 _IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
@@ -73,7 +76,16 @@ async def _body(http: Request) -> bytes:
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ProduceIn"}}},
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "anyOf": [
+                            {"$ref": "#/components/schemas/ProduceIn"},
+                            {"$ref": "#/components/schemas/TypedProduceIn"},
+                        ]
+                    }
+                }
+            },
         }
     },
 )
@@ -84,8 +96,8 @@ async def produce(
 ) -> Response:
     # The hot path takes the ctx and the reservation from the request itself rather than through
     # FastAPI dependencies: dependency resolution was a measurable share of the CPU per produce request.
-    # The body (documented as ProduceIn, see openapi_extra above) is read and parsed here, in one pass of
-    # compiled code (api/produce_body.py).
+    # The body (documented as ProduceIn or TypedProduceIn, see openapi_extra above) is read and parsed
+    # here, in one pass of compiled code (api/produce_body.py).
     ctx: HttpContext = http.app.state.ctx
     held = _reservation(http, ctx)
     agent = ctx.agent
@@ -108,6 +120,11 @@ async def produce(
             )
         if idempotency_key is not None:
             idempotency_key = _scoped(http, idempotency_key)
+        if isinstance(recs, TypedRecords):
+            # Typed keys or values (api/typed_produce.py): encoded off the loop, where the schemas are
+            # read. The only await in the parse window besides a cold schema check; the window's
+            # reservation counts the parsed body meanwhile.
+            recs = await encode_typed(ctx, recs)
         if isinstance(recs, TextRecords):
             # Encoded in one C loop; a record it declines sends the request through encode, which says why.
             request = agent.encode_text(cached, recs.items) or agent.encode(cached, recs.records())
@@ -115,6 +132,9 @@ async def produce(
             request = agent.encode(cached, recs)
         # Only the encoded request (counted by the produce buffer) waits for the flush: the records go now.
         del recs
+        if cached.config.schema_validation:
+            # Awaits only when the schema cache cannot answer (api/schema_checks.py).
+            await check_schemas(ctx.schema_validator, name, cached.config, request)
         offsets = await agent.produce(request, held, idempotency_key)
     except StrataError as exc:
         ctx.metrics.produce_requests.labels(str(exc.code)).inc()
@@ -142,19 +162,22 @@ async def fetch(
     max_wait_ms: Annotated[int, Query(ge=0, le=60_000)] = 500,
     encoding: models.Encoding = "utf8",
     isolation: models.Isolation = "read_committed",
+    decode: models.Decode = "none",
 ) -> Response:
     """Records from ``offset`` on. ``isolation``: ``read_committed`` (the default, as librdkafka's and
     kafkajs' consumers) stops at the last stable offset and leaves out aborted transactions' records;
-    ``read_uncommitted`` returns every stored record. Transaction markers are never records."""
+    ``read_uncommitted`` returns every stored record. Transaction markers are never records.
+    ``decode=schema``: keys and values framed with a registered schema's id (Confluent's wire format)
+    are answered as JSON, with ``key_schema`` / ``value_schema``; others keep ``encoding`` and say why in
+    ``key_decode_error`` / ``value_decode_error``."""
     name = topic_name(topic)
     authz.check(http, _FETCH, name)
     started = ctx.clock.monotonic()
     grant = await _fetch_grant(ctx, max_bytes, max_wait_ms)
     committed = isolation == "read_committed"
     try:
-        response = await _fetch(
-            ctx, _Read(name, partition, offset, max_bytes, max_wait_ms, committed), encoding, started
-        )
+        read = _Read(name, partition, offset, max_bytes, max_wait_ms, committed, decode == "schema")
+        response = await _fetch(ctx, read, encoding, started)
     except BaseException:
         ctx.fetch_budget.release(grant)
         raise
@@ -182,6 +205,7 @@ class _Read:
     max_bytes: int
     max_wait_ms: int
     read_committed: bool
+    typed: bool
 
 
 async def _fetch(ctx: HttpContext, read: _Read, encoding: models.Encoding, started: float) -> Response:
@@ -192,7 +216,11 @@ async def _fetch(ctx: HttpContext, read: _Read, encoding: models.Encoding, start
             read.topic, read.partition, read.offset, read.max_bytes, read.max_wait_ms, read.read_committed
         )
         body = bytearray(b'{"records":')
-        rendered = render_records(result, encoding == "base64", body)
+        rendered: tuple[int, int] | None
+        if read.typed:
+            rendered = await _render_typed(ctx, read.topic, result, encoding, body)
+        else:
+            rendered = render_records(result, encoding == "base64", body)
         if rendered is None:
             # The reference path: decodes every record and raises the precise error (CorruptObject,
             # NotAcceptable) where the compiled renderer declined.
@@ -218,6 +246,24 @@ async def _fetch(ctx: HttpContext, read: _Read, encoding: models.Encoding, start
         }
     )[1:]  # {"records":[...],"next_offset":...}: the object's other fields after the records array
     return Response(memoryview(body), media_type="application/json")
+
+
+async def _render_typed(
+    ctx: HttpContext, topic: str, result: ChunksResult, encoding: models.Encoding, body: bytearray
+) -> tuple[int, int]:
+    """The records with their keys and values decoded by their schemas (api/typed_records.py), rendered
+    into ``body``: in a worker thread, which reads the schemas from the metadata store."""
+    if ctx.schema_registry is None:
+        raise BadRequest("decode=schema: this agent serves no schema registry")
+    make_registry = ctx.schema_registry
+
+    def render() -> tuple[int, int]:
+        fetched = decode_fetch(result)
+        reader = SchemaReader(make_registry(), topic)
+        body.extend(orjson.dumps([typed_record_out(reader, r, encoding) for r in fetched.records]))
+        return len(fetched.records), fetched.next_offset
+
+    return await asyncio.to_thread(render)
 
 
 @router.get(

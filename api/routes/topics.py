@@ -13,7 +13,7 @@ from api import authz, models
 from api import compaction_models as cm
 from api.context import HttpContext
 from api.routes.common import ERRORS, CtxDep, TopicPath, topic_name
-from storage.topic_config import check_config_name, effective_configs, validate_configs
+from storage.topic_config import check_aliases, check_config_name, effective_configs, validate_configs
 
 router = APIRouter()
 _T = "/v1/topics/{topic}"
@@ -133,6 +133,11 @@ async def patch_configs(
     for key, value in body.configs.items():
         if value is None:
             changes[check_config_name(key)] = None  # reset to the default
+    if any(key.startswith(("confluent.", "redpanda.")) for key in changes):
+        # A schema config and its alias, one set now and one before, must agree (storage/topic_config.py).
+        info = await asyncio.to_thread(ctx.metadata.get_topic, name)
+        after = {**info.configs, **changes}
+        check_aliases({k: v for k, v in after.items() if v is not None})
     await asyncio.to_thread(ctx.metadata.update_topic_configs, name, changes)
     ctx.agent.forget_topic(name)
     return await topic_out(ctx, name)

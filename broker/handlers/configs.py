@@ -30,7 +30,14 @@ from agents.permissions import TOPIC as TOPIC_RESOURCE
 from broker import errors
 from broker.context import BrokerContext
 from storage.errors import BadRequest, InvalidConfig, StrataError
-from storage.topic_config import check_config_name, effective_configs, validate_configs, validate_topic_name
+from storage.topic_config import (
+    KNOWN_CONFIGS,
+    check_aliases,
+    check_config_name,
+    effective_configs,
+    validate_configs,
+    validate_topic_name,
+)
 
 TOPIC = 2
 BROKER = 4
@@ -61,6 +68,13 @@ _TYPES = {
     "compression.lz4.level": _INT,
     "compression.zstd.level": _INT,
     "max.decompressed.message.bytes": _INT,
+    # Schema validation on produce: Confluent Server declares its two as BOOLEAN and STRING, as Redpanda
+    # declares its aliases; Strata's level is a STRING.
+    **{
+        name: _BOOLEAN if name.endswith("validation") else _STRING
+        for name in KNOWN_CONFIGS
+        if name.startswith(("confluent.", "redpanda.", "strata."))
+    },
     "auto.create.topics.enable": _BOOLEAN,
     "num.partitions": _INT,
     "socket.request.max.bytes": _INT,
@@ -187,6 +201,9 @@ async def _alter(
             raise BadRequest(f"config keys named twice: {sorted({n for n in named if named.count(n) > 1})}")
         info = await asyncio.to_thread(ctx.metadata.get_topic, name)
         changes = changes_of(info.configs, resource)
+        # The topic's configs as they would be: an alias pair set apart by two requests disagrees too.
+        after = {**info.configs, **changes}
+        check_aliases({k: v for k, v in after.items() if v is not None})
         if not validate_only:
             await asyncio.to_thread(ctx.metadata.update_topic_configs, name, changes)
             ctx.agent.forget_topic(name)

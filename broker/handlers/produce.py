@@ -8,6 +8,12 @@ its later requests back meanwhile. Waiting for the flush runs concurrently with 
 holding a compressed batch is checked first in the listener's check threads (``check_off_loop``,
 broker/batch_checks.py), its connection held back the same way, and admitted with what they found.
 
+A request to a topic that validates schemas (registry/validate.py) is checked before admission on the
+loop, with the schema cache only (``check_on_loop``); when the cache cannot answer (a schema not seen yet,
+a subject list past its time to live, a refusal to confirm against the store), the request takes the
+compressed path: checked in the check threads, which read the metadata store. A request to other topics
+skips all of it.
+
 acks=0 gets no response (the records are still admitted). Each partition is answered with the offset of
 its first record, or its own error code; one partition's bad batch does not fail the others.
 
@@ -32,10 +38,11 @@ from agents.buffer import ProduceRequest as AgentRequest
 from agents.offsets import FIRST_RECORD, RecordOffsets
 from agents.permissions import KAFKA, TOPIC, TRANSACTIONAL_ID, ApiKey
 from broker import errors
-from broker.batches import BatchRejected, check_batches, codecs_in
+from broker.batches import BatchRejected, check_batches, codecs_in, schema_check
 from broker.budget import Answer
 from broker.context import BrokerContext
 from broker.produce_codec import ProduceRequest, TopicData, encode_response
+from registry.verdicts import Tally, Unresolved
 from storage.errors import StrataError
 
 
@@ -79,13 +86,14 @@ def has_compressed_batches(req: ProduceRequest) -> bool:
     return False
 
 
-async def check_off_loop(ctx: BrokerContext, req: ProduceRequest, topics: Topics) -> Checked:
-    """The batches of every partition ``admit_produce`` will take, checked in ``ctx.batch_checks``'s
-    threads (broker/batch_checks.py). Partitions it will refuse whatever their bytes (a refused request,
-    a topic not allowed or unknown, a partition out of range) are not checked."""
-    now = ctx.clock.now_ms()
-    zstd_allowed = req.API_VERSION >= 7  # KIP-110
-    wanted: list[tuple[tuple[int, int], str, int, bytes | memoryview, CachedTopic]] = []
+# A partition to check: its position in the request, topic, index, bytes and cached topic.
+_Wanted = tuple[tuple[int, int], str, int, bytes | memoryview, CachedTopic]
+
+
+def _wanted(ctx: BrokerContext, req: ProduceRequest, topics: Topics) -> list[_Wanted]:
+    """The partitions ``admit_produce`` will take. Partitions it will refuse whatever their bytes (a
+    refused request, a topic not allowed or unknown, a partition out of range) are not checked."""
+    wanted: list[_Wanted] = []
     if _refusal(ctx, req) is None:
         for ti, topic_data in enumerate(req.topic_data):
             cached = topics[topic_data.name]
@@ -95,17 +103,44 @@ async def check_off_loop(ctx: BrokerContext, req: ProduceRequest, topics: Topics
                 if 0 <= pdata.index < cached.info.partitions:
                     data = pdata.records if pdata.records is not None else b""
                     wanted.append(((ti, pi), topic_data.name, pdata.index, data, cached))
+    return wanted
 
-    def work() -> Checked:
-        out: Checked = {}
-        for at, name, partition, data, cached in wanted:
-            try:
-                out[at] = check_batches(name, partition, data, cached.config, now, zstd_allowed)
-            except (BatchRejected, StrataError) as exc:
-                out[at] = exc
-        return out
 
-    return await ctx.batch_checks.run(work)
+def _check_all(ctx: BrokerContext, req: ProduceRequest, wanted: list[_Wanted], load: bool) -> Checked:
+    """Every wanted partition checked; Unresolved (``load`` False) when a schema check needs the store."""
+    now = ctx.clock.now_ms()
+    zstd_allowed = req.API_VERSION >= 7  # KIP-110
+    out: Checked = {}
+    tally = Tally()
+    for at, name, partition, data, cached in wanted:
+        schemas = schema_check(ctx.schema_validator, name, cached.config, load, tally)
+        try:
+            out[at] = check_batches(name, partition, data, cached.config, now, zstd_allowed, schemas)
+        except (BatchRejected, StrataError) as exc:
+            out[at] = exc
+    _record(ctx, tally)
+    return out
+
+
+async def check_off_loop(ctx: BrokerContext, req: ProduceRequest, topics: Topics) -> Checked:
+    """The batches of every partition ``admit_produce`` will take, checked in ``ctx.batch_checks``'s
+    threads (broker/batch_checks.py), where schema checks may read the metadata store."""
+    wanted = _wanted(ctx, req, topics)
+    return await ctx.batch_checks.run(lambda: _check_all(ctx, req, wanted, True))
+
+
+def validates_schemas(topics: Topics) -> bool:
+    """Whether a topic of the request validates schemas: its partitions are checked before admission."""
+    return any(isinstance(t, CachedTopic) and t.config.schema_validation for t in topics.values())
+
+
+def check_on_loop(ctx: BrokerContext, req: ProduceRequest, topics: Topics) -> Checked | None:
+    """``check_off_loop`` on the event loop, with cached schemas only: None when one is not cached (the
+    request is then checked off the loop)."""
+    try:
+        return _check_all(ctx, req, _wanted(ctx, req, topics), False)
+    except Unresolved:
+        return None
 
 
 def cached_topics(ctx: BrokerContext, req: ProduceRequest) -> Topics | None:
@@ -261,7 +296,7 @@ def _admit_topic(
         data = pdata.records if pdata.records is not None else b""
         try:
             if checked is None:
-                batches = check_batches(topic_data.name, pdata.index, data, cached.config, now, zstd_allowed)
+                batches = _check_now(ctx, topic_data.name, pdata.index, data, cached, now, zstd_allowed)
             else:
                 outcome = checked[(ti, pi)]
                 if not isinstance(outcome, list):
@@ -284,9 +319,41 @@ def _admit_topic(
         except BatchRejected as exc:
             result.error_code, result.error_message = exc.code, exc.message
             result.record_errors = exc.record_errors
+        except Unresolved:
+            result.error_code = errors.KAFKA_STORAGE_ERROR  # retriable: the next attempt loads the schema
+            result.error_message = "the topic's schemas were not loaded yet; retry"
         except StrataError as exc:
             result.error_code, result.error_message = errors.kafka_error(exc), exc.message
     return plan
+
+
+def _check_now(
+    ctx: BrokerContext,
+    name: str,
+    partition: int,
+    data: bytes | memoryview,
+    cached: CachedTopic,
+    now: int,
+    zstd_allowed: bool,
+) -> list[PartitionBatch]:
+    """``check_batches`` on the loop. Admission checks a topic that validates schemas before (with
+    ``check_on_loop``), so its schema check here is cache-only, and Unresolved only if a caller did not."""
+    if not cached.config.schema_validation:  # the hot path: nothing of validation is made
+        return check_batches(name, partition, data, cached.config, now, zstd_allowed)
+    tally = Tally()
+    schemas = schema_check(ctx.schema_validator, name, cached.config, False, tally)
+    try:
+        batches = check_batches(name, partition, data, cached.config, now, zstd_allowed, schemas)
+    except BatchRejected:
+        _record(ctx, tally)
+        raise
+    _record(ctx, tally)
+    return batches
+
+
+def _record(ctx: BrokerContext, tally: Tally) -> None:
+    if ctx.schema_validator is not None and tally.counts:
+        ctx.schema_validator.record(tally)
 
 
 def _refusal(ctx: BrokerContext, req: ProduceRequest) -> tuple[int, str] | None:

@@ -93,7 +93,9 @@ class JsonSchema:
         """Reads one JSON payload (UTF-8, no Confluent header) and validates it; returns the value."""
         try:
             value = json.loads(payload)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:
+            # ValueError: not JSON (JSONDecodeError), not UTF-8 (UnicodeDecodeError), or an integer past
+            # Python's 4,300-digit limit; RecursionError: arrays or objects nested past the stack.
             raise InvalidPayload(f"not JSON: {exc}") from exc
         self.validate_value(value)
         return value

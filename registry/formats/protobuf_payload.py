@@ -51,8 +51,14 @@ def decode_framed(schema: ProtobufSchema, framed: bytes, *, strict: bool = False
 
 def to_json(decoded: Message, schema: ProtobufSchema) -> object:
     """A message as protobuf's JSON mapping: an object with field names in lowerCamelCase (as
-    ``json_name`` says), or what a well-known type maps to (a Timestamp is a string)."""
-    value: object = json_format.MessageToDict(decoded, descriptor_pool=schema.pool)
+    ``json_name`` says), or what a well-known type maps to (a Timestamp is a string). ``InvalidPayload``
+    when the message has no JSON form."""
+    try:
+        value: object = json_format.MessageToDict(decoded, descriptor_pool=schema.pool)
+    except (json_format.Error, TypeError, ValueError) as exc:
+        # A message the wire format holds and JSON cannot: a Timestamp or Duration out of JSON's range
+        # (json_format.Error), an Any of a type the pool does not know (TypeError).
+        raise InvalidPayload(f"{decoded.DESCRIPTOR.full_name} has no JSON form: {exc}") from None
     return value
 
 

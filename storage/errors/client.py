@@ -134,6 +134,33 @@ class InvalidRecord(StrataError):
         self.record_index = record_index
 
 
+class SchemaValidationFailed(StrataError):
+    """A record produced over HTTP to a topic that validates schemas (``confluent.{key,value}.schema.
+    validation``) does not carry a schema registered under the strategy's subject, or, at ``payload``
+    level, does not decode with it. ``record_index`` is the record's index in the request. The Kafka door
+    answers the same refusal with INVALID_RECORD."""
+
+    kind = ErrorKind.INVALID
+    code = 42220
+
+    def __init__(self, message: str, record_index: int | None = None) -> None:
+        super().__init__(message)
+        self.record_index = record_index
+
+
+class TypedValueInvalid(StrataError):
+    """A typed key or value of an HTTP produce request (one given as JSON with a schema id or subject, in
+    the style of Confluent's REST Proxy) that its schema does not accept, so it cannot be encoded.
+    ``record_index`` is the record's index in the request."""
+
+    kind = ErrorKind.INVALID
+    code = 42221
+
+    def __init__(self, message: str, record_index: int | None = None) -> None:
+        super().__init__(message)
+        self.record_index = record_index
+
+
 class InvalidTimestamp(StrataError):
     """A record timestamp that consumers cannot represent, or outside the topic's window
     (``message.timestamp.before.max.ms`` / ``.after.max.ms``); Kafka's INVALID_TIMESTAMP."""
@@ -181,6 +208,14 @@ class UnknownScramCredential(StrataError):
 
     kind = ErrorKind.NOT_FOUND
     code = 40406
+
+
+class UnknownSchema(StrataError):
+    """A typed HTTP produce request names a schema id, or a subject and version, that the schema registry
+    does not hold (the registry's own API answers 40401, 40402 and 40403 for these)."""
+
+    kind = ErrorKind.NOT_FOUND
+    code = 40408
 
 
 class UnknownJob(StrataError):

@@ -1,7 +1,7 @@
 """The README's short tour, run by the shell as written against a real agent: the HTTP examples with curl,
-the Kafka one with kcat, and the transactional copy with confluent-kafka. Only the addresses change (the
-test agent listens on free ports); each output shown must be what the command prints, record timestamps
-aside."""
+the Kafka one with kcat, the transactional copy with confluent-kafka, and the Avro producer against the
+schema registry. Only the addresses change (the test agent listens on free ports); each output shown must be
+what the command prints, record timestamps aside."""
 
 from __future__ import annotations
 
@@ -13,8 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.fixtures.docs import README, examples, section
+from tests.fixtures.registry_kafka import consume
 from tests.fixtures.server import local_settings, run_server
 
 pytestmark = pytest.mark.integration
@@ -79,3 +83,26 @@ def test_the_tour_runs_as_written(tmp_path: Path) -> None:
             " -f '%k %s\\n'"
         )
         assert shouts.splitlines() == ["k1 HELLO", "k2 WORLD"]
+
+
+def test_the_registry_example_runs_as_written(tmp_path: Path) -> None:
+    """The Avro producer, with the Python that runs the tests; then its records read back through the
+    Kafka door and deserialized against the registry, as the consumer the README mentions would."""
+    ((produce, shown),) = examples(section(README, "### Schema registry"), "python")
+    assert shown is not None
+    with run_server(local_settings(tmp_path)) as srv:
+        script = produce.replace("http://127.0.0.1:8081", srv.registry_url)
+        script = script.replace("127.0.0.1:9092", srv.kafka_bootstrap)
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == shown.splitlines()
+        with SchemaRegistryClient({"url": srv.registry_url}) as registry:
+            deserialize = AvroDeserializer(registry)
+            context = SerializationContext("invoices", MessageField.VALUE)
+            got = [
+                (m.key(), deserialize(m.value(), context))
+                for m in consume(srv.kafka_bootstrap, "invoices", 2)
+            ]
+    assert got == [(b"i-1", {"id": "i-1", "cents": 4200}), (b"i-2", {"id": "i-2", "cents": 700})]

@@ -52,6 +52,7 @@ MAX_WAIT_MS = 50
 #   40008  a SCRAM user name with ',', '=', ':' or an unprintable character; an empty salt.
 #   40406  removing a SCRAM credential the user does not have.
 #   40407  aborting the transaction of an unknown transactional id; 42217 one with nothing open.
+#   40408  a typed produce body naming a schema id, subject or version the registry does not hold.
 POSITIVE_REJECTIONS: dict[tuple[str, str], frozenset[int]] = {
     ("GET", "/v1/topics"): frozenset(),
     ("POST", "/v1/topics"): frozenset({40002, 40003, 42206, 42207}),
@@ -59,7 +60,9 @@ POSITIVE_REJECTIONS: dict[tuple[str, str], frozenset[int]] = {
     ("POST", "/v1/topics/{topic}/compact"): frozenset({40003, 40401}),
     ("PATCH", "/v1/topics/{topic}/configs"): frozenset({40003, 40401, 42207}),
     ("POST", "/v1/topics/{topic}/partitions"): frozenset({40003, 40401, 42206, 42209}),
-    ("POST", "/v1/topics/{topic}/records"): frozenset({40001, 40003, 40401, 40402, 41301, 42206, 42208}),
+    ("POST", "/v1/topics/{topic}/records"): frozenset(
+        {40001, 40003, 40401, 40402, 40408, 41301, 42206, 42208}
+    ),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/records"): frozenset(
         {40001, 40003, 40401, 40402, 40601, 41601}
     ),

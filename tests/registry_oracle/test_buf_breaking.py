@@ -1,35 +1,24 @@
 """``buf breaking`` (npm ``@bufbuild/buf``) as an independent oracle for the Protobuf compatibility checker.
 
 Every pair of ``tests/unit/registry/protobuf_pairs.py`` goes through ``buf breaking NEW --against OLD``
-with buf's WIRE category (changes that break reading old binary data: Confluent's concern; WIRE_JSON adds
-JSON names, which Confluent's rules ignore) and through Strata's checker at BACKWARD (the new schema reads
-what the old one wrote). The verdicts must agree, except for the pairs in ``DELIBERATE``, where Confluent's
-rules and buf's differ on purpose; each is listed with the reason, and must still differ, so that the list
-cannot go stale.
-
-buf is installed into ``.cache/buf`` (``make buf`` does the same) when it is missing; without npm, or if
-the install fails, the test fails.
+with buf's WIRE category (tests/registry_oracle/buf.py) and through Strata's checker at BACKWARD (the new
+schema reads what the old one wrote). The verdicts must agree, except for the pairs in ``DELIBERATE``,
+where Confluent's rules and buf's differ on purpose; each is listed with the reason, and must still differ,
+so that the list cannot go stale.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from registry.formats.base import Resolved, SchemaType
 from registry.formats.protobuf import FORMAT
+from tests.registry_oracle.buf import buf_breaking, install_buf
 from tests.unit.registry.protobuf_pairs import PAIRS, Pair
 
 pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
-BUF_VERSION = "1.75.0"
-PREFIX = ROOT / ".cache" / "buf"
-CATEGORY = "WIRE"
 
 DELIBERATE = {
     "message removed": "Confluent: a payload's message indexes may address the message (MESSAGE_REMOVED); "
@@ -60,40 +49,7 @@ DELIBERATE = {
 
 @pytest.fixture(scope="module")
 def buf() -> Path:
-    binary = PREFIX / "node_modules" / ".bin" / "buf"
-    if not binary.is_file():
-        npm = shutil.which("npm")
-        assert npm is not None, "npm is not installed: buf (npm @bufbuild/buf) cannot be installed"
-        done = subprocess.run(
-            [npm, "install", "--prefix", str(PREFIX), "--no-audit", "--no-fund", "--loglevel=error",
-             f"@bufbuild/buf@{BUF_VERSION}"],
-            capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, f"npm install @bufbuild/buf failed:\n{done.stderr}"
-    version = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60, check=True)
-    assert version.stdout.strip() == BUF_VERSION, version.stdout
-    return binary
-
-
-def _module(directory: Path, schema: str, files: dict[str, str]) -> None:
-    directory.mkdir()
-    (directory / "buf.yaml").write_text(f"version: v2\nbreaking:\n  use:\n    - {CATEGORY}\n")
-    for name, text in {**files, "schema.proto": schema}.items():
-        (directory / name).parent.mkdir(parents=True, exist_ok=True)
-        (directory / name).write_text(text)
-
-
-def buf_breaking(buf: Path, workdir: Path, pair: Pair) -> list[str]:
-    """buf's findings for the pair (empty: not breaking)."""
-    _module(workdir / "old", pair.old, pair.old_files)
-    _module(workdir / "new", pair.new, pair.new_files)
-    done = subprocess.run(
-        [buf, "breaking", "new", "--against", "old", "--error-format", "json"],
-        cwd=workdir, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    # buf exits 100 when it finds breaking changes, 0 when none; anything else is a failure to run.
-    assert done.returncode in (0, 100), f"buf exited {done.returncode}:\n{done.stderr}"
-    return [f"{item['type']}: {item['message']}" for item in map(json.loads, done.stdout.splitlines())]
+    return install_buf()
 
 
 def strata_compatible(pair: Pair) -> bool:

@@ -1,9 +1,9 @@
 // The record browser: a page of records from the beginning, the end, an offset or a timestamp, in one
 // partition or all; key/value substring filters; decoded, UTF-8, JSON, hex or base64 views; headers; gaps
 // that compaction left shown as gap rows; a live tail with pause; and a form to produce a record.
-// "decoded" shows a key or value that names a registered schema (Confluent's wire format) as the JSON the
-// agent decoded it to, with the schema's subject, version, type and id; one that does not decode shows its
-// bytes as UTF-8 with the reason, and anything else as UTF-8.
+// "decoded" shows a key or value framed with a registered schema's id (Confluent's wire format) as the JSON
+// the agent decoded it to, with the schema's subject, version, type and id; one that does not decode shows
+// its bytes as UTF-8 with the reason, and anything else as UTF-8.
 import { api, describe } from "./api.js";
 import { clear, flash, h, num, table, time } from "./dom.js";
 import { subjectHref } from "./schemas.js";
@@ -42,14 +42,14 @@ export function view(b64, mode) {
 function field(b64, typed, mode) {
   if (mode !== "decoded" || !typed) return view(b64, mode);
   if (typed.error) {
-    const where = typed.schema_id === null ? "" : ` (schema id ${typed.schema_id})`;
-    return [h("span", { class: "typed bad" }, `not decoded${where}: ${typed.error}`), view(b64, "utf8")];
+    return [h("span", { class: "typed bad" }, `not decoded (schema id ${typed.schema_id}): ${typed.error}`), view(b64, "utf8")];
   }
-  const record = typed.record ? ` · ${typed.record}` : "";
+  // A subject is named unless every version using the id was deleted permanently.
+  const where = typed.subject === null
+    ? "no subject"
+    : h("a", { href: subjectHref(typed.subject, { v: typed.version }) }, `${typed.subject} v${typed.version}`);
   return [
-    h("span", { class: "typed", "data-subject": typed.subject, "data-version": typed.version },
-      h("a", { href: subjectHref(typed.subject, { v: typed.version }) }, `${typed.subject} v${typed.version}`),
-      ` · ${typed.schema_type} · id ${typed.schema_id}${record}`),
+    h("span", { class: "typed" }, where, ` · ${typed.schema_type} · id ${typed.schema_id}`),
     JSON.stringify(typed.json, null, 2),
   ];
 }

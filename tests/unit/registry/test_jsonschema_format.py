@@ -128,3 +128,8 @@ def test_payload_validation() -> None:
         schema.validate_payload(b'{"id": ')
     with pytest.raises(InvalidPayload, match="not JSON"):
         schema.validate_payload(b"\xff\xfe\x00")
+    # Bytes Python's parser refuses with other exceptions: a 5,000-digit integer, nesting past the stack.
+    with pytest.raises(InvalidPayload, match="not JSON: Exceeds the limit"):
+        schema.validate_payload(b'{"id": ' + b"1" * 5000 + b"}")
+    with pytest.raises(InvalidPayload, match="not JSON: maximum recursion depth"):
+        schema.validate_payload(b"[" * 100_000)
