@@ -96,10 +96,12 @@ class BrowseRecordOut(BaseModel):
     value: str | None = Field(description="base64; null for a tombstone")
     headers: list[BrowseHeaderOut]
     key_typed: TypedOut | None = Field(
-        default=None, description="the key decoded with its schema; null when it names none"
+        default=None,
+        description="the key decoded with its schema; null when it is not framed with a schema id",
     )
     value_typed: TypedOut | None = Field(
-        default=None, description="the value decoded with its schema; null when it names none"
+        default=None,
+        description="the value decoded with its schema; null when it is not framed with a schema id",
     )
 
 
