@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated
 
 import orjson
@@ -20,7 +22,7 @@ from starlette.background import BackgroundTask
 from agents.buffer import Reservation
 from agents.chunks import ChunksResult, decode_fetch
 from agents.delete_records import delete_records as delete_records_below
-from agents.permissions import TOPIC, route
+from agents.permissions import SUBJECT, TOPIC, registry_route, route
 from agents.principals import ANYONE
 from api import authz, models
 from api._recordjson import render_offsets
@@ -42,6 +44,8 @@ _PRODUCE = route("POST", "/v1/topics/{topic}/records").need(TOPIC)
 _FETCH = route("GET", _P + "/records").need(TOPIC)
 _OFFSETS = route("GET", _P + "/offsets").need(TOPIC)
 _DELETE = route("DELETE", _P + "/records").need(TOPIC)
+# decode=schema decodes a value through a subject the principal may read: the registry's own rule.
+_SCHEMA_READ = registry_route("GET", "/schemas/ids/{schema_id}").need(SUBJECT)
 
 # A fetch whose wait is shorter still waits this long for fetch memory before it is told to retry.
 MIN_BUDGET_WAIT_S = 1.0
@@ -176,7 +180,8 @@ async def fetch(
     grant = await _fetch_grant(ctx, max_bytes, max_wait_ms)
     committed = isolation == "read_committed"
     try:
-        read = _Read(name, partition, offset, max_bytes, max_wait_ms, committed, decode == "schema")
+        may_read = partial(authz.may, http, _SCHEMA_READ) if decode == "schema" else None
+        read = _Read(name, partition, offset, max_bytes, max_wait_ms, committed, may_read)
         response = await _fetch(ctx, read, encoding, started)
     except BaseException:
         ctx.fetch_budget.release(grant)
@@ -205,7 +210,9 @@ class _Read:
     max_bytes: int
     max_wait_ms: int
     read_committed: bool
-    typed: bool
+    # decode=schema: which subjects the principal may read (a schema is decoded, and named, only through
+    # one of them, as the registry answers GET /schemas/ids/{id}); None: no decoding.
+    may_read: Callable[[str], bool] | None
 
 
 async def _fetch(ctx: HttpContext, read: _Read, encoding: models.Encoding, started: float) -> Response:
@@ -217,8 +224,8 @@ async def _fetch(ctx: HttpContext, read: _Read, encoding: models.Encoding, start
         )
         body = bytearray(b'{"records":')
         rendered: tuple[int, int] | None
-        if read.typed:
-            rendered = await _render_typed(ctx, read.topic, result, encoding, body)
+        if read.may_read is not None:
+            rendered = await _render_typed(ctx, read.topic, result, encoding, body, read.may_read)
         else:
             rendered = render_records(result, encoding == "base64", body)
         if rendered is None:
@@ -249,7 +256,12 @@ async def _fetch(ctx: HttpContext, read: _Read, encoding: models.Encoding, start
 
 
 async def _render_typed(
-    ctx: HttpContext, topic: str, result: ChunksResult, encoding: models.Encoding, body: bytearray
+    ctx: HttpContext,
+    topic: str,
+    result: ChunksResult,
+    encoding: models.Encoding,
+    body: bytearray,
+    may_read: Callable[[str], bool],
 ) -> tuple[int, int]:
     """The records with their keys and values decoded by their schemas (api/typed_records.py), rendered
     into ``body``: in a worker thread, which reads the schemas from the metadata store."""
@@ -259,7 +271,7 @@ async def _render_typed(
 
     def render() -> tuple[int, int]:
         fetched = decode_fetch(result)
-        reader = SchemaReader(make_registry(), topic)
+        reader = SchemaReader(make_registry(), topic, may_read)
         body.extend(orjson.dumps([typed_record_out(reader, r, encoding) for r in fetched.records]))
         return len(fetched.records), fetched.next_offset
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +23,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import message_factory
 
 from registry.formats import protobuf
+from tests.fixtures.principals import PASSWORDS, write_principals
 from tests.fixtures.server import RunningServer, local_settings, run_server
 from tests.kafka.schema_cases import ORDER, framed
 
@@ -297,3 +299,31 @@ def test_fetch_leaves_a_protobuf_message_without_a_json_form_undecoded(srv: Runn
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+def test_decoding_names_a_schema_only_through_a_subject_the_reader_may_read(tmp_path: Path) -> None:
+    settings = local_settings(tmp_path, principals_file=write_principals(tmp_path))
+    with run_server(settings) as secured:
+        admin = ("admin", PASSWORDS["admin"])
+        subject = "orders.typed-value"
+        answer = httpx.post(
+            f"{secured.registry_url}/subjects/{subject}/versions",
+            json={"schema": json.dumps(ORDER)},
+            auth=admin,
+        )
+        assert answer.status_code == 200, answer.text
+        assert httpx.post(f"{secured.url}/v1/topics", json={"name": "orders.typed"}, auth=admin).is_success
+        body = {"value_subject": subject, "records": [{"value": {"id": 1, "item": "tea"}}]}
+        assert httpx.post(f"{secured.url}/v1/topics/orders.typed/records", json=body, auth=admin).is_success
+        url = f"{secured.url}/v1/topics/orders.typed/partitions/0/records"
+        params = {"decode": "schema", "encoding": "base64", "max_wait_ms": 0}
+        [as_admin] = httpx.get(url, params=params, auth=admin).json()["records"]
+        assert as_admin["value"] == {"id": 1, "item": "tea"}
+        assert as_admin["value_schema"]["subject"] == subject
+        # bob may read the orders.* topics and no subject: the value stays bytes, and no subject is named.
+        answer = httpx.get(url, params=params, auth=("bob", PASSWORDS["bob"]))
+        assert answer.status_code == 200, answer.text
+        [as_bob] = answer.json()["records"]
+        assert isinstance(as_bob["value"], str)
+        assert as_bob.get("value_schema") is None
+        assert "not allowed to read a subject" in as_bob["value_decode_error"]
