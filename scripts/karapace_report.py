@@ -1,11 +1,16 @@
 """The pass/fail table of a Karapace suite run (scripts/karapace_suite.sh), from pytest's JUnit XML.
 
-    python scripts/karapace_report.py JUNIT_XML TESTS_TXT
+    python scripts/karapace_report.py JUNIT_XML TESTS_TXT [KNOWN_TXT]
 
 Prints Markdown: a row of counts per test file, then per file one row per test with its outcome and, for a
-failure or an error, the first line of its message. Deselected tests (``!<node id>  # reason`` lines of
-TESTS_TXT) are listed with their reason. The last line is the totals. A test whose call failed and whose
-teardown errored appears twice in the XML; it counts once, as failed.
+failure or an error, its known cause or else the first line of its message. Deselected tests
+(``!<node id>  # reason`` lines of TESTS_TXT) are listed with their reason. The last lines are the totals,
+and the failures KNOWN_TXT does not explain and the known failures that passed: what changed since the
+table in docs/karapace-suite.md.
+
+KNOWN_TXT has one ``<pattern> # <cause>`` line per known failure: the pattern is a node id, or a node id
+with one ``*`` standing for any text. A test whose call failed and whose teardown errored appears twice in
+the XML; it counts once, as failed.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ class Case:
     name: str
     outcome: str
     message: str
+
+    @property
+    def node(self) -> str:
+        return f"{self.file}::{self.name}"
 
 
 def _outcome(case: ET.Element) -> tuple[str, str]:
@@ -65,12 +74,38 @@ def deselected(tests_txt: Path) -> list[tuple[str, str, str]]:
     return found
 
 
+class Known:
+    """The known failures: ``<pattern> # <cause>`` lines (the module docstring)."""
+
+    def __init__(self, text: str) -> None:
+        # (head, tail, whether the pattern has a ``*``, cause)
+        self.patterns: list[tuple[str, str, bool, str]] = []
+        for line in text.splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            pattern, _, cause = line.partition(" # ")
+            head, star, tail = pattern.strip().partition("*")
+            self.patterns.append((head, tail, bool(star), cause.strip()))
+
+    def cause(self, node: str) -> str | None:
+        for head, tail, star, cause in self.patterns:
+            if not star and node == head:
+                return cause
+            if star and node.startswith(head) and node.endswith(tail) and len(node) >= len(head + tail):
+                return cause
+        return None
+
+
 def _cell(text: str) -> str:
     text = text.replace("|", "\\|")
     return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
 
 
-def render(cases: list[Case], skipped_out: list[tuple[str, str, str]]) -> list[str]:
+def _counts(cases: list[Case], out: int) -> list[int]:
+    return [sum(c.outcome == o for c in cases) for o in OUTCOMES] + [out]
+
+
+def render(cases: list[Case], skipped_out: list[tuple[str, str, str]], known: Known) -> list[str]:
     by_file: dict[str, list[Case]] = defaultdict(list)
     for case in cases:
         by_file[case.file].append(case)
@@ -78,37 +113,42 @@ def render(cases: list[Case], skipped_out: list[tuple[str, str, str]]) -> list[s
     for file, test, reason in skipped_out:
         out_by_file[file].append((test, reason))
     files = list(dict.fromkeys([*by_file, *out_by_file]))
-    totals = dict.fromkeys((*OUTCOMES, "deselected"), 0)
     lines = ["| file | passed | failed | errors | skipped | deselected |", "|---|---:|---:|---:|---:|---:|"]
     for file in files:
-        counts = [sum(c.outcome == o for c in by_file[file]) for o in OUTCOMES] + [len(out_by_file[file])]
-        for key, count in zip(totals, counts, strict=True):
-            totals[key] += count
+        counts = _counts(by_file[file], len(out_by_file[file]))
         lines.append(f"| {Path(file).name} | " + " | ".join(map(str, counts)) + " |")
-    lines.append("| **total** | " + " | ".join(f"**{n}**" for n in totals.values()) + " |")
+    totals = _counts(cases, len(skipped_out))
+    lines.append("| **total** | " + " | ".join(f"**{n}**" for n in totals) + " |")
     for file in files:
         lines += [
             "",
             f"### {Path(file).name}",
             "",
-            "| test | result | first line of the message |",
+            "| test | result | cause, or the message |",
             "|---|---|---|",
         ]
         for case in by_file[file]:
-            result = case.outcome if case.outcome in ("passed", "skipped") else case.outcome.upper()
-            lines.append(f"| {_cell(case.name)} | {result} | {_cell(case.message)} |")
+            failed = case.outcome in ("failed", "error")
+            result = case.outcome.upper() if failed else case.outcome
+            why = (known.cause(case.node) or case.message) if failed else ""
+            lines.append(f"| {_cell(case.name)} | {result} | {_cell(why)} |")
         lines += [f"| {_cell(test)} | deselected | {_cell(reason)} |" for test, reason in out_by_file[file]]
-    names = {"error": "errored"}
-    lines += ["", ", ".join(f"{names.get(key, key)} {count}" for key, count in totals.items())]
+    names = ("passed", "failed", "errored", "skipped", "deselected")
+    lines += ["", ", ".join(f"{name} {count}" for name, count in zip(names, totals, strict=True))]
+    new = [c.node for c in cases if c.outcome in ("failed", "error") and known.cause(c.node) is None]
+    fixed = [c.node for c in cases if c.outcome == "passed" and known.cause(c.node) is not None]
+    lines.append(f"failures not in the known list: {len(new)}; known failures that passed: {len(fixed)}")
+    lines += [f"- new failure: {node}" for node in new] + [f"- passes now: {node}" for node in fixed]
     return lines
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
+    if len(argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
         return 2
-    junit, tests_txt = map(Path, argv)
-    print("\n".join(render(read_cases(junit), deselected(tests_txt))))
+    junit, tests_txt = Path(argv[0]), Path(argv[1])
+    known = Known(Path(argv[2]).read_text() if len(argv) == 3 else "")
+    print("\n".join(render(read_cases(junit), deselected(tests_txt), known)))
     return 0
 
 

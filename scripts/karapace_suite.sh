@@ -6,6 +6,8 @@
 #
 # With no arguments, `run` takes the test files and the deselected tests from scripts/karapace_tests.txt;
 # any arguments replace the files (pytest node ids or options, e.g. `tests/integration/test_jsonschema.py`).
+# The table names each failure's cause from scripts/karapace_known_failures.txt, and lists the failures that
+# file does not know and the known ones that passed.
 # Environment:
 #   KARAPACE_SUITE_DIR  cache (default .cache/karapace-suite, gitignored)
 #   KARAPACE_REPO       where to clone from (default Karapace's GitHub repository; a local clone or bare
@@ -201,8 +203,9 @@ run() {
 			--registry-url "$REGISTRY_URL" --kafka-bootstrap-servers "$BOOTSTRAP" "${args[@]}"
 	) 2>&1 | tee "$work/pytest.log" | grep -E '^(FAILED|ERROR) |^=+ .* in [0-9.]+s' || true
 	[ -f "$work/junit.xml" ] || die "pytest wrote no report; see $work/pytest.log"
-	# Deselections are reported only for a run of the listed files.
-	"$PYTHON" scripts/karapace_report.py "$work/junit.xml" "$([ $# -gt 0 ] && echo /dev/null || echo scripts/karapace_tests.txt)" |
+	# Deselections are reported only for a run of the listed files; known failures for any run.
+	"$PYTHON" scripts/karapace_report.py "$work/junit.xml" \
+		"$([ $# -gt 0 ] && echo /dev/null || echo scripts/karapace_tests.txt)" scripts/karapace_known_failures.txt |
 		tee "$work/report.md" || rc=$?
 	if [ -n "$AGENT_PID" ] && ! kill -0 "$AGENT_PID" 2>/dev/null; then
 		die "the agent exited during the run; see $work/agent.log"
