@@ -14,7 +14,7 @@ DECODER_JAR := $(JARS_DIR)/strata-spark.jar
 DECODER_SOURCES := $(shell find pipeline/jvm/src -type f 2>/dev/null)
 
 .PHONY: run test test-fast check install kafka-java maven clean jars spark-decoder demo kcat kafkajs buf chromium postgres jdk \
-	kafka-conformance differential eos fuzz fuzz-build clang
+	kafka-conformance karapace-conformance differential eos fuzz fuzz-build clang
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -108,6 +108,12 @@ test-fast: $(STAMP)
 # apt-get), then runs the ids in scripts/librdkafka_tests.txt, or IDS="0001 0012". See docs/librdkafka-suite.md.
 kafka-conformance: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" PYTHON="$(CURDIR)/$(BIN)/python" bash scripts/librdkafka_suite.sh run $(IDS)
+
+# Karapace's schema registry integration tests against an agent: clones Karapace at a pinned commit and builds
+# its Python 3.12 venv (pyenv) once into .cache/karapace-suite, then runs the files in
+# scripts/karapace_tests.txt, or TESTS="tests/integration/test_jsonschema.py". See docs/karapace-suite.md.
+karapace-conformance: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" PYTHON="$(CURDIR)/$(BIN)/python" bash scripts/karapace_suite.sh run $(TESTS)
 
 # Every differential scenario (tests/differential), slow ones included, against a real Kafka broker started
 # from the pinned jars: prints every difference, intended or not, and fails on one that is not. `make test`

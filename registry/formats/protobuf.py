@@ -106,7 +106,7 @@ class ProtobufFormat:
         pool = build_pool(files)
         own = files[-1]
         registered = text if descriptor is None else printed(own, pool)
-        return ProtobufSchema(files, registered, pool, printed(normalize(own), pool))
+        return ProtobufSchema(files, registered, pool, printed(normalize(own), pool, normalized=True))
 
     def compatibility(self, reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
         if not isinstance(reader, ProtobufSchema) or not isinstance(writer, ProtobufSchema):

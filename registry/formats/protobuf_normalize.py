@@ -13,7 +13,8 @@ Made one, as Confluent's normalization does:
 
 Kept as they are, because they carry meaning: the order of messages, enums and services (message indexes
 address messages by position), the file's package and name, and options (a serialized options message is
-already in field-number order; a repeated option keeps its order).
+already in field-number order; a repeated option keeps its order). The canonical text prints each options
+message's assignments by name, as Confluent prints a normalized schema (protobuf_options).
 """
 
 from __future__ import annotations

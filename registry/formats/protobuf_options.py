@@ -31,15 +31,22 @@ def _is_repeated(field: FieldDescriptor) -> bool:
 
 
 class OptionPrinter:
-    """Prints the options of one schema's descriptors, custom options resolved in ``pool``."""
+    """Prints the options of one schema's descriptors, custom options resolved in ``pool``.
 
-    def __init__(self, pool: descriptor_pool.DescriptorPool | None) -> None:
+    ``by_name`` orders each options message's assignments by option name (a custom option by its full
+    name, without the parentheses), as Confluent's normalization does, so that a normalized schema prints
+    as Confluent prints it; otherwise they come in field-number order. Either order compiles to the same
+    descriptor: serialized options are in field-number order whatever the text's order."""
+
+    def __init__(self, pool: descriptor_pool.DescriptorPool | None, *, by_name: bool = False) -> None:
         self._pool = pool
+        self._by_name = by_name
         self._classes: dict[str, type[message.Message] | None] = {}
 
     def assignments(self, options: message.Message) -> list[str]:
-        """``name = value`` for every option set in ``options``, in field-number order; a repeated option
-        gives one assignment per element, as protoc reads them back."""
+        """``name = value`` for every option set in ``options``, in field-number order or by name (the class
+        docstring); a repeated option gives one assignment per element, in its order, as protoc reads them
+        back."""
         if options.ByteSize() == 0:
             return []
         readable = self._reread(options)
@@ -49,8 +56,14 @@ class OptionPrinter:
             raise UnprintableOption(
                 f"{options.DESCRIPTOR.full_name} sets field(s) {numbers} that no imported file defines"
             )
+        fields = readable.ListFields()
+        if self._by_name:
+            # A repeated option is one entry here: its elements keep their order.
+            fields = sorted(
+                fields, key=lambda item: item[0].full_name if item[0].is_extension else item[0].name
+            )
         out: list[str] = []
-        for field, value in readable.ListFields():
+        for field, value in fields:
             name = f"(.{field.full_name})" if field.is_extension else field.name
             values = list(value) if _is_repeated(field) else [value]
             out.extend(f"{name} = {format_value(field, item)}" for item in values)

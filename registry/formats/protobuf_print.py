@@ -99,11 +99,15 @@ def syntax_of(file: descriptor_pb2.FileDescriptorProto) -> str:
 
 
 def print_file(
-    file: descriptor_pb2.FileDescriptorProto, pool: descriptor_pool.DescriptorPool | None = None
+    file: descriptor_pb2.FileDescriptorProto,
+    pool: descriptor_pool.DescriptorPool | None = None,
+    *,
+    options_by_name: bool = False,
 ) -> str:
     """``file`` as ``.proto`` source. ``pool`` holds the file and its imports, so custom options can be
-    named; without it only standard options print (``UnprintableOption`` otherwise)."""
-    ctx = _Ctx(syntax_of(file), OptionPrinter(pool))
+    named; without it only standard options print (``UnprintableOption`` otherwise). ``options_by_name``
+    prints each options message's assignments sorted by name, as Confluent prints a normalized schema."""
+    ctx = _Ctx(syntax_of(file), OptionPrinter(pool, by_name=options_by_name))
     out = _Out()
     _header(out, ctx, file)
     scope = _Scope("." + file.package if file.package else "", {m.name: m for m in file.message_type})

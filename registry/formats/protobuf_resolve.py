@@ -55,9 +55,10 @@ def build_pool(files: Sequence[FileProto]) -> descriptor_pool.DescriptorPool:
     return pool
 
 
-def printed(file: FileProto, pool: descriptor_pool.DescriptorPool) -> str:
+def printed(file: FileProto, pool: descriptor_pool.DescriptorPool, *, normalized: bool = False) -> str:
+    """``file`` printed; ``normalized``: as the canonical text, options by name (protobuf_print)."""
     try:
-        return print_file(file, pool)
+        return print_file(file, pool, options_by_name=normalized)
     except UnprintableOption as exc:
         raise InvalidSchema(f"{file.name}: {exc}") from None
 

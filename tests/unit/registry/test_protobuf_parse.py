@@ -113,6 +113,39 @@ def test_canonical_tells_schemas_apart_and_is_a_fixed_point() -> None:
     assert again.canonical() == schema.canonical()
 
 
+def test_canonical_text_orders_options_by_name() -> None:
+    """As Confluent prints a normalized schema (Karapace's test_normalized_schema_idempotence_produce_and_
+    fetch): options by name, a custom option by its full name; the registered text and the descriptor
+    registered as base64 keep theirs."""
+    options = [
+        'option java_package = "com.example";',
+        "option java_multiple_files = true;",
+        'option (confluent.file_meta) = { doc: "d" };',
+        'option java_outer_classname = "FredProto";',
+    ]
+    text = (
+        'syntax = "proto3";\npackage tc4;\nimport "confluent/meta.proto";\n\n{}\n\nmessage Foo {{\n{}\n}}\n'
+    )
+    message = (
+        '  option deprecated = true;\n  option (confluent.message_meta) = { doc: "m" };\n  string code = 1;'
+    )
+    schema = FORMAT.parse(text.format("\n".join(options), message), [])
+    assert schema.canonical() == (
+        'syntax = "proto3";\npackage tc4;\n\nimport "confluent/meta.proto";\n\n'
+        'option (.confluent.file_meta) = { doc: "d" };\noption java_multiple_files = true;\n'
+        'option java_outer_classname = "FredProto";\noption java_package = "com.example";\n\n'
+        'message Foo {\n  option (.confluent.message_meta) = { doc: "m" };\n  option deprecated = true;\n'
+        "  string code = 1;\n}\n"
+    )
+    assert (
+        FORMAT.parse(text.format("\n".join(reversed(options)), message), []).canonical() == schema.canonical()
+    )
+    assert schema.text.index("java_package") < schema.text.index("java_multiple_files")
+    described = FORMAT.parse(schema.serialized(), [])
+    assert described.text.index("java_package") < described.text.index("java_outer_classname")
+    assert FORMAT.parse(schema.canonical(), []).file == schema.file
+
+
 def test_text_references_in_dependency_order() -> None:
     money = 'syntax = "proto3";\npackage common;\nmessage Money {\n  int64 units = 1;\n}\n'
     price = (
