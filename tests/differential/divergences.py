@@ -49,6 +49,20 @@ INTENDED: tuple[Divergence, ...] = (
         ("*/configs/message.format.version", "*/configs/message.downconversion.enable"),
     ),
     Divergence(
+        "schema-validation-configs",
+        "Strata's topics take Confluent Server's schema validation configs (confluent.{key,value}."
+        "schema.validation and .subject.name.strategy), Redpanda's aliases and Strata's validation level, "
+        "and list them with their defaults: every agent serves a schema registry and checks records "
+        "against it. Kafka's broker has no registry and no such configs.",
+        (
+            "*/configs/confluent.*.schema.validation",
+            "*/configs/confluent.*.subject.name.strategy",
+            "*/configs/redpanda.*.schema.id.validation",
+            "*/configs/redpanda.*.subject.name.strategy",
+            "*/configs/strata.*.schema.validation.level",
+        ),
+    ),
+    Divergence(
         "kraft-min-insync",
         "A KRaft controller formatted with --standalone writes min.insync.replicas=1 as a cluster default, "
         "so Kafka reports it from DYNAMIC_DEFAULT_BROKER_CONFIG; Strata's is Kafka's default, 1, from "
