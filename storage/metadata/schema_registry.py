@@ -27,22 +27,16 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from storage.metadata import schema_transactions
 
-class Types(Protocol):
-    """The dialect's column types (schema._Types)."""
+
+class Types(schema_transactions.Types, Protocol):
+    """The dialect's column types (schema._Types): migration 9's, and two more."""
 
     @property
     def settable_id_pk(self) -> str: ...
     @property
-    def big(self) -> str: ...
-    @property
-    def small(self) -> str: ...
-    @property
-    def boolean(self) -> str: ...
-    @property
     def false(self) -> str: ...
-    @property
-    def table_options(self) -> str: ...
 
 
 def v11(t: Types) -> tuple[str, ...]:
