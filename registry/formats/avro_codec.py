@@ -59,6 +59,11 @@ class AvroCodec:
         whether every byte was used."""
         return self._read(payload, self._writer, named=False)
 
+    def decode_tagged(self, payload: bytes) -> Decoded:
+        """Like ``decode``, with every value of a named type inside a union tagged as ``(full name,
+        value)``, so a reader knows the branch (the lake's typed tables)."""
+        return self._read(payload, self._writer, named=True)
+
     def to_json(self, payload: bytes) -> Any:
         """One binary payload as a value in Avro's JSON encoding; trailing bytes are an error here."""
         decoded = self._read(payload, self._raw, named=True)
