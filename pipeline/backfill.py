@@ -1,0 +1,92 @@
+"""Backfill of a lake table with Spark: the records already in a large topic written as Parquet files, which
+the lake commits to the topic's raw table with pyiceberg's ``add_files`` together with the offsets they
+cover, so the continuous writer goes on from there.
+
+Why Spark for this part: a backfill reads the whole log once, which Spark's executors do in parallel over
+the bucket (``read_topic``'s snapshot and decoders), while the continuous writer in the worker role is
+sized for the commit interval's records. No Iceberg Spark runtime is needed: Spark writes plain Parquet, and
+pyiceberg adds the files to the table (it maps columns by name, as ``schema.name-mapping.default`` says,
+since Spark's files carry no Iceberg field ids).
+
+The files' columns are exactly ``read_topic``'s with headers (the raw table's layout). Timestamps are
+written as INT64 microseconds (``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS``): Spark's default
+INT96 is not an Iceberg type.
+
+Exactly once: the snapshot taken here fixes, per partition, the [start, end) the files hold (read_committed,
+so ``end`` is at most the last stable offset); the caller commits the files and those ranges in one Iceberg
+snapshot, or not at all. Files of a backfill that is never committed are orphans under the table's
+``data/`` and the lake's orphan cleanup removes them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pipeline.options import parse_options
+from pipeline.reader import Decoder, read_snapshot
+from pipeline.snapshot import take_snapshot
+from storage.metadata import open_metadata_store
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillFiles:
+    """Parquet files (as pyiceberg's FileIO names them: s3:// or file://) and, per partition, the offsets
+    [start, end) they hold."""
+
+    files: tuple[str, ...]
+    ranges: Mapping[int, tuple[int, int]]
+
+
+def spark_location(location: str) -> str:
+    """Where Hadoop writes ``location``: s3a:// for s3:// (the s3a connector Strata's Spark reads with)."""
+    return "s3a://" + location.removeprefix("s3://") if location.startswith("s3://") else location
+
+
+def iceberg_location(location: str) -> str:
+    return "s3://" + location.removeprefix("s3a://") if location.startswith("s3a://") else location
+
+
+def write_backfill(
+    spark: SparkSession,
+    metadata_url: str,
+    bucket_url: str,
+    topic: str,
+    directory: str,
+    starting: Mapping[int, int] | None = None,
+    *,
+    decoder: Decoder = "jvm",
+) -> BackfillFiles:
+    """Writes ``topic`` from ``starting`` (per partition; the log start for partitions not named) up to each
+    partition's last stable offset into ``directory`` (a new directory, s3:// or file://)."""
+    options = {"subscribe": topic, "includeHeaders": "true"}
+    if starting:
+        options["startingOffsets"] = json.dumps({topic: {str(p): o for p, o in starting.items()}})
+    metadata = open_metadata_store(metadata_url)
+    try:
+        snapshot = take_snapshot(metadata, parse_options(options))
+    finally:
+        metadata.close()
+    ranges = {partition: span for (_, partition), span in snapshot.ranges.items()}
+    if not snapshot.tasks:
+        return BackfillFiles((), ranges)
+    frame = read_snapshot(spark, snapshot, bucket_url, True, decoder)
+    previous = spark.conf.get(_TIMESTAMP_TYPE, None)
+    spark.conf.set(_TIMESTAMP_TYPE, "TIMESTAMP_MICROS")
+    try:
+        target = spark_location(directory)
+        frame.write.mode("errorifexists").parquet(target)
+        written = spark.read.parquet(target).inputFiles()
+    finally:
+        if previous is None:
+            spark.conf.unset(_TIMESTAMP_TYPE)
+        else:
+            spark.conf.set(_TIMESTAMP_TYPE, previous)
+    return BackfillFiles(tuple(sorted(iceberg_location(f) for f in written)), ranges)
