@@ -41,6 +41,7 @@ from storage.objectstore.base import AsyncObjectStore, ObjectStore, RequestCount
 from strata.settings import Settings, redact_password
 
 if TYPE_CHECKING:
+    from api.iceberg.context import IcebergContext
     from api.registry.context import RegistryContext
     from broker.server import KafkaServer
     from registry.service import SchemaRegistry
@@ -172,6 +173,21 @@ class Runtime:
             cluster_id=broker_config(settings).cluster_id,
             version=_version(),
         )
+
+    def iceberg_context(self) -> IcebergContext:
+        """What the Iceberg catalog's routes may use of this process (api/iceberg/context.py): the lake's
+        catalog on this process's metadata database and bucket, opened on its first request."""
+        from api.iceberg.context import IcebergContext
+        from api.iceberg.lake import LakeCatalog
+
+        settings = self.settings
+        lake = LakeCatalog(
+            settings.metadata_url,
+            settings.bucket_url,
+            s3_endpoint=settings.s3_endpoint,
+            s3_region=settings.s3_region,
+        )
+        return IcebergContext(lake=lake, security=self.security if self.http_authenticates else None)
 
     async def start(self) -> None:
         await self.astore.open()
