@@ -10,14 +10,15 @@ than handed to every reader. The answer's ``metadata`` is that parsed model, ser
 Every call blocks (SQL, object-store reads): the routes run them on a worker thread. The catalog is
 opened on first use, not at start-up, so an agent whose lake is never read never imports pyiceberg nor
 opens a second connection pool on its metadata database; one opened catalog (its SQLAlchemy engine, a
-pool shared by threads) serves every request after that.
+pool shared by threads) serves every request after that, until the process closes it.
 
 Failures and their kinds:
 - a namespace or table the catalog does not hold: ``NoSuchNamespace`` / ``NoSuchTable``;
 - the metadata database does not answer (SQLAlchemy's DBAPIError wraps every driver error):
   ``CatalogUnavailable``;
-- the current metadata file is missing, or not table metadata (pydantic's ValidationError and JSON's
-  decode error are ValueErrors; a bad gzip stream is ``gzip.BadGzipFile``): ``UnreadableMetadata``;
+- the current metadata file is missing, or not table metadata (pyiceberg raises its own ValidationError
+  for what pydantic refuses, JSON's decode error is a ValueError, a bad gzip stream is
+  ``gzip.BadGzipFile``): ``UnreadableMetadata``;
 - any other OSError reading it (pyarrow's S3 and local filesystems raise OSError; pyiceberg turns a
   missing key into FileNotFoundError and a refused one into PermissionError): ``StoreUnavailable``.
 """
@@ -115,6 +116,13 @@ class LakeCatalog:
             table = self._open().load_table(identifier)
             return LoadedTable(table.metadata_location, table.metadata.model_dump_json())
 
+    def close(self) -> None:
+        """Close the catalog's pooled database connections (the process's end); a later call reopens."""
+        with self._lock:
+            if self._catalog is not None:
+                self._catalog.engine.dispose()
+                self._catalog = None
+
     def _open(self) -> SqlCatalog:
         with self._lock:
             if self._catalog is None:
@@ -130,7 +138,7 @@ class LakeCatalog:
 @contextmanager
 def _translated() -> Iterator[None]:
     """pyiceberg's, SQLAlchemy's and the filesystems' errors as this API's (module docstring)."""
-    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError, ValidationError
 
     try:
         yield
@@ -140,7 +148,7 @@ def _translated() -> Iterator[None]:
         raise NoSuchTable(str(exc)) from None
     except DBAPIError as exc:
         raise CatalogUnavailable(f"the lake's catalog database does not answer: {exc.orig}") from None
-    except (FileNotFoundError, gzip.BadGzipFile, ValueError) as exc:
+    except (FileNotFoundError, gzip.BadGzipFile, ValidationError, ValueError) as exc:
         raise UnreadableMetadata(f"the table's current metadata file cannot be read: {exc}") from None
     except OSError as exc:
         raise StoreUnavailable(f"the object store does not answer: {exc}") from None
