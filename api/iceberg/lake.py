@@ -9,8 +9,9 @@ than handed to every reader. The answer's ``metadata`` is that parsed model, ser
 
 Every call blocks (SQL, object-store reads): the routes run them on a worker thread. The catalog is
 opened on first use, not at start-up, so an agent whose lake is never read never imports pyiceberg nor
-opens a second connection pool on its metadata database; one opened catalog (its SQLAlchemy engine, a
-pool shared by threads) serves every request after that, until the process closes it.
+SQLAlchemy (both imported in the functions that use them), nor opens a second connection pool on its
+metadata database; one opened catalog (its SQLAlchemy engine, a pool shared by threads) serves every
+request after that, until the process closes it.
 
 Failures and their kinds:
 - a namespace or table the catalog does not hold: ``NoSuchNamespace`` / ``NoSuchTable``;
@@ -31,8 +32,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-from sqlalchemy.exc import DBAPIError
 
 from api.iceberg.errors import (
     CatalogUnavailable,
@@ -71,8 +70,8 @@ class LakeCatalog:
         self.metadata_url = metadata_url
         self.bucket_url = bucket_url
         self.s3_endpoint = s3_endpoint
-        self.s3_region = s3_region
         self.warehouse = warehouse_location(bucket_url)
+        self.s3_region = s3_region or (_default_region() if self.warehouse.startswith("s3://") else None)
         self._lock = threading.Lock()
         self._catalog: SqlCatalog | None = None
 
@@ -135,10 +134,22 @@ class LakeCatalog:
             return self._catalog
 
 
+def _default_region() -> str | None:
+    """The region Strata's own S3 client uses when none is set: the AWS chain's (``AWS_REGION``,
+    ``AWS_DEFAULT_REGION``, the config file), which botocore reads without a request. pyiceberg's FileIO
+    is given it because, without one, it asks AWS where the bucket is: a request to AWS itself, wrong for
+    an endpoint such as MinIO's, and a stall of seconds where AWS cannot be reached."""
+    import botocore.session
+
+    region: str | None = botocore.session.get_session().get_config_variable("region")
+    return region
+
+
 @contextmanager
 def _translated() -> Iterator[None]:
     """pyiceberg's, SQLAlchemy's and the filesystems' errors as this API's (module docstring)."""
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError, ValidationError
+    from sqlalchemy.exc import DBAPIError
 
     try:
         yield
