@@ -156,6 +156,17 @@ def test_readers_with_and_without_a_grant(server_factory: Callable[..., Any], tm
         assert httpx.get(load, auth=("analyst", "analyst-pw-7a2c")).status_code == 200
         assert httpx.get(load, auth=("admin", "admin-pw-4d1e")).status_code == 200
 
+        # A TABLE ACL added at run time, over Strata's own ACL API, is in force at once.
+        acl = {"resource_type": "TABLE", "resource_name": "strata.orders", "principal": "User:outsider"}
+        created = httpx.post(
+            f"{srv.url}/v1/acls",
+            json={"acls": [{**acl, "operation": "READ"}]},
+            auth=("admin", "admin-pw-4d1e"),
+        )
+        assert created.status_code == 201, created.text
+        assert outsider.list_tables("strata") == [("strata", "orders")]
+        assert outsider.load_table("strata.orders").scan().to_arrow().num_rows == expected.num_rows
+
 
 def test_duckdb_with_a_token(server_factory: Callable[..., Any], tmp_path: Path) -> None:
     (tmp_path / "principals.toml").write_text(TOML)
