@@ -1,13 +1,14 @@
-"""The one permission table: for every Kafka API the listener advertises, every HTTP route and every route of
-the schema registry, the permission(s) it needs, as Kafka names them (resource type, operation, where the
-resource name comes from).
+"""The one permission table: for every Kafka API the listener advertises, every HTTP route, every route of
+the schema registry and every route of the Iceberg REST catalog, the permission(s) it needs, as Kafka
+names them (resource type, operation, where the resource name comes from).
 
 Call sites never name an operation: a handler or route takes its ``Need`` from here (``KAFKA[key].need``,
-``HTTP[method, path].need``, ``REGISTRY[method, path].need``) and asks the door's context whether the
-request's principal has it. So what this table says is what is enforced, and the tests walk it
-(tests/kafka/test_permission_table.py, tests/integration/test_permission_table_http.py,
-tests/integration/test_registry_permissions.py): every advertised API and every route has an entry, and for
-each need a principal holding every other permission is denied.
+``HTTP[method, path].need``, ``REGISTRY[method, path].need``, ``ICEBERG[method, path].need``) and asks the
+door's context whether the request's principal has it. So what this table says is what is enforced, and
+the tests walk it (tests/kafka/test_permission_table.py, tests/integration/test_permission_table_http.py,
+tests/integration/test_registry_permissions.py, tests/integration/test_iceberg_permissions.py): every
+advertised API and every route has an entry, and for each need a principal holding every other
+permission is denied.
 
 The Kafka entries follow Kafka's own (KafkaApis and the table of operations per protocol in Kafka's
 authorization documentation). The HTTP routes take the Kafka API they correspond to: produce is
@@ -19,6 +20,18 @@ Kafka's: reading a schema or a version is READ on its subject, listing names DES
 checking compatibility WRITE, deleting DELETE, a subject's config and mode DESCRIBE_CONFIGS and
 ALTER_CONFIGS; the global config and mode are the cluster's configs. A schema asked for by id or guid
 belongs to no one subject: READ on any subject with a version of it allows it.
+
+The Iceberg catalog's routes (api/iceberg/) take the lake's tables as a resource, TABLE, Strata's own too,
+named ``<namespace>.<table>`` (the identifier as Iceberg prints it): loading a table is READ on it, asking
+whether it exists DESCRIBE, and a listing shows the tables DESCRIBE allows. Why the table and not the topic
+it comes from: a table is the catalog's object, named by the catalog. Its name maps from the topic's in a
+way that cannot be inverted (``.`` and ``-`` both become ``_``), or is set freely by a topic config, and
+one topic has several tables (the upsert ``_state`` table, the dead-letter table), so a check by topic
+would need each table's metadata file read from the object store first, for every table of a listing.
+With TABLE, a grant is made per table or by prefix (``strata.`` for every table of the namespace), a
+listing is filtered on names alone, and the catalog does not depend on how the writer names its tables.
+A Kafka user who reads a topic is therefore granted its table separately. The catalog's config and its
+namespaces name no data and are open to any authenticated principal; its writes are refused to everyone.
 
 A need either refuses (the request, or the one topic or group of it the need names, answers the
 resource's *_AUTHORIZATION_FAILED code or HTTP 403) or ``filters``: what it does not allow is left out of
@@ -33,12 +46,13 @@ from enum import Enum, IntEnum
 
 from storage.acl_model import Operation, ResourceType
 
-TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, SUBJECT = (
+TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, SUBJECT, TABLE = (
     ResourceType.TOPIC,
     ResourceType.GROUP,
     ResourceType.CLUSTER,
     ResourceType.TRANSACTIONAL_ID,
     ResourceType.SUBJECT,
+    ResourceType.TABLE,
 )
 
 
@@ -98,6 +112,7 @@ class Name(Enum):
     SCHEMA_SUBJECT = (
         "a subject with a version of the schema the request names: one of them allowing is enough"
     )
+    TABLE = "the lake table the request names (<namespace>.<table>)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,6 +398,36 @@ REGISTRY_UNAUTHENTICATED_PATHS = frozenset(
 )
 
 
+_NS = "/v1/namespaces/{namespace}"
+_TB = _NS + "/tables/{table}"
+_CATALOG = open_to_any("the catalog's config and its namespaces: names and locations, no table data")
+# Kept as routes so that a write meets the REST spec's refusal (406 UnsupportedOperationException), not a
+# 404 or 405 that a client would read as a missing endpoint.
+_READ_ONLY = open_to_any("a write, refused to everyone: the catalog is read-only, the lake's writer commits")
+
+# The Iceberg REST catalog's routes (api/iceberg/), by (method, path template) as its own app routes them
+# (under /iceberg on the HTTP port). HEAD is keyed apart: it asks less than GET.
+ICEBERG: dict[tuple[str, str], Rule] = {
+    ("GET", "/v1/config"): _CATALOG,
+    ("GET", "/v1/namespaces"): _CATALOG,
+    ("GET", _NS): _CATALOG,
+    ("HEAD", _NS): _CATALOG,
+    ("GET", _NS + "/tables"): needs(_n(TABLE, Op.DESCRIBE, Name.TABLE, filters=True)),
+    ("GET", _TB): needs(_n(TABLE, Op.READ, Name.TABLE)),
+    ("HEAD", _TB): needs(_n(TABLE, Op.DESCRIBE, Name.TABLE)),
+    ("POST", "/v1/namespaces"): _READ_ONLY,
+    ("DELETE", _NS): _READ_ONLY,
+    ("POST", _NS + "/properties"): _READ_ONLY,
+    ("POST", _NS + "/tables"): _READ_ONLY,
+    ("POST", _NS + "/register"): _READ_ONLY,
+    ("POST", _TB): _READ_ONLY,
+    ("DELETE", _TB): _READ_ONLY,
+    ("POST", _TB + "/metrics"): _READ_ONLY,
+    ("POST", "/v1/tables/rename"): _READ_ONLY,
+    ("POST", "/v1/transactions/commit"): _READ_ONLY,
+}
+
+
 def route(method: str, path: str) -> Rule:
     """A route's rule; KeyError for a route the table does not know (a route added without an entry)."""
     return HTTP[(method, path)]
@@ -391,3 +436,8 @@ def route(method: str, path: str) -> Rule:
 def registry_route(method: str, path: str) -> Rule:
     """A registry route's rule; KeyError for a route the table does not know."""
     return REGISTRY[(method, path)]
+
+
+def iceberg_route(method: str, path: str) -> Rule:
+    """An Iceberg catalog route's rule; KeyError for a route the table does not know."""
+    return ICEBERG[(method, path)]

@@ -12,6 +12,7 @@ clients with Basic auth, the bearer tokens its HTTP clients may send instead, an
     topics = { read = ["orders."], write = ["orders."], admin = [] }
     groups = { read = ["billing-"] }
     subjects = { read = ["orders."], write = ["orders."] }   # the schema registry's subjects
+    tables = { read = ["strata.orders"] }   # the lake's Iceberg tables, as <namespace>.<table>
 
 A grant is an operation on the names starting with a prefix; ``"*"`` is every name. Grants are not checked
 themselves: at start-up each becomes a Kafka ACL in the metadata store (``file_acls``), which is what every
@@ -21,6 +22,8 @@ request is checked against (agents/security.py), beside the ACLs added at run ti
 - subjects: ``read`` -> ALLOW READ and DESCRIBE_CONFIGS (schemas, versions, lookups, and the subject's
   config and mode), ``write`` -> ALLOW WRITE (registrations and compatibility checks), ``admin`` -> ALLOW
   ALL on SUBJECT (deletes, config and mode changes too);
+- tables (the lake's, through the agents' read-only Iceberg catalog): ``read`` -> ALLOW READ on TABLE
+  (loading a table and reading its files; READ implies the DESCRIBE that listing needs);
 - a prefix -> a PREFIXED pattern, ``"*"`` -> the LITERAL name ``*``; principal ``User:<name>``, host ``*``.
 
 TOML because it is in the standard library (``tomllib``) and is what people write configuration in. The
@@ -71,6 +74,8 @@ GRANTS: dict[str, tuple[ResourceType, dict[str, tuple[Operation, ...]]]] = {
             "admin": (Operation.ALL,),
         },
     ),
+    # The catalog is read-only: reading is all there is to grant.
+    "tables": (ResourceType.TABLE, {"read": (Operation.READ,)}),
 }
 
 
@@ -232,8 +237,8 @@ def _principal(name: str, body: object, source: str) -> Principal:
 
 
 def _grants(name: str, body: Mapping[str, object], where: str) -> tuple[AclBinding, ...]:
-    """The ``topics``, ``groups`` and ``subjects`` tables of one principal as ALLOW bindings (module
-    docstring)."""
+    """The ``topics``, ``groups``, ``subjects`` and ``tables`` tables of one principal as ALLOW bindings
+    (module docstring)."""
     acls: list[AclBinding] = []
     for section_name, (resource_type, operations) in GRANTS.items():
         section = body.get(section_name, {})

@@ -210,6 +210,7 @@ REFUSALS: dict[ResourceType, type[Forbidden]] = {
     ResourceType.CLUSTER: ClusterForbidden,
     ResourceType.TRANSACTIONAL_ID: TransactionalIdForbidden,
     ResourceType.SUBJECT: Forbidden,  # the registry answers its own body (api/registry/access.py)
+    ResourceType.TABLE: Forbidden,  # the Iceberg catalog answers its own body (api/iceberg/access.py)
 }
 
 

@@ -11,8 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 from agents.scram import MAX_ITERATIONS, MIN_ITERATIONS
 from storage.acl_model import AclBinding, Operation, PatternType, Permission, ResourceType
 
-# SUBJECT: the schema registry's subjects, Strata's own resource type (storage/acl_model.py).
-ResourceName = Literal["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "SUBJECT"]
+# SUBJECT: the schema registry's subjects, TABLE: the lake's Iceberg tables, Strata's own resource types
+# (storage/acl_model.py).
+ResourceName = Literal["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "SUBJECT", "TABLE"]
 PatternName = Literal["LITERAL", "PREFIXED"]
 OperationName = Literal[
     "ALL",
@@ -29,7 +30,7 @@ OperationName = Literal[
 ]
 PermissionName = Literal["ALLOW", "DENY"]
 # What a filter may also say: any value, and (pattern type) every binding that applies to the name.
-ResourceFilter = Literal["ANY", "TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "SUBJECT"]
+ResourceFilter = Literal["ANY", "TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "SUBJECT", "TABLE"]
 PatternFilter = Literal["ANY", "MATCH", "LITERAL", "PREFIXED"]
 OperationFilter = Literal[
     "ANY",

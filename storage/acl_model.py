@@ -9,7 +9,8 @@ resource type, resource name, pattern type, operation, permission):
 - resource types TOPIC, GROUP, CLUSTER (whose only name is ``kafka-cluster``) and TRANSACTIONAL_ID, and
   Strata's own SUBJECT (the schema registry's subjects), which Kafka does not have: the Kafka door never
   shows, takes or matches it (``KAFKA_RESOURCES``, ``kafka_resource``, ``AclFilter.kafka``), the HTTP door
-  and the principals file do;
+  and the principals file do; and Strata's own TABLE (the lake's Iceberg tables, named
+  ``<namespace>.<table>``, which the agents' read-only Iceberg REST catalog serves), likewise;
 - pattern LITERAL (the name, or ``*`` for every name) or PREFIXED (every name starting with it);
 - permission ALLOW or DENY.
 What a binding means for a request (deny wins, implications) is agents/acl.py's; this module only says
@@ -40,6 +41,7 @@ class ResourceType(IntEnum):
     # Not Kafka's: a number far above Kafka's own (DELEGATION_TOKEN 6, USER 7), which Kafka's admin clients
     # would read as UNKNOWN.
     SUBJECT = 100
+    TABLE = 101
 
 
 class PatternType(IntEnum):
@@ -81,7 +83,7 @@ KAFKA_RESOURCES = (
     ResourceType.TRANSACTIONAL_ID,
 )
 # The values a stored binding may hold (the others exist for filters).
-BINDABLE_RESOURCES = (*KAFKA_RESOURCES, ResourceType.SUBJECT)
+BINDABLE_RESOURCES = (*KAFKA_RESOURCES, ResourceType.SUBJECT, ResourceType.TABLE)
 BINDABLE_PATTERNS = (PatternType.LITERAL, PatternType.PREFIXED)
 BINDABLE_OPERATIONS = tuple(op for op in Operation if op not in (Operation.UNKNOWN, Operation.ANY))
 BINDABLE_PERMISSIONS = (Permission.DENY, Permission.ALLOW)
@@ -146,8 +148,8 @@ def coerce(enum: type[E], value: int) -> E:
 
 
 def kafka_resource(value: int) -> ResourceType:
-    """A resource type number from a Kafka client: ``coerce``, and UNKNOWN for SUBJECT too, which is not
-    Kafka's (a binding or filter naming it is refused as Kafka refuses a type it does not know)."""
+    """A resource type number from a Kafka client: ``coerce``, and UNKNOWN for SUBJECT and TABLE too, which
+    are not Kafka's (a binding or filter naming one is refused as Kafka refuses a type it does not know)."""
     found = coerce(ResourceType, value)
     return found if found in (*KAFKA_RESOURCES, ResourceType.ANY) else ResourceType.UNKNOWN
 

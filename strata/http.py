@@ -3,7 +3,9 @@ and stops the runtime, and runs the background loop beside it in role ``all``.
 
 The schema registry's app (api/registry/) is served twice from here: under ``/schema-registry`` on the
 HTTP port (``with_registry``), and at the root of its own port (strata/registry_listener.py), started
-after the runtime and stopped before it, so that no registry request meets a closed metadata store.
+after the runtime and stopped before it, so that no registry request meets a closed metadata store. The
+lake's read-only Iceberg REST catalog (api/iceberg/) is served under ``/iceberg`` on the HTTP port
+(``with_iceberg``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from api.app import create_app
+from api.iceberg.app import create_iceberg_app, with_iceberg
 from api.registry.app import create_registry_app, with_registry
 from strata.loop import run_background_loop
 from strata.registry_listener import RegistryListener
@@ -47,4 +50,5 @@ def http_app(runtime: Runtime, *, with_worker: bool = False) -> ASGIApp:
                 await listener.close()
             await runtime.close()
 
-    return with_registry(create_app(runtime.http_context(), lifespan), registry)
+    strata = with_registry(create_app(runtime.http_context(), lifespan), registry)
+    return with_iceberg(strata, create_iceberg_app(runtime.iceberg_context()))

@@ -41,6 +41,8 @@ from storage.objectstore.base import AsyncObjectStore, ObjectStore, RequestCount
 from strata.settings import Settings, redact_password
 
 if TYPE_CHECKING:
+    from api.iceberg.context import IcebergContext
+    from api.iceberg.lake import LakeCatalog
     from api.registry.context import RegistryContext
     from broker.server import KafkaServer
     from registry.service import SchemaRegistry
@@ -80,6 +82,8 @@ class Runtime:
     # -1, or not started yet).
     registry_listener: RegistryListener | None = None
     _registry: SchemaRegistry | None = None
+    # The lake's catalog as the Iceberg REST catalog reads it, made on first use (iceberg_context).
+    _lake: LakeCatalog | None = None
     # Validation on produce, for both doors: one schema cache per process, its libraries loaded when a
     # topic first validates (registry/verdicts.py).
     schema_validator: SchemaValidator | None = None
@@ -173,6 +177,23 @@ class Runtime:
             version=_version(),
         )
 
+    def iceberg_context(self) -> IcebergContext:
+        """What the Iceberg catalog's routes may use of this process (api/iceberg/context.py): the lake's
+        catalog on this process's metadata database and bucket, whose database connections open on its
+        first request and close with the runtime."""
+        from api.iceberg.context import IcebergContext
+        from api.iceberg.lake import LakeCatalog
+
+        settings = self.settings
+        if self._lake is None:
+            self._lake = LakeCatalog(
+                settings.metadata_url,
+                settings.bucket_url,
+                s3_endpoint=settings.s3_endpoint,
+                s3_region=settings.s3_region,
+            )
+        return IcebergContext(lake=self._lake, security=self.security if self.http_authenticates else None)
+
     async def start(self) -> None:
         await self.astore.open()
         await self.agent.start()
@@ -197,6 +218,8 @@ class Runtime:
         await self.agent.close()
         await self.astore.close()
         self.store.close()
+        if self._lake is not None:
+            self._lake.close()
         self.metadata.close()
 
 

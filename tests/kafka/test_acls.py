@@ -304,12 +304,14 @@ def grant_seen(broker: RunningBroker) -> bool:
     return any(b.principal == "User:erin" for b in security.acls)
 
 
-def test_the_registrys_subject_acls_are_not_kafkas(broker: RunningBroker) -> None:
-    """SUBJECT (the schema registry's resource type, Strata's own) never crosses the Kafka door: a binding
-    or filter naming its number is INVALID_REQUEST, as any type Kafka lacks, and a stored SUBJECT binding
-    is neither described nor deleted by filters that match any resource type."""
+@pytest.mark.parametrize("stored", [StoredType.SUBJECT, StoredType.TABLE])
+def test_stratas_own_resource_acls_are_not_kafkas(broker: RunningBroker, stored: StoredType) -> None:
+    """SUBJECT (the schema registry's resource type) and TABLE (the lake's Iceberg tables), Strata's own,
+    never cross the Kafka door: a binding or filter naming their number is INVALID_REQUEST, as any type
+    Kafka lacks, and a stored binding of theirs is neither described nor deleted by filters that match any
+    resource type."""
     subject = StoredBinding(
-        StoredType.SUBJECT,
+        stored,
         "orders.",
         StoredPattern.PREFIXED,
         "User:x",
@@ -318,7 +320,7 @@ def test_the_registrys_subject_acls_are_not_kafkas(broker: RunningBroker) -> Non
         StoredPermission.ALLOW,
     )
     broker.runtime.metadata.create_acls([subject])
-    number = int(StoredType.SUBJECT)
+    number = int(stored)
     any_filter = {"resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None}
     any_filter |= {"host_filter": None, "operation": 1, "permission_type": 1}
     with Wire(broker.port) as wire:

@@ -60,3 +60,21 @@ def test_an_http_only_agent_loads_no_kafka_library_nor_the_cli_clients_libraries
     done = _run(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["-1 []", "0 ['kafka', 'broker.server']"]
+
+
+def test_an_agent_whose_lake_is_not_read_loads_no_iceberg_library() -> None:
+    """The Iceberg catalog is served by every agent, but pyiceberg and SQLAlchemy load only with its first
+    request (api/iceberg/lake.py)."""
+    code = (
+        "import sys, tempfile\n"
+        "from strata.runtime import build_runtime\n"
+        "from strata.settings import load_settings\n"
+        "from strata.http import http_app\n"
+        "runtime = build_runtime(load_settings({'data_dir': tempfile.mkdtemp(), 'kafka_port': -1}))\n"
+        "http_app(runtime)\n"
+        "print([m for m in ('pyiceberg', 'sqlalchemy') if m in sys.modules])\n"
+        "runtime.metadata.close()\n"
+    )
+    done = _run(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -134,3 +134,6 @@ def test_the_documented_principals_file_loads_with_the_grants_described() -> Non
     assert may(Operation.READ, ResourceType.GROUP, "billing-eu")
     assert not may(Operation.DELETE, ResourceType.GROUP, "billing-eu")
     assert not may(Operation.READ, ResourceType.GROUP, "other")
+    assert may(Operation.READ, ResourceType.TABLE, "strata.orders")
+    assert may(Operation.DESCRIBE, ResourceType.TABLE, "strata.orders_state")
+    assert not may(Operation.READ, ResourceType.TABLE, "strata.payments")

@@ -85,6 +85,19 @@ def test_subject_grants_become_subject_acls() -> None:
         parse_principals({"principals": {"a": {"password": "pw", "subjects": {"delete": ["x"]}}}})
 
 
+def test_table_grants_become_table_acls() -> None:
+    """tables read -> READ on TABLE, the lake's tables as the Iceberg catalog names them; reading is all the
+    read-only catalog has to grant."""
+    doc = {"principals": {"svc": {"password": "pw", "tables": {"read": ["strata.orders", "*"]}}}}
+    t = ResourceType.TABLE
+    assert set(parse_principals(doc).file_acls()) == {
+        _allow("User:svc", t, "strata.orders", PatternType.PREFIXED, Operation.READ),
+        _allow("User:svc", t, "*", PatternType.LITERAL, Operation.READ),
+    }
+    with pytest.raises(SettingsError, match=r"tables\.write"):
+        parse_principals({"principals": {"a": {"password": "pw", "tables": {"write": ["x"]}}}})
+
+
 def test_seeding_is_idempotent(security: Security) -> None:
     version = security.version
     assert security.seed() == 0  # a restart with the same file adds nothing
