@@ -266,6 +266,7 @@ def test_json_schemas_without_one_type_per_column(schema: object) -> None:
         columns_for(JSON.parse(json.dumps(schema), []))
 
 
+@pytest.mark.integration  # a real table in a temporary directory: IO, so not in test-fast
 def test_the_columns_make_an_iceberg_table_that_duckdb_reads(tmp_path: Path) -> None:
     import duckdb
     from pyiceberg.catalog.sql import SqlCatalog

@@ -82,6 +82,7 @@ def test_other_changes_are_incompatible(field: pa.Field, column: str) -> None:
     assert str(raised.value).startswith(f"{column}: ")
 
 
+@pytest.mark.integration  # a real table in a temporary directory: IO, so not in test-fast
 def test_pyiceberg_evolves_a_table_to_the_merged_columns_in_one_commit(tmp_path: Path) -> None:
     """The writer's step: ``union_by_name`` to the merged columns and the append in one transaction; the
     rows of both schemas then read through DuckDB."""
