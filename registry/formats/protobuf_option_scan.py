@@ -381,15 +381,21 @@ class Scan:
 
 def int_value(text: str) -> int:
     """An integer literal as protoc reads it: ``0x`` hex, a leading ``0`` octal, else decimal."""
-    if text[:2] in ("0x", "0X"):
-        return int(text[2:], 16)
-    if len(text) > 1 and text.startswith("0"):
-        return int(text[1:], 8)
-    return int(text)
+    try:
+        if text[:2] in ("0x", "0X"):
+            return int(text[2:], 16)
+        if len(text) > 1 and text.startswith("0"):
+            return int(text[1:], 8)
+        return int(text)
+    except ValueError:  # "09": not a literal protoc reads
+        raise ScanError(f"not an integer literal: {text!r}") from None
 
 
 def _string(literals: list[str]) -> str:
-    raw = b"".join(text_encoding.CUnescape(literal[1:-1]) for literal in literals)
+    try:
+        raw = b"".join(text_encoding.CUnescape(literal[1:-1]) for literal in literals)
+    except ValueError:  # a truncated \x or \u escape: not a literal protoc reads
+        raise ScanError(f"not a string literal: {literals[0]}") from None
     try:
         return quote_string(raw.decode("utf-8"))
     except UnicodeDecodeError:

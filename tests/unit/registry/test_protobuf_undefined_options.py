@@ -7,11 +7,13 @@ import base64
 
 import pytest
 from google.protobuf import descriptor_pb2
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from registry.errors import InvalidSchema
 from registry.formats.base import Resolved, SchemaType
 from registry.formats.protobuf import FORMAT
-from registry.formats.protobuf_option_scan import Scan, UndefinedOption
+from registry.formats.protobuf_option_scan import Scan, ScanError, UndefinedOption
 
 P3 = 'syntax = "proto3";\npackage p;\n'
 P2 = 'syntax = "proto2";\npackage p;\n'
@@ -221,3 +223,60 @@ def test_a_bracket_list_keeps_its_commas_between_what_remains() -> None:
     )
     only = Scan("message M { optional int32 a = 1 [(x) = 1]; }")
     assert " ".join(only.removal([0]).split()) == "message M { optional int32 a = 1 ; }"
+
+
+PIECES = st.sampled_from(
+    [
+        "option",
+        "(",
+        ")",
+        "x",
+        "=",
+        ";",
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        "message",
+        "M",
+        "enum",
+        "oneof",
+        "rpc",
+        "service",
+        "1",
+        "09",
+        "-",
+        '"s',
+        '"s"',
+        "'\\x'",
+        '"\\u12"',
+        "0x",
+        "1.5e",
+        "group",
+        "extend",
+        "extensions",
+        "to",
+        "/*",
+        "//",
+        "\n",
+        "\t",
+        "é",
+        " ",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(PIECES, max_size=40).map(" ".join))
+@example("option (x) = '\\x';")  # a truncated escape
+@example('message M { int32 a = 1 [(x) = "\\u12"]; }')
+@example("option (x) = 09;")
+def test_the_scan_of_any_text_ends_or_raises_scan_error(text: str) -> None:
+    """The scan only ever runs on text protoc parsed, but must never fail otherwise than by ScanError."""
+    try:
+        scan = Scan(text)
+    except ScanError:
+        return
+    removed = scan.removal(range(len(scan.sites)))
+    assert len(removed.encode()) == len(text.encode())
