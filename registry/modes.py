@@ -4,8 +4,9 @@
 - READONLY: none of them (42205); READONLY_OVERRIDE as the global mode makes every subject read-only,
   whatever its own mode says.
 - IMPORT: registrations must give the schema's id (and may give its version), as a migration from another
-  registry does; compatibility is not checked. A scope may enter IMPORT only while it has no live version,
-  unless forced, so that imported ids cannot meet ids this registry handed out in the same subject.
+  registry does; compatibility is not checked; a schema that has an id already gets the given one too
+  (Confluent). A scope may enter IMPORT only while it has no live version, unless forced, so that
+  imported ids cannot meet ids this registry handed out in the same subject.
 
 The mode of a subject is its own, else the global one, else READWRITE; a global READONLY_OVERRIDE wins.
 """

@@ -359,11 +359,8 @@ def _registered(subject: str, registration: Registration, import_as: ImportTarge
             f"Invalid reference {ref.name}: subject {ref.subject!r} has no version {ref.version}"
         )
     if outcome is RegisterOutcome.ID_CONFLICT and import_as is not None:
-        if registration.schema_id is not None:
-            raise IdDoesNotMatch(
-                f"Schema already registered with id {registration.schema_id} instead of input id"
-                f" {import_as.schema_id}"
-            )
+        # A schema that has another id gets this one too (Confluent since 5c27a6c3): only an id that holds
+        # another schema is refused.
         raise IdDoesNotMatch(f"Overwrite new schema with id {import_as.schema_id} is not permitted.")
     if outcome is RegisterOutcome.VERSION_CONFLICT:
         raise OperationNotPermitted(

@@ -3,7 +3,9 @@
 
 The pieces, one concept each:
 - ``protobuf_resolve``: references and built-in imports resolved into descriptors (``protobuf_compile``
-  runs protoc in-process; ``protobuf_builtins`` says where ``google/*`` and ``confluent/*`` come from);
+  runs protoc in-process; ``protobuf_builtins`` says where ``google/*`` and ``confluent/*`` come from;
+  ``protobuf_undefined`` keeps custom options that no import defines out of protoc's way, and beside the
+  descriptor);
 - ``protobuf_print``: a descriptor printed as ``.proto`` text (a schema registered as a descriptor is
   answered as text; the canonical form is printed too), after ``protobuf_normalize``;
 - ``protobuf_wire``: Confluent's message indexes, and the names they address;
@@ -24,6 +26,7 @@ from registry.errors import InvalidSchema
 from registry.formats import protobuf_compat
 from registry.formats.base import ParsedSchema, Resolved, SchemaType
 from registry.formats.protobuf_normalize import normalize
+from registry.formats.protobuf_option_scan import UndefinedOption
 from registry.formats.protobuf_resolve import Resolver, build_pool, decode_descriptor, printed
 from registry.formats.protobuf_wire import message_indexes, message_name, walk_messages
 
@@ -32,17 +35,24 @@ FileProto = descriptor_pb2.FileDescriptorProto
 
 class ProtobufSchema:
     """A parsed Protobuf schema: its own file (``file``) and every file it imports (``files``, imports
-    first), all built into ``pool``."""
+    first), all built into ``pool``; beside them, its own file's custom options that no import defines
+    (``undefined_options``), which are in its text and canonical text but in no descriptor."""
 
-    __slots__ = ("_canonical", "_files", "_pool", "_text")
+    __slots__ = ("_canonical", "_files", "_pool", "_text", "_undefined")
 
     def __init__(
-        self, files: Sequence[FileProto], text: str, pool: descriptor_pool.DescriptorPool, canonical: str
+        self,
+        files: Sequence[FileProto],
+        text: str,
+        pool: descriptor_pool.DescriptorPool,
+        canonical: str,
+        undefined: Sequence[UndefinedOption] = (),
     ) -> None:
         self._files = tuple(files)
         self._text = text
         self._pool = pool
         self._canonical = canonical
+        self._undefined = tuple(undefined)
 
     @property
     def schema_type(self) -> SchemaType:
@@ -65,12 +75,17 @@ class ProtobufSchema:
     def pool(self) -> descriptor_pool.DescriptorPool:
         return self._pool
 
+    @property
+    def undefined_options(self) -> tuple[UndefinedOption, ...]:
+        return self._undefined
+
     def canonical(self) -> str:
         return self._canonical
 
     def serialized(self) -> str:
         """The schema's own ``FileDescriptorProto``, base64 (``format=serialized``, which confluent-kafka's
-        deserializer reads)."""
+        deserializer reads). Custom options that no import defines are not in it: a descriptor holds an
+        option by its field number, which only a definition gives (Confluent's holds none either)."""
         return base64.b64encode(self.file.SerializeToString(deterministic=True)).decode("ascii")
 
     def record_names(self) -> list[str]:
@@ -97,8 +112,10 @@ class ProtobufFormat:
             raise InvalidSchema("empty schema")
         resolver = Resolver(references)
         descriptor = decode_descriptor(text)
+        undefined: tuple[UndefinedOption, ...] = ()
         if descriptor is None:
-            files = resolver.compile(text)
+            compiled = resolver.compile(text)
+            files, undefined = compiled.files, compiled.undefined
         else:
             if not descriptor.name or descriptor.name in resolver.files:
                 descriptor.name = resolver.free_name()
@@ -106,7 +123,8 @@ class ProtobufFormat:
         pool = build_pool(files)
         own = files[-1]
         registered = text if descriptor is None else printed(own, pool)
-        return ProtobufSchema(files, registered, pool, printed(normalize(own), pool, normalized=True))
+        canonical = printed(normalize(own), pool, normalized=True, undefined=undefined)
+        return ProtobufSchema(files, registered, pool, canonical, undefined)
 
     def compatibility(self, reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
         if not isinstance(reader, ProtobufSchema) or not isinstance(writer, ProtobufSchema):

@@ -22,6 +22,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -32,6 +33,31 @@ from registry.errors import InvalidSchema
 from registry.formats import protobuf_builtins
 
 FileProto = descriptor_pb2.FileDescriptorProto
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocError:
+    """One of protoc's errors; ``line`` and ``column`` count from 0 (-1: none), as ``get_protos`` gives
+    them, columns in bytes with tabs to the next multiple of 8 (protoc's tokenizer)."""
+
+    filename: str
+    line: int
+    column: int
+    message: str
+
+    def __str__(self) -> str:
+        # Counted from 1 in the message, as protoc's command line and editors count.
+        where = f"{self.filename}:{self.line + 1}:{self.column + 1}" if self.line >= 0 else self.filename
+        return f"{where}: {self.message}"
+
+
+class ProtocRefused(InvalidSchema):
+    """protoc refused the files: an invalid schema, with protoc's errors one by one (``errors``) for a
+    caller that acts on some of them (``protobuf_undefined``)."""
+
+    def __init__(self, errors: tuple[ProtocError, ...]) -> None:
+        super().__init__("\n".join(str(error) for error in errors) or "protoc failed without a message")
+        self.errors = errors
 
 
 def check_import_path(name: str) -> None:
@@ -48,7 +74,7 @@ def check_import_path(name: str) -> None:
 def compile_proto(target: str, sources: Mapping[str, str]) -> FileProto:
     """Compile ``target``, one of ``sources`` (``.proto`` texts by import path) or a built-in, into its
     descriptor (its imports are compiled too, but their descriptors come from where they were
-    registered). ``InvalidSchema`` carries protoc's errors, each as ``file:line:column: message``."""
+    registered). ``ProtocRefused`` carries protoc's errors, each as ``file:line:column: message``."""
     for name in sources:
         check_import_path(name)
     with tempfile.TemporaryDirectory(prefix="strata-proto-") as tmp:
@@ -62,7 +88,7 @@ def compile_proto(target: str, sources: Mapping[str, str]) -> FileProto:
         try:
             generated = _protoc_compiler.get_protos(target.encode(), includes)
         except _protoc_compiler.ProtocErrors as exc:
-            raise InvalidSchema(_describe(exc.errors())) from None
+            raise ProtocRefused(tuple(_error(error) for error in exc.errors())) from None
     # Modules come imports first, the target's last.
     _module, code = generated[-1]
     return _descriptor_of(code)
@@ -93,16 +119,14 @@ def _fill(root: Path, target: str, sources: Mapping[str, str]) -> None:
         (root / name).write_text(text, encoding="utf-8")
 
 
-def _describe(errors: list[object]) -> str:
-    lines = []
-    for error in errors:
-        filename = _text(getattr(error, "filename", b""))
-        message = _text(getattr(error, "message", b""))
-        line, column = getattr(error, "line", -1), getattr(error, "column", -1)
-        # get_protos counts lines and columns from 0; protoc's command line, and editors, from 1.
-        where = f"{filename}:{line + 1}:{column + 1}" if line >= 0 else filename
-        lines.append(f"{where}: {message}")
-    return "\n".join(lines) or "protoc failed without a message"
+def _error(error: object) -> ProtocError:
+    line, column = getattr(error, "line", -1), getattr(error, "column", -1)
+    return ProtocError(
+        _text(getattr(error, "filename", b"")),
+        line if isinstance(line, int) else -1,
+        column if isinstance(column, int) else -1,
+        _text(getattr(error, "message", b"")),
+    )
 
 
 def _text(value: object) -> str:

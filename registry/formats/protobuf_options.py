@@ -7,11 +7,16 @@ the schema's own files, where the extensions that define the custom options live
 ``message_factory`` and ``text_format`` then give each option's name and value (a message-valued option as
 a ``{ ... }`` aggregate, which protoc parses). An option that no file of the schema defines cannot be named,
 so it is an error, never dropped silently.
+
+Options that no import defines are not in descriptors at all (``protobuf_undefined``): a printer is given
+them as ready assignments by element (``extra``), and prints them after the element's defined options, or
+among them by name.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 from google.protobuf import descriptor_pool, message, message_factory, text_encoding, text_format
 from google.protobuf.descriptor import FieldDescriptor
@@ -36,17 +41,35 @@ class OptionPrinter:
     ``by_name`` orders each options message's assignments by option name (a custom option by its full
     name, without the parentheses), as Confluent's normalization does, so that a normalized schema prints
     as Confluent prints it; otherwise they come in field-number order. Either order compiles to the same
-    descriptor: serialized options are in field-number order whatever the text's order."""
+    descriptor: serialized options are in field-number order whatever the text's order.
 
-    def __init__(self, pool: descriptor_pool.DescriptorPool | None, *, by_name: bool = False) -> None:
+    ``extra`` maps an element, ``(kind, full name)`` as ``protobuf_option_scan.UndefinedOption`` names it,
+    to assignments that are not in its options message, each with its sort key, in their order."""
+
+    def __init__(
+        self,
+        pool: descriptor_pool.DescriptorPool | None,
+        *,
+        by_name: bool = False,
+        extra: Mapping[tuple[str, str], Sequence[tuple[str, str]]] | None = None,
+    ) -> None:
         self._pool = pool
         self._by_name = by_name
+        self._extra = extra or {}
         self._classes: dict[str, type[message.Message] | None] = {}
 
-    def assignments(self, options: message.Message) -> list[str]:
+    def assignments(self, options: message.Message, kind: str = "", scope: str = "") -> list[str]:
         """``name = value`` for every option set in ``options``, in field-number order or by name (the class
-        docstring); a repeated option gives one assignment per element, in its order, as protoc reads them
-        back."""
+        docstring), then the element's extra assignments (among them by name); a repeated option gives one
+        assignment per element, in its order, as protoc reads them back."""
+        keyed = self._defined(options)
+        keyed.extend(self._extra.get((kind, scope), ()))
+        if self._by_name:
+            # Stable: a repeated option's elements, and equal names, keep their order.
+            keyed.sort(key=lambda item: item[0])
+        return [assignment for _key, assignment in keyed]
+
+    def _defined(self, options: message.Message) -> list[tuple[str, str]]:
         if options.ByteSize() == 0:
             return []
         readable = self._reread(options)
@@ -56,17 +79,12 @@ class OptionPrinter:
             raise UnprintableOption(
                 f"{options.DESCRIPTOR.full_name} sets field(s) {numbers} that no imported file defines"
             )
-        fields = readable.ListFields()
-        if self._by_name:
-            # A repeated option is one entry here: its elements keep their order.
-            fields = sorted(
-                fields, key=lambda item: item[0].full_name if item[0].is_extension else item[0].name
-            )
-        out: list[str] = []
-        for field, value in fields:
+        out: list[tuple[str, str]] = []
+        for field, value in readable.ListFields():
+            key = field.full_name if field.is_extension else field.name
             name = f"(.{field.full_name})" if field.is_extension else field.name
             values = list(value) if _is_repeated(field) else [value]
-            out.extend(f"{name} = {format_value(field, item)}" for item in values)
+            out.extend((key, f"{name} = {format_value(field, item)}") for item in values)
         return out
 
     def _reread(self, options: message.Message) -> message.Message:

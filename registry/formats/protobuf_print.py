@@ -17,7 +17,7 @@ Choices that keep the output unambiguous and stable:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from google.protobuf import descriptor_pb2, descriptor_pool
@@ -103,11 +103,13 @@ def print_file(
     pool: descriptor_pool.DescriptorPool | None = None,
     *,
     options_by_name: bool = False,
+    extra_options: Mapping[tuple[str, str], Sequence[tuple[str, str]]] | None = None,
 ) -> str:
     """``file`` as ``.proto`` source. ``pool`` holds the file and its imports, so custom options can be
     named; without it only standard options print (``UnprintableOption`` otherwise). ``options_by_name``
-    prints each options message's assignments sorted by name, as Confluent prints a normalized schema."""
-    ctx = _Ctx(syntax_of(file), OptionPrinter(pool, by_name=options_by_name))
+    prints each options message's assignments sorted by name, as Confluent prints a normalized schema.
+    ``extra_options``: assignments that are not in the descriptor, by element (``OptionPrinter``)."""
+    ctx = _Ctx(syntax_of(file), OptionPrinter(pool, by_name=options_by_name, extra=extra_options))
     out = _Out()
     _header(out, ctx, file)
     scope = _Scope("." + file.package if file.package else "", {m.name: m for m in file.message_type})
@@ -118,13 +120,13 @@ def print_file(
             _message(out, ctx, scope, msg)
     for enum in file.enum_type:
         out.line()
-        _enum(out, ctx, enum)
+        _enum(out, ctx, scope, enum)
     if file.extension:
         out.line()
         _extends(out, ctx, scope, list(file.extension))
     for service in file.service:
         out.line()
-        _service(out, ctx, service)
+        _service(out, ctx, scope, service)
     return "\n".join(out.lines) + "\n"
 
 
@@ -144,7 +146,7 @@ def _header(out: _Out, ctx: _Ctx, file: descriptor_pb2.FileDescriptorProto) -> N
         out.line(f"import {kind}{quote_string(dependency)};")
     for dependency in getattr(file, "option_dependency", ()):
         out.line(f"import option {quote_string(dependency)};")
-    statements = ctx.options.assignments(file.options)
+    statements = ctx.options.assignments(file.options, "file", "")
     if statements:
         out.line()
     for statement in statements:
@@ -170,7 +172,7 @@ def _message(out: _Out, ctx: _Ctx, parent: _Scope, msg: MessageProto) -> None:
 
 def _message_body(out: _Out, ctx: _Ctx, parent: _Scope, msg: MessageProto) -> None:
     scope = _Scope(f"{parent.name}.{msg.name}", {m.name: m for m in msg.nested_type})
-    for statement in ctx.options.assignments(msg.options):
+    for statement in ctx.options.assignments(msg.options, "message", scope.name):
         out.line(f"option {statement};")
     _fields(out, ctx, scope, msg)
     hidden = _hidden_types(scope, [*msg.field, *msg.extension])
@@ -178,11 +180,12 @@ def _message_body(out: _Out, ctx: _Ctx, parent: _Scope, msg: MessageProto) -> No
         if nested.name not in hidden:
             _message(out, ctx, scope, nested)
     for enum in msg.enum_type:
-        _enum(out, ctx, enum)
+        _enum(out, ctx, scope, enum)
     if msg.extension:
         _extends(out, ctx, scope, list(msg.extension))
     for extension_range in msg.extension_range:
-        options = ctx.options.assignments(extension_range.options)
+        where = f"{scope.name}:{extension_range.start}"
+        options = ctx.options.assignments(extension_range.options, "extension_range", where)
         span = _span(extension_range.start, extension_range.end - 1, MAX_FIELD_NUMBER)
         out.line(f"extensions {span}{_bracket(options)};")
     _reserved(
@@ -203,7 +206,7 @@ def _fields(out: _Out, ctx: _Ctx, scope: _Scope, msg: MessageProto) -> None:
         done.add(field.oneof_index)
         oneof = msg.oneof_decl[field.oneof_index]
         out.open(f"oneof {oneof.name}")
-        for statement in ctx.options.assignments(oneof.options):
+        for statement in ctx.options.assignments(oneof.options, "oneof", f"{scope.name}.{oneof.name}"):
             out.line(f"option {statement};")
         for member in msg.field:
             if member.HasField("oneof_index") and member.oneof_index == field.oneof_index:
@@ -214,7 +217,7 @@ def _fields(out: _Out, ctx: _Ctx, scope: _Scope, msg: MessageProto) -> None:
 def _field(out: _Out, ctx: _Ctx, scope: _Scope, field: FieldProto, *, in_oneof: bool) -> None:
     entry = scope.map_entry(field)
     label = "" if in_oneof or entry is not None else _label(ctx, field)
-    options = _bracket(_field_options(ctx, field))
+    options = _bracket(_field_options(ctx, field, f"{scope.name}.{field.name}"))
     if entry is not None:
         key, value = _type_name(entry.field[0]), _type_name(entry.field[1])
         out.line(f"map<{key}, {value}> {field.name} = {field.number}{options};")
@@ -242,13 +245,13 @@ def _type_name(field: FieldProto) -> str:
     return SCALAR_NAMES.get(field.type) or field.type_name
 
 
-def _field_options(ctx: _Ctx, field: FieldProto) -> list[str]:
+def _field_options(ctx: _Ctx, field: FieldProto, full_name: str) -> list[str]:
     items = []
     if field.HasField("default_value"):
         items.append(f"default = {_default(field)}")
     if field.HasField("json_name"):
         items.append(f"json_name = {quote_string(field.json_name)}")
-    return items + ctx.options.assignments(field.options)
+    return items + ctx.options.assignments(field.options, "field", full_name)
 
 
 def _default(field: FieldProto) -> str:
@@ -282,12 +285,14 @@ def _reserved(
         out.line(f"reserved {', '.join(shown)};")
 
 
-def _enum(out: _Out, ctx: _Ctx, enum: descriptor_pb2.EnumDescriptorProto) -> None:
+def _enum(out: _Out, ctx: _Ctx, parent: _Scope, enum: descriptor_pb2.EnumDescriptorProto) -> None:
+    full_name = f"{parent.name}.{enum.name}"
     out.open(f"enum {enum.name}")
-    for statement in ctx.options.assignments(enum.options):
+    for statement in ctx.options.assignments(enum.options, "enum", full_name):
         out.line(f"option {statement};")
     for value in enum.value:
-        out.line(f"{value.name} = {value.number}{_bracket(ctx.options.assignments(value.options))};")
+        options = ctx.options.assignments(value.options, "enum_value", f"{full_name}.{value.name}")
+        out.line(f"{value.name} = {value.number}{_bracket(options)};")
     ranges = [(r.start, r.end) for r in enum.reserved_range]
     _reserved(out, ctx, ranges, MAX_ENUM_NUMBER, enum.reserved_name)
     out.close()
@@ -308,15 +313,16 @@ def _extends(out: _Out, ctx: _Ctx, scope: _Scope, extensions: list[FieldProto]) 
         out.close()
 
 
-def _service(out: _Out, ctx: _Ctx, service: descriptor_pb2.ServiceDescriptorProto) -> None:
+def _service(out: _Out, ctx: _Ctx, file: _Scope, service: descriptor_pb2.ServiceDescriptorProto) -> None:
+    full_name = f"{file.name}.{service.name}"
     out.open(f"service {service.name}")
-    for statement in ctx.options.assignments(service.options):
+    for statement in ctx.options.assignments(service.options, "service", full_name):
         out.line(f"option {statement};")
     for method in service.method:
         source = ("stream " if method.client_streaming else "") + method.input_type
         sink = ("stream " if method.server_streaming else "") + method.output_type
         head = f"rpc {method.name}({source}) returns ({sink})"
-        statements = ctx.options.assignments(method.options)
+        statements = ctx.options.assignments(method.options, "method", f"{full_name}.{method.name}")
         if not statements:
             out.line(head + ";")
             continue

@@ -4,7 +4,9 @@ each after the files it imports.
 A schema, and each of its references, arrives either as ``.proto`` text or as a base64
 ``FileDescriptorProto`` (confluent-kafka's serializer registers every file that way, its references
 included). References come in dependency order, so they are resolved front to back:
-- a text reference is compiled by protoc among the references before it, and its descriptor kept;
+- a text reference is compiled by protoc among the references before it, and its descriptor kept (custom
+  options that no import defines are taken out of the text the later files compile against:
+  ``protobuf_undefined``);
 - a descriptor reference is decoded, named by its import path (the name its importers use), checked by
   building it into a descriptor pool with its imports, and printed, so that a later text file can import it.
 An import that is not a reference resolves to a built-in (``protobuf_builtins``), or is an error.
@@ -14,15 +16,18 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.message import DecodeError
 
 from registry.errors import InvalidSchema
 from registry.formats.base import Resolved, SchemaType
-from registry.formats.protobuf_compile import builtin_descriptor, check_import_path, compile_proto
+from registry.formats.protobuf_compile import builtin_descriptor, check_import_path
+from registry.formats.protobuf_option_scan import UndefinedOption
 from registry.formats.protobuf_options import UnprintableOption
 from registry.formats.protobuf_print import print_file
+from registry.formats.protobuf_undefined import compile_accepting_undefined
 
 FileProto = descriptor_pb2.FileDescriptorProto
 # The name Confluent gives a schema's own file when it has none (ProtobufSchema.DEFAULT_NAME).
@@ -55,12 +60,28 @@ def build_pool(files: Sequence[FileProto]) -> descriptor_pool.DescriptorPool:
     return pool
 
 
-def printed(file: FileProto, pool: descriptor_pool.DescriptorPool, *, normalized: bool = False) -> str:
-    """``file`` printed; ``normalized``: as the canonical text, options by name (protobuf_print)."""
+def printed(
+    file: FileProto,
+    pool: descriptor_pool.DescriptorPool,
+    *,
+    normalized: bool = False,
+    undefined: Sequence[UndefinedOption] = (),
+) -> str:
+    """``file`` printed; ``normalized``: as the canonical text, options by name (protobuf_print);
+    ``undefined``: the custom options no import defines, printed at their elements."""
+    extra: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for option in undefined:
+        extra.setdefault((option.kind, option.scope), []).append((option.sort_key, option.assignment))
     try:
-        return print_file(file, pool, options_by_name=normalized)
+        return print_file(file, pool, options_by_name=normalized, extra_options=extra)
     except UnprintableOption as exc:
         raise InvalidSchema(f"{file.name}: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSchema:
+    files: list[FileProto]
+    undefined: tuple[UndefinedOption, ...]
 
 
 class Resolver:
@@ -82,9 +103,9 @@ class Resolver:
             )
         descriptor = decode_descriptor(reference.text)
         if descriptor is None:
-            compiled = compile_proto(reference.name, {**self.sources, reference.name: reference.text})
-            self.sources[reference.name] = reference.text
-            self.files[reference.name] = compiled
+            compiled = compile_accepting_undefined(reference.name, reference.text, self.sources)
+            self.sources[reference.name] = compiled.source
+            self.files[reference.name] = compiled.file
             return
         descriptor.name = reference.name
         files = self.ordered(descriptor)
@@ -99,10 +120,10 @@ class Resolver:
             name = f"{DEFAULT_NAME}_{n}.proto"
         return name
 
-    def compile(self, text: str) -> list[FileProto]:
-        """A ``.proto`` schema's file, after its imports."""
-        name = self.free_name()
-        return self.ordered(compile_proto(name, {**self.sources, name: text}))
+    def compile(self, text: str) -> CompiledSchema:
+        """A ``.proto`` schema's file, after its imports, and its custom options that no import defines."""
+        compiled = compile_accepting_undefined(self.free_name(), text, self.sources)
+        return CompiledSchema(self.ordered(compiled.file), compiled.undefined)
 
     def ordered(self, file: FileProto) -> list[FileProto]:
         """``file`` after its imports, each import after its own (depth first, in import order)."""

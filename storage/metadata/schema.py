@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from storage.errors import SettingsError
 from storage.metadata.schema_registry import v11
+from storage.metadata.schema_registry_ids import v12_postgres, v12_sqlite
 from storage.metadata.schema_transactions import v9, v10
 
 if TYPE_CHECKING:
@@ -372,6 +373,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "transactions: coordinator state, open partitions, markers, aborted index", v9(_SQLITE)),
     Migration(10, "transactions: the delete horizon of markers in compacted partitions", v10(_SQLITE)),
     Migration(11, "schema registry: schemas, subjects, versions, references, config, mode", v11(_SQLITE)),
+    Migration(12, "schema registry: a schema under several imported ids", v12_sqlite()),
 )
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_POSTGRES)),
@@ -385,6 +387,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "transactions: coordinator state, open partitions, markers, aborted index", v9(_POSTGRES)),
     Migration(10, "transactions: the delete horizon of markers in compacted partitions", v10(_POSTGRES)),
     Migration(11, "schema registry: schemas, subjects, versions, references, config, mode", v11(_POSTGRES)),
+    Migration(12, "schema registry: a schema under several imported ids", v12_postgres()),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {

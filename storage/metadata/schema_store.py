@@ -9,7 +9,9 @@ raising; the write transaction then rolls back and the exception propagates unch
 Vocabulary:
 - a *schema* has a global id, a type (``AVRO``, ``JSON``, ``PROTOBUF``), its text, a canonical form, a
   fingerprint and a guid; one fingerprint, one id, forever (a permanent delete only makes the id stop
-  resolving until the schema is registered again);
+  resolving until the schema is registered again), except that IMPORT mode may give a schema more ids,
+  as Confluent does (storage/metadata/schema_registry_ids.py): a registration without an id keeps
+  getting the first;
 - a *version* is a subject's n-th registration of a schema; *live* unless soft-deleted;
 - the *global* config and mode are those of the subject ``None``.
 """
@@ -97,14 +99,13 @@ class RegisterOutcome(Enum):
     REGISTERED = "registered"  # a new version
     EXISTING = "existing"  # the schema was a live version of the subject already
     REFERENCE_MISSING = "reference missing"  # a referenced (subject, version) has no row (any more)
-    ID_CONFLICT = "id conflict"  # IMPORT: the id holds another schema, or the schema has another id
+    ID_CONFLICT = "id conflict"  # IMPORT: the id holds another schema
     VERSION_CONFLICT = "version conflict"  # IMPORT: the version holds another schema
 
 
 @dataclass(frozen=True, slots=True)
 class Registration:
     """What a registration did. ``schema_id`` and ``version``: the version registered or found; for
-    ID_CONFLICT, the id the schema already has (None when the given id holds another schema); for
     VERSION_CONFLICT, the id the version holds. ``reference``: the missing one."""
 
     outcome: RegisterOutcome
@@ -159,8 +160,9 @@ class SchemaStore(Protocol):
         (one id per schema, whatever the subject), and the subject's next version is inserted; version
         numbers are never handed out twice while the subject has a version row. Every reference must name
         an existing version row (soft-deleted ones included), held until the commit so that it cannot be
-        deleted meanwhile. ``import_as`` gives the id and version (IMPORT mode): a conflicting id or
-        version is an outcome, and the id sequence moves past the id."""
+        deleted meanwhile. ``import_as`` gives the id and version (IMPORT mode): an id holding another
+        schema, or a version holding another id, is an outcome; a schema that has another id already gets
+        this one too; the id sequence moves past the id."""
         ...
 
     def schema_by_id(self, schema_id: int) -> StoredSchema | None:
@@ -168,7 +170,7 @@ class SchemaStore(Protocol):
         ...
 
     def schema_by_guid(self, guid: str) -> StoredSchema | None:
-        """As ``schema_by_id``."""
+        """As ``schema_by_id``; of a schema with several ids, the first that resolves."""
         ...
 
     def max_schema_id(self) -> int:

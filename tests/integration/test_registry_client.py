@@ -243,6 +243,12 @@ def test_error_codes(server: RunningServer) -> None:
         assert (imported["id"], imported["version"]) == (4242, 3)
         clash = http.post("/subjects/imported/versions", json={**body, "schema": CASES["AVRO"].dependency})
         assert (clash.status_code, clash.json().get("error_code")) == (422, 42207), clash.text
+        # The same schema under another id: registered, as a new version (Confluent's RestApiModeTest
+        # testImportModeWithSameSchemaDifferentId); each id answers it.
+        second = http.post("/subjects/imported/versions", json={**body, "id": 4243, "version": 4}).json()
+        assert (second["id"], second["version"]) == (4243, 4)
+        texts = {http.get(f"/schemas/ids/{i}").json()["schema"] for i in (4242, 4243)}
+        assert texts == {body["schema"]}
 
 
 def _protobuf_message() -> Any:

@@ -346,9 +346,14 @@ def test_import_mode(registry: SchemaRegistry) -> None:
     assert other_schema.value.code == 42207
     with pytest.raises(errors.IdDoesNotMatch):  # the same id and version, another schema
         registry.register("imp", V3_BREAKS_V1, schema_id=500, version=3)
-    with pytest.raises(errors.IdDoesNotMatch):
-        registry.register("imp", V1, schema_id=900)  # V1 has an id already
+    # A schema that has an id already gets the given one too, as Confluent's IMPORT does.
+    first_id = registry.lookup("busy", V1).schema_id
+    again = registry.register("imp", V1, schema_id=900)
+    assert (again.schema_id, again.version) == (900, 5)
+    assert registry.register("imp", V1, schema_id=900) == again
+    assert registry.lookup("imp", V1).schema_id == 900
     registry.set_mode("imp", "READWRITE")
+    assert registry.register("elsewhere-too", V1).schema_id == first_id
     registry.set_config("imp", "NONE")
     assert registry.register("imp", record("Fresh", ("f", "int"))).schema_id > 501  # past the imported ids
 

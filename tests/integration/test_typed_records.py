@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer
@@ -23,6 +22,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import message_factory
 
 from registry.formats import protobuf
+from tests.fixtures import registry_kafka
 from tests.fixtures.principals import PASSWORDS, write_principals
 from tests.fixtures.server import RunningServer, local_settings, run_server
 from tests.kafka.schema_cases import ORDER, framed
@@ -73,18 +73,8 @@ def produce(srv: RunningServer, topic: str, body: dict[str, Any]) -> httpx.Respo
 
 
 def consume(srv: RunningServer, topic: str, n: int) -> list[tuple[bytes | None, bytes | None]]:
-    consumer = Consumer({"bootstrap.servers": srv.kafka_bootstrap, "group.id": "unused"})
-    out: list[tuple[bytes | None, bytes | None]] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        while len(out) < n:
-            msg = consumer.poll(10)
-            assert msg is not None
-            assert msg.error() is None, msg.error()
-            out.append((msg.key(), msg.value()))
-    finally:
-        consumer.close()
-    return out
+    """(key, value) of the first ``n`` records of partition 0, read over the Kafka door."""
+    return [(msg.key(), msg.value()) for msg in registry_kafka.consume(srv.kafka_bootstrap, topic, n)]
 
 
 def decoded(srv: RunningServer, topic: str, **params: Any) -> list[dict[str, Any]]:

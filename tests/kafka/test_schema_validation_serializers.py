@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.schema_registry import (
     SchemaRegistryClient,
     header_schema_id_serializer,
@@ -25,6 +25,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import message_factory
 
 from registry.formats import protobuf
+from tests.fixtures import registry_kafka
 from tests.fixtures.server import RunningServer, local_settings, run_server
 from tests.kafka.schema_cases import ORDER, PAYMENT, framed
 
@@ -73,18 +74,10 @@ def produce(srv: RunningServer, topic: str, values: list[tuple[bytes | None, Hea
 
 
 def consume(srv: RunningServer, topic: str, n: int) -> list[tuple[bytes, Headers]]:
-    consumer = Consumer({"bootstrap.servers": srv.kafka_bootstrap, "group.id": "unused"})
-    out: list[tuple[bytes, Headers]] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        while len(out) < n:
-            msg = consumer.poll(10)
-            assert msg is not None
-            assert msg.error() is None, msg.error()
-            out.append((msg.value(), msg.headers() or []))
-    finally:
-        consumer.close()
-    return out
+    """(value, headers) of the first ``n`` records of partition 0, read over the Kafka door."""
+    return [
+        (msg.value(), msg.headers() or []) for msg in registry_kafka.consume(srv.kafka_bootstrap, topic, n)
+    ]
 
 
 def test_avro_serializer_at_payload_level(srv: RunningServer, client: SchemaRegistryClient) -> None:

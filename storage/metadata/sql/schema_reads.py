@@ -78,7 +78,9 @@ class SchemaReads(SqlBase):
         row = self._backend.run(
             lambda tx: tx.one(
                 f"SELECT {SCHEMA_COLUMNS} FROM sr_schemas s WHERE {where}"
-                " AND EXISTS (SELECT 1 FROM sr_versions v WHERE v.schema_id = s.schema_id)",
+                " AND EXISTS (SELECT 1 FROM sr_versions v WHERE v.schema_id = s.schema_id)"
+                # A guid names every id of a schema (migration 12): the first one answers.
+                " ORDER BY s.duplicate, s.schema_id LIMIT 1",
                 (key,),
             ),
             write=False,

@@ -1,5 +1,6 @@
 """The schema registry's writes: registration and deletes (``SchemaStore``, storage/metadata/schema_store.py;
-the tables are migration 11's, storage/metadata/schema_registry.py). ``SchemaQueries`` is the whole role.
+the tables are migration 11's, storage/metadata/schema_registry.py, with migration 12's duplicate rows,
+schema_registry_ids.py). ``SchemaQueries`` is the whole role.
 
 Locks, in the global order of ``core``: the global ``sr_mode`` row (FOR KEY SHARE: a registration, a
 subject's mode change; FOR UPDATE: a global mode change), then ``sr_subjects`` rows one at a time in
@@ -8,7 +9,9 @@ registering a subject's first schema queue on one row), the subjects its referen
 that the versions referenced cannot be deleted before this commit). Every other registry row is written
 only under its subject's row: ``sr_versions``, ``sr_config``, ``sr_mode``. An ``sr_schemas`` row is
 inserted with ON CONFLICT DO NOTHING, so two subjects registering one schema at once both end up with the
-row the first committed (at READ COMMITTED the loser's next statement sees it).
+row the first committed (at READ COMMITTED the loser's next statement sees it). An IMPORT whose id is new
+but whose schema has a row already adds a ``duplicate`` row: the schema then has both ids, as in
+Confluent; a registration without an id keeps finding the schema's first row.
 """
 
 from __future__ import annotations
@@ -110,7 +113,10 @@ class SchemaQueries(SchemaConfigQueries, SchemaReads):
     def _schema_id(self, tx: Tx, schema: NewSchema, now_ms: int) -> int:
         """The id of the schema with this fingerprint, inserting its row (and references) if there is none."""
         for _ in range(_ID_DRAWS):
-            found = tx.one("SELECT schema_id FROM sr_schemas WHERE fingerprint = ?", (schema.fingerprint,))
+            found = tx.one(
+                "SELECT schema_id FROM sr_schemas WHERE fingerprint = ? AND NOT duplicate",
+                (schema.fingerprint,),
+            )
             if found is not None:
                 return int(found[0])
             # Nothing inserted: either another registration inserted the same schema (found above on the next
@@ -152,18 +158,15 @@ class SchemaQueries(SchemaConfigQueries, SchemaReads):
             if str(by_id[0]) != schema.fingerprint:
                 return Registration(RegisterOutcome.ID_CONFLICT), 0, 0
             return None, target.schema_id, version
-        by_fingerprint = tx.one(
-            "SELECT schema_id FROM sr_schemas WHERE fingerprint = ?", (schema.fingerprint,)
-        )
-        if by_fingerprint is not None:
-            return Registration(RegisterOutcome.ID_CONFLICT, int(by_fingerprint[0])), 0, 0
+        # The schema may have an id already: this one is then a second id of it (Confluent's IMPORT).
+        known = tx.one("SELECT 1 FROM sr_schemas WHERE fingerprint = ? LIMIT 1", (schema.fingerprint,))
         inserted = tx.one(
             "INSERT INTO sr_schemas"
-            " (schema_id, schema_type, schema_text, canonical, fingerprint, guid, refs, created_ms)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING schema_id",
-            (target.schema_id, *_schema_values(schema, now_ms)),
+            " (schema_id, schema_type, schema_text, canonical, fingerprint, guid, refs, created_ms,"
+            " duplicate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING schema_id",
+            (target.schema_id, *_schema_values(schema, now_ms), known is not None),
         )
-        if inserted is None:  # a concurrent import took the id (or the schema) first
+        if inserted is None:  # a concurrent import took the id first, or gave the schema its first row
             return Registration(RegisterOutcome.ID_CONFLICT), 0, 0
         _insert_references(tx, target.schema_id, schema.references)
         if self._d.name == "postgres":
