@@ -89,10 +89,6 @@ class ReferenceExists(RegistryError):
     code, status = 42206, 422
 
 
-class IdDoesNotMatch(RegistryError):
-    code, status = 42207, 422
-
-
 class InvalidSubject(RegistryError):
     code, status = 42208, 422
 

@@ -21,7 +21,6 @@ from functools import partial
 from registry import compatibility
 from registry.configs import Configs
 from registry.errors import (
-    IdDoesNotMatch,
     IncompatibleSchema,
     InvalidSchema,
     OperationNotPermitted,
@@ -107,7 +106,7 @@ class SchemaRegistry(Configs):
         ``schema_id`` (and optionally ``version``) is IMPORT mode's: the schema keeps that id. Without an id
         a ``version`` is ignored. ``normalize`` stores the canonical form (the subject's or the global
         config may ask for it too). Raises InvalidSubject, InvalidSchema, IncompatibleSchema,
-        OperationNotPermitted (mode), IdDoesNotMatch (IMPORT).
+        OperationNotPermitted (mode, or an IMPORT id that holds another schema).
         """
         validate_subject(subject)
         import_as = None
@@ -360,8 +359,8 @@ def _registered(subject: str, registration: Registration, import_as: ImportTarge
         )
     if outcome is RegisterOutcome.ID_CONFLICT and import_as is not None:
         # A schema that has another id gets this one too (Confluent since 5c27a6c3): only an id that holds
-        # another schema is refused.
-        raise IdDoesNotMatch(f"Overwrite new schema with id {import_as.schema_id} is not permitted.")
+        # another schema is refused, with Confluent's OperationNotPermitted (checkIfSchemaWithIdExist).
+        raise OperationNotPermitted(f"Overwrite new schema with id {import_as.schema_id} is not permitted.")
     if outcome is RegisterOutcome.VERSION_CONFLICT:
         raise OperationNotPermitted(
             f"Subject {subject} version {registration.version} holds schema id {registration.schema_id};"

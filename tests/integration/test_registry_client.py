@@ -242,7 +242,7 @@ def test_error_codes(server: RunningServer) -> None:
         imported = http.post("/subjects/imported/versions", json=body).json()
         assert (imported["id"], imported["version"]) == (4242, 3)
         clash = http.post("/subjects/imported/versions", json={**body, "schema": CASES["AVRO"].dependency})
-        assert (clash.status_code, clash.json().get("error_code")) == (422, 42207), clash.text
+        assert (clash.status_code, clash.json().get("error_code")) == (422, 42205), clash.text
         # The same schema under another id: registered, as a new version (Confluent's RestApiModeTest
         # testImportModeWithSameSchemaDifferentId); each id answers it.
         second = http.post("/subjects/imported/versions", json={**body, "id": 4243, "version": 4}).json()
