@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from storage.errors import SettingsError
+from storage.metadata.schema_lake import v12
 from storage.metadata.schema_registry import v11
 from storage.metadata.schema_transactions import v9, v10
 
@@ -372,6 +373,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "transactions: coordinator state, open partitions, markers, aborted index", v9(_SQLITE)),
     Migration(10, "transactions: the delete horizon of markers in compacted partitions", v10(_SQLITE)),
     Migration(11, "schema registry: schemas, subjects, versions, references, config, mode", v11(_SQLITE)),
+    Migration(12, "lake: pyiceberg's SQL catalog tables, lake writers' leases and status", v12(_SQLITE)),
 )
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_POSTGRES)),
@@ -385,6 +387,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "transactions: coordinator state, open partitions, markers, aborted index", v9(_POSTGRES)),
     Migration(10, "transactions: the delete horizon of markers in compacted partitions", v10(_POSTGRES)),
     Migration(11, "schema registry: schemas, subjects, versions, references, config, mode", v11(_POSTGRES)),
+    Migration(12, "lake: pyiceberg's SQL catalog tables, lake writers' leases and status", v12(_POSTGRES)),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
