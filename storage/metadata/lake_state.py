@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from storage.metadata.rows import TopicInfo
+
 
 @dataclass(frozen=True, slots=True)
 class LakeTableRow:
@@ -61,6 +63,10 @@ class LakeRunResult:
 
 
 class LakeStore(Protocol):
+    def lake_topics(self) -> list[TopicInfo]:
+        """The topics whose ``strata.iceberg.mode`` is set to something other than ``disabled``, by name."""
+        ...
+
     def lake_tables(self) -> list[LakeTableRow]:
         """Every row, by topic."""
         ...

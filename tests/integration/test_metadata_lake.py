@@ -87,6 +87,10 @@ def test_one_writer_holds_a_table_lease(metadata_store: MetadataStore) -> None:
 
 def test_two_topics_cannot_share_a_table(metadata_store: MetadataStore) -> None:
     store = metadata_store
+    store.create_topic("a.b", 2, {"strata.iceberg.mode": "raw"}, NOW - 1000)
+    store.create_topic("a-b", 1, {"strata.iceberg.mode": "disabled"}, NOW)
+    store.create_topic("plain", 1, {}, NOW)
+    assert [(t.name, t.partitions) for t in store.lake_topics()] == [("a.b", 2)]
     assert store.lease_lake_table(claim("a.b", "strata.a_b"), "w1", NOW, LEASE) is not None
     with pytest.raises(ClaimRefused, match=r"strata\.a_b"):
         store.lease_lake_table(claim("a-b", "strata.a_b"), "w1", NOW, LEASE)

@@ -11,8 +11,10 @@ import json
 from collections.abc import Mapping
 
 from storage.errors import ClaimRefused, LeaseLost
+from storage.lake_config import MODE, MODE_DISABLED
 from storage.metadata.lake_state import LakeClaim, LakeRunResult, LakeTableRow
-from storage.metadata.sql.core import Row, SqlBase, Tx
+from storage.metadata.rows import TopicInfo
+from storage.metadata.sql.core import Row, SqlBase, Tx, configs_from_json
 
 _COLUMNS = (
     "topic, table_identifier, mode, delete_with_topic, topic_created_ms, committed_offsets,"
@@ -45,6 +47,21 @@ def _row(r: Row) -> LakeTableRow:
 
 
 class LakeQueries(SqlBase):
+    def lake_topics(self) -> list[TopicInfo]:
+        def work(tx: Tx) -> list[Row]:
+            # A cheap filter in SQL (the configs are JSON text), the exact one on the parsed configs.
+            return tx.all(
+                "SELECT name, partitions, configs, created_ms FROM topics WHERE configs LIKE ?"
+                f" ORDER BY name{self._d.binary_collation}",
+                (f"%{MODE}%",),
+            )
+
+        topics = [
+            TopicInfo(str(r[0]), int(r[1]), configs_from_json(r[2]), int(r[3]))
+            for r in self._backend.run(work, write=False, what="lake_topics")
+        ]
+        return [t for t in topics if t.configs.get(MODE, MODE_DISABLED) != MODE_DISABLED]
+
     def lake_tables(self) -> list[LakeTableRow]:
         def work(tx: Tx) -> list[LakeTableRow]:
             return [_row(r) for r in tx.all(f"SELECT {_COLUMNS} FROM lake_tables ORDER BY topic")]
