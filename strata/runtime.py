@@ -26,8 +26,6 @@ from agents.transactions import TxnLimits
 from api.context import HttpContext, HttpLimits, KafkaListenerView, ThisProcess
 from broker.config import BrokerConfig
 from pipeline.compaction import SparkCompactionConfig
-from pipeline.lake.round import LakeRound
-from pipeline.lake.writer import LakeWriterConfig
 from planner.config import RunnerConfig
 from planner.metrics import CompactionMetrics
 from planner.planner import Planner, PlannerConfig
@@ -46,6 +44,7 @@ from strata.settings import Settings, redact_password
 if TYPE_CHECKING:
     from api.registry.context import RegistryContext
     from broker.server import KafkaServer
+    from pipeline.lake.round import LakeRound
     from registry.service import SchemaRegistry
     from strata.registry_listener import RegistryListener
 
@@ -117,6 +116,10 @@ class Runtime:
         """The process's lake round (``pipeline/lake``), created on first use; its catalog (pyiceberg) is
         opened by its first round that has a table to write."""
         if self._lake_round is None:
+            # Imported here: the lake brings pyarrow, which a process that never runs it does not need.
+            from pipeline.lake.round import LakeRound
+            from pipeline.lake.writer import LakeWriterConfig
+
             settings = self.settings
             self._lake_round = LakeRound(
                 self.metadata,

@@ -6,12 +6,16 @@ PostgreSQL with moto S3.
 
 Exactly once: a failure after the Parquet upload and before the catalog commit, a commit whose success the
 writer never learns, and two writers racing for one table each leave count(*) equal to the count of
-distinct (partition, offset), with no gap.
+distinct (partition, offset), with no gap; so does a writer process killed between the two, after its lease
+ran out and ``strata lake run`` took over.
 """
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,6 +34,7 @@ from storage.clock import SystemClock
 from storage.errors import Unavailable
 from storage.lake_catalog import open_catalog
 from storage.lake_config import default_table
+from strata.cli import main as cli_main
 from strata.settings import Settings
 from tests.fixtures.metadata import isolated_postgres_schema
 from tests.fixtures.server import RunningServer, local_settings, run_server, s3_postgres_settings
@@ -263,6 +268,51 @@ def test_two_writers_racing_for_one_table_commit_each_record_once(lake: Lake) ->
     runs = [writer(lake, f"w{i}").run(info) for i in range(2)]
     assert [r.outcome for r in runs] == [COMMITTED, UP_TO_DATE]
     assert_exactly_once(lake, topic)
+
+
+def test_a_writer_killed_mid_job_leaves_no_duplicate(lake: Lake, capsys: pytest.CaptureFixture[str]) -> None:
+    topic = "killed"
+    lake.create_topic(topic, 2)
+    produce_both_doors(lake, topic, 2, 1)
+    assert lake.run(topic).outcome == COMMITTED
+    produce_both_doors(lake, topic, 2, 2)
+    settings = lake.settings
+    child = {
+        "metadata": settings.metadata_url,
+        "bucket": settings.bucket_url,
+        "s3_endpoint": settings.s3_endpoint,
+        "topic": topic,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.integration.lake_child", json.dumps(child)],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode(errors="replace")[-2000:]
+    assert done.stdout == b"killing\n"
+    (row,) = [r for r in lake.runtime.metadata.lake_tables() if r.topic == topic]
+    assert row.lease_owner == "doomed"  # held by a dead writer until it expires
+    assert row.lease_expires_ms is not None
+    assert row.lease_expires_ms > time.time() * 1000 + 1000
+    flags = [
+        "--metadata",
+        settings.metadata_url,
+        "--bucket",
+        settings.bucket_url,
+        "--data-dir",
+        settings.data_dir,
+    ]
+    if settings.s3_endpoint is not None:
+        flags += ["--s3-endpoint", settings.s3_endpoint]
+    capsys.readouterr()
+    assert cli_main(["lake", "run", "--topic", topic, "--force", *flags]) == 0
+    assert capsys.readouterr().out.startswith(f"{topic}: leased by another writer")
+    time.sleep(max(0.0, (row.lease_expires_ms - time.time() * 1000) / 1000) + 0.3)
+    assert cli_main(["lake", "run", "--topic", topic, "--force", *flags]) == 0
+    assert capsys.readouterr().out.startswith(f"{topic}: committed, 140 rows")
+    assert_exactly_once(lake, topic)
+    assert len(pyiceberg_rows(lake.table(topic))) == 2 * 140
 
 
 def test_deleting_the_topic_drops_its_table(lake: Lake) -> None:
