@@ -29,7 +29,7 @@ from confluent_kafka import Producer
 from pipeline import read_topic
 from pipeline.lake.offsets import committed_offsets
 from pipeline.lake.round import DROPPED
-from pipeline.lake.writer import COMMITTED, FAILED, LOST_RACE, UP_TO_DATE, LakeWriter
+from pipeline.lake.writer import COMMITTED, FAILED, LOST_RACE, UP_TO_DATE, LakeWriter, LakeWriterConfig
 from storage.clock import SystemClock
 from storage.errors import Unavailable
 from storage.lake_catalog import open_catalog
@@ -179,6 +179,69 @@ def test_the_raw_table_equals_the_topic(lake: Lake, spark: Any) -> None:
         stable,
         None,
     )
+
+
+def test_the_table_holds_committed_transactions_up_to_the_lso(lake: Lake, spark: Any) -> None:
+    topic = "txn-raw"
+    lake.create_topic(topic, 1)
+    producer = Producer({"bootstrap.servers": lake.server.kafka_bootstrap, "transactional.id": "lake-txn"})
+    producer.init_transactions(30)
+    for values, end in ((["a1", "b1"], "commit"), (["aborted"], "abort"), (["b2"], "commit"), (["open"], "")):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce(topic, key=b"k", value=value.encode(), partition=0)
+        producer.flush(30)
+        if end == "commit":
+            producer.commit_transaction(30)
+        elif end == "abort":
+            producer.abort_transaction(30)
+    # 0, 1 committed, marker 2; 3 aborted, marker 4; 5 committed, marker 6; 7 open: the LSO is 7.
+    run = lake.run(topic)
+    assert (run.outcome, dict(run.offsets), run.rows) == (COMMITTED, {0: 7}, 3)
+    assert pyiceberg_rows(lake.table(topic)) == topic_rows(spark, lake, topic, {0: 7})
+    producer.commit_transaction(30)
+    run = lake.run(topic)
+    assert (run.outcome, dict(run.offsets), run.rows) == (COMMITTED, {0: 9}, 1)
+    expected = topic_rows(spark, lake, topic, {0: 9})
+    assert [(r[1], r[3]) for r in expected] == [(0, b"a1"), (1, b"b1"), (5, b"b2"), (7, b"open")]
+    assert_readers_agree(lake, topic, expected)
+
+
+def test_from_now_and_a_byte_cap_still_commit_each_record_once(lake: Lake) -> None:
+    # from_now: what the topic held before the first commit stays out; that start is committed at once.
+    topic = "from-now"
+    lake.create_topic(topic, 2, **{"strata.iceberg.backfill": "from_now"})
+    produce_both_doors(lake, topic, 2, 1)
+    before = stable_offsets(lake, topic)
+    first = lake.run(topic)
+    assert (first.outcome, first.rows, dict(first.offsets)) == (COMMITTED, 0, before)
+    produce_both_doors(lake, topic, 2, 2)
+    assert lake.run(topic).rows == 140
+    rows = pyiceberg_rows(lake.table(topic))
+    assert [r[1] for r in rows if r[0] == 0] == list(range(before[0], stable_offsets(lake, topic)[0]))
+    # A cap below one chunk: one chunk per commit, partitions in turn, until the table is up to date.
+    capped = "capped"
+    lake.create_topic(capped, 2)
+    for round_ in (1, 2, 3):
+        produce_both_doors(lake, capped, 2, round_)  # several flushes: several chunks per partition
+    info = lake.runtime.metadata.get_topic(capped)
+    small = LakeWriter(
+        lake.runtime.metadata,
+        lake.runtime.store,
+        lake.catalog(),
+        SystemClock(),
+        "small",
+        LakeWriterConfig(max_bytes_per_commit=1),
+    )
+    outcomes = []
+    while not outcomes or outcomes[-1] != UP_TO_DATE:
+        run = small.run(info)
+        outcomes.append(run.outcome)
+        assert len(outcomes) < 100, "the capped writer makes no progress"
+    assert outcomes.count(COMMITTED) > 2
+    assert dict(run.offsets) == stable_offsets(lake, capped)
+    assert_exactly_once(lake, capped)
+    assert len(pyiceberg_rows(lake.table(capped))) == 3 * 140
 
 
 class FailingHook:
