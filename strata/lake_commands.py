@@ -32,7 +32,7 @@ _LAKE_SETTINGS = frozenset(
 
 def cmd_lake_run(args: argparse.Namespace) -> int:
     from pipeline.lake.round import LakeRound
-    from pipeline.lake.writer import LakeWriterConfig
+    from pipeline.lake.runs import LakeWriterConfig
     from storage.clock import SystemClock
     from storage.lake_catalog import open_catalog
     from storage.metadata import open_metadata_store

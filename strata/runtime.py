@@ -118,7 +118,7 @@ class Runtime:
         if self._lake_round is None:
             # Imported here: the lake brings pyarrow, which a process that never runs it does not need.
             from pipeline.lake.round import LakeRound
-            from pipeline.lake.writer import LakeWriterConfig
+            from pipeline.lake.runs import LakeWriterConfig
 
             settings = self.settings
             self._lake_round = LakeRound(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipeline.lake.hooks import CommitHook
-from pipeline.lake.writer import LakeRun, LakeWriter, LakeWriterConfig, lake_failures
+from pipeline.lake.runs import LakeRun, LakeWriterConfig
 from storage.clock import Clock
 from storage.errors import ClaimRefused
 from storage.lake_config import LakeTopicConfig
@@ -31,6 +31,8 @@ from storage.objectstore.base import ObjectStore
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+
+    from pipeline.lake.writer import LakeWriter
 
 log = logging.getLogger("strata.lake")
 
@@ -69,6 +71,8 @@ class LakeRound:
 
     def writer(self) -> LakeWriter:
         if self._writer is None:
+            from pipeline.lake.writer import LakeWriter
+
             catalog = self._open_catalog()
             self._writer = LakeWriter(
                 self.metadata, self.store, catalog, self.clock, self.owner, self.config, self.hook
@@ -122,6 +126,8 @@ class LakeRound:
         outcome = FORGOTTEN
         if row.delete_with_topic and not topic_exists:
             from pyiceberg.exceptions import NoSuchTableError
+
+            from pipeline.lake.writer import lake_failures
 
             try:
                 self.writer().catalog.purge_table(row.table_identifier)

@@ -26,12 +26,19 @@ commits an empty snapshot carrying them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pipeline.lake.hooks import CommitHook, NoHook
 from pipeline.lake.offsets import OFFSETS_PROPERTY, committed_offsets, encode_offsets
+from pipeline.lake.runs import (
+    COMMITTED,
+    FAILED,
+    LEASED_ELSEWHERE,
+    LOST_RACE,
+    UP_TO_DATE,
+    LakeRun,
+    LakeWriterConfig,
+)
 from pipeline.lake.source import Slice, read_slice
 from pipeline.lake.table_layout import partition_spec, raw_schema, to_table_rows
 from storage.clock import Clock
@@ -53,31 +60,6 @@ NO_RETRY = {"commit.retry.num-retries": "0"}
 # same name is another topic, whose offsets start again at 0).
 TOPIC_PROPERTY = "strata.topic"
 TOPIC_CREATED_PROPERTY = "strata.topic-created-ms"
-
-# What a run ends with (``LakeRun.outcome``).
-COMMITTED = "committed"
-UP_TO_DATE = "up to date"
-LOST_RACE = "lost the commit race"
-LEASED_ELSEWHERE = "leased by another writer"
-FAILED = "failed"
-
-
-@dataclass(frozen=True, slots=True)
-class LakeWriterConfig:
-    max_bytes_per_commit: int = 256 * 1024 * 1024
-    lease_ms: int = 60_000
-
-
-@dataclass(frozen=True, slots=True)
-class LakeRun:
-    topic: str
-    outcome: str
-    offsets: Mapping[int, int] = field(default_factory=dict)  # the table's, after the run
-    snapshot_id: int | None = None
-    rows: int = 0
-    chunk_bytes: int = 0
-    lag_records: int = 0
-    error: str | None = None
 
 
 def lake_failures() -> tuple[type[BaseException], ...]:

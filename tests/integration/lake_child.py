@@ -12,7 +12,8 @@ import signal
 import sys
 from typing import Any
 
-from pipeline.lake.writer import LakeWriter, LakeWriterConfig
+from pipeline.lake.runs import LakeWriterConfig
+from pipeline.lake.writer import LakeWriter
 from storage.clock import SystemClock
 from storage.lake_catalog import open_catalog
 from storage.metadata import open_metadata_store

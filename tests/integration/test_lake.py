@@ -29,7 +29,8 @@ from confluent_kafka import Producer
 from pipeline import read_topic
 from pipeline.lake.offsets import committed_offsets
 from pipeline.lake.round import DROPPED
-from pipeline.lake.writer import COMMITTED, FAILED, LOST_RACE, UP_TO_DATE, LakeWriter, LakeWriterConfig
+from pipeline.lake.runs import COMMITTED, FAILED, LOST_RACE, UP_TO_DATE, LakeWriterConfig
+from pipeline.lake.writer import LakeWriter
 from storage.clock import SystemClock
 from storage.errors import Unavailable
 from storage.lake_catalog import open_catalog
