@@ -147,6 +147,9 @@ class LakeWriter:
         read = read_slice(self.metadata, self.store, info.name, starts, self.config.max_bytes_per_commit)
         new_offsets = {**offsets, **read.end}
         lag = _lag(read)
+        gap = _gap(offsets, read)
+        if gap is not None:
+            log.warning("lake table of %s: %s", info.name, gap)
         if new_offsets == offsets:
             return LakeRun(info.name, UP_TO_DATE, offsets, snapshot_id, lag_records=lag)
         rows = to_table_rows(read.batches, table.schema())
@@ -177,6 +180,7 @@ class LakeWriter:
             rows=rows.num_rows,
             chunk_bytes=read.chunk_bytes,
             lag_records=lag,
+            error=gap,
         )
 
     def load_or_create(self, info: TopicInfo, lake: LakeTopicConfig) -> Table:
@@ -223,3 +227,13 @@ class LakeWriter:
 def _lag(read: Slice) -> int:
     """Records (offsets) between the table's end and the LSO, after the commit."""
     return sum(max(0, read.stable[p] - end) for p, end in read.end.items())
+
+
+def _gap(offsets: dict[int, int], read: Slice) -> str | None:
+    """What retention (or DeleteRecords) deleted before the table had it: the table's offsets below the
+    log starts the read began at. Those records are missing from the table; the status says so."""
+    holes = {p: (o, read.start[p]) for p, o in offsets.items() if p in read.start and read.start[p] > o}
+    if not holes:
+        return None
+    missing = ", ".join(f"partition {p} [{a}, {b})" for p, (a, b) in sorted(holes.items()))
+    return f"records deleted before the table had them: {missing}"

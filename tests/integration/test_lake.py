@@ -245,6 +245,24 @@ def test_from_now_and_a_byte_cap_still_commit_each_record_once(lake: Lake) -> No
     assert len(pyiceberg_rows(lake.table(capped))) == 3 * 140
 
 
+def test_records_deleted_before_the_table_had_them_are_reported(lake: Lake) -> None:
+    topic = "gapped"
+    lake.create_topic(topic, 1)
+    assert lake.server.produce(topic, [{"value": f"v{i}"} for i in range(5)]).status_code == 200
+    assert lake.run(topic).outcome == COMMITTED  # the table has 0..4
+    assert lake.server.produce(topic, [{"value": f"w{i}"} for i in range(5)]).status_code == 200
+    deleted = lake.server.client.delete(
+        f"/v1/topics/{topic}/partitions/0/records", params={"before_offset": 7}
+    )
+    assert deleted.status_code == 200, deleted.text
+    run = lake.run(topic)
+    assert (run.outcome, dict(run.offsets), run.rows) == (COMMITTED, {0: 10}, 3)
+    assert run.error == "records deleted before the table had them: partition 0 [5, 7)"
+    (row,) = [r for r in lake.runtime.metadata.lake_tables() if r.topic == topic]
+    assert row.error == run.error
+    assert [r[1] for r in pyiceberg_rows(lake.table(topic))] == [0, 1, 2, 3, 4, 7, 8, 9]
+
+
 class FailingHook:
     """Fails the run at one point of the commit: ``before`` (files uploaded, catalog not yet committed) or
     ``after`` (committed, but the writer never learns it)."""
