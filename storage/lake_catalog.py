@@ -59,6 +59,9 @@ def catalog_properties(
     }
     if s3_endpoint:
         props["s3.endpoint"] = s3_endpoint
+        # As Strata's own S3 store does with an endpoint (MinIO, moto): buckets under the path. pyiceberg's
+        # FileIO hands its properties to each table, so readers given them (iceberg-rust) do the same.
+        props["s3.path-style-access"] = "true"
     if s3_region:
         props["s3.region"] = s3_region
     return props

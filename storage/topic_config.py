@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from storage.errors import InvalidConfig, InvalidTopicName
+from storage.lake_config import LAKE_CONFIGS, TABLE, default_table
 from storage.records import compression
 
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -268,6 +269,8 @@ NO_EFFECT_CONFIGS: dict[str, tuple[Callable[[str], object], str]] = {
     "message.downconversion.enable": (_bool, "true"),
 }
 _SPEC.update(NO_EFFECT_CONFIGS)
+# The topic as an Iceberg table (storage/lake_config.py, pipeline/lake).
+_SPEC.update(LAKE_CONFIGS)
 KNOWN_CONFIGS = frozenset(_SPEC)
 
 
@@ -411,8 +414,11 @@ def _schema_field(overrides: Mapping[str, str], field: str) -> tuple[bool, str, 
     return on.lower() == "true", subject_strategy(strategy), level
 
 
-def effective_configs(overrides: Mapping[str, str]) -> dict[str, str]:
-    """All configs with defaults filled in, for display (GET /v1/topics/{t})."""
+def effective_configs(overrides: Mapping[str, str], topic: str | None = None) -> dict[str, str]:
+    """All configs with defaults filled in, for display (GET /v1/topics/{t}, DescribeConfigs). With the
+    ``topic``'s name, defaults that derive from it (the lake's table name) are given for that topic."""
     merged = {name: default for name, (_, default) in _SPEC.items()}
+    if topic is not None:
+        merged[TABLE] = default_table(topic)
     merged.update(overrides)
     return merged

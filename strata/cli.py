@@ -1,9 +1,9 @@
 """The ``strata`` command line: run the server, manage topics, produce and consume.
 
 ``strata serve``, ``compact`` and ``demo`` run in this process (this module), and so do ``scan``,
-``damaged`` and ``quarantine`` (strata/damage_commands.py). Every other command is an
-HTTP client of a running server (strata/client_commands.py, and strata/schema_commands.py for ``schemas``;
---url, or STRATA_URL; default http://127.0.0.1:8080).
+``damaged`` and ``quarantine`` (strata/damage_commands.py) and ``lake run`` (strata/lake_commands.py).
+Every other command is an HTTP client of a running server (strata/client_commands.py, and
+strata/schema_commands.py for ``schemas``; --url, or STRATA_URL; default http://127.0.0.1:8080).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from storage.errors import SettingsError
 from strata.client_commands import ClientError, add_client_commands, stderr_console
 from strata.damage_commands import add_damage_commands
+from strata.lake_commands import add_lake_commands
 from strata.schema_commands import add_schema_commands
 from strata.settings import SETTINGS, Settings, load_settings, parse_bool
 
@@ -263,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compact(sub)
     _add_demo(sub)
     add_damage_commands(sub)
+    add_lake_commands(sub)
     add_client_commands(sub)
     add_schema_commands(sub)
     return parser

@@ -1,14 +1,18 @@
-"""The background loop of a Strata process in the worker role (or all): one compaction round at a time.
+"""The background loop of a Strata process in the worker role (or all): one compaction round at a time,
+each followed by a lake round.
 
 Each round (``planner/round.py``: retention, planning, the jobs this process can lease, GC) runs in a
-thread so the event loop keeps serving HTTP. Rounds run every ``worker_interval_ms``, or at once when the
-admin endpoint sets ``runtime.worker_wakeup``.
+thread so the event loop keeps serving HTTP, and so does the lake round after it (``pipeline/lake/round.py``:
+the Iceberg commits that are due; ``--no-lake`` turns it off). They run one after the other, never at once,
+so a worker's memory holds one of them at a time. Rounds run every ``worker_interval_ms``, or at once when
+the admin endpoint sets ``runtime.worker_wakeup``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from storage.errors import StrataError
 from strata.runtime import Runtime
@@ -18,18 +22,26 @@ log = logging.getLogger("strata.loop")
 
 async def run_background_loop(runtime: Runtime) -> None:
     compaction_round = runtime.compaction_round()
+    lake_round = runtime.lake_round() if runtime.settings.lake else None
     interval = runtime.settings.worker_interval_ms / 1000
     while True:
         runtime.worker_wakeup.clear()
-        try:
-            await asyncio.to_thread(compaction_round.run_once)
-        except StrataError as exc:
-            log.warning("background round failed (%d): %s", exc.code, exc.message)
-        except Exception:
-            # Anything else is a bug, but it must not end the loop silently: compaction, retention and GC
-            # would stop for good while the agent keeps serving.
-            log.exception("background round failed unexpectedly")
+        await _guarded("background round", compaction_round.run_once)
+        if lake_round is not None:
+            await _guarded("lake round", lake_round.run_once)
         try:
             await asyncio.wait_for(runtime.worker_wakeup.wait(), interval)
         except TimeoutError:
             pass
+
+
+async def _guarded(what: str, run: Callable[[], object]) -> None:
+    """``run`` in a thread; its failure is logged and the loop goes on."""
+    try:
+        await asyncio.to_thread(run)
+    except StrataError as exc:
+        log.warning("%s failed (%d): %s", what, exc.code, exc.message)
+    except Exception:
+        # Anything else is a bug, but it must not end the loop silently: compaction, retention, GC and the
+        # lake would stop for good while the agent keeps serving.
+        log.exception("%s failed unexpectedly", what)

@@ -33,6 +33,7 @@ from planner.round import CompactionRound, RoundConfig
 from registry.verdicts import LazyValidator, SchemaValidator
 from storage.clock import Clock, SystemClock
 from storage.errors import SettingsError
+from storage.lake_catalog import open_catalog
 from storage.metadata import open_metadata_store
 from storage.metadata.base import MetadataStore
 from storage.metadata.rows import Job
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from api.iceberg.lake import LakeCatalog
     from api.registry.context import RegistryContext
     from broker.server import KafkaServer
+    from pipeline.lake.round import LakeRound
     from registry.service import SchemaRegistry
     from strata.registry_listener import RegistryListener
 
@@ -71,6 +73,7 @@ class Runtime:
     worker_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     _planner: Planner | None = None
     _round: CompactionRound | None = None
+    _lake_round: LakeRound | None = None
     # The Kafka listener, on the same agent core as HTTP; None when disabled (--kafka-port -1, role worker).
     kafka: KafkaServer | None = None
     # Principals, ACLs and stored SCRAM credentials (None in role worker, which has no door).
@@ -112,6 +115,31 @@ class Runtime:
                 on_job=self.compaction_metrics.observe_job,
             )
         return self._round
+
+    def lake_round(self) -> LakeRound:
+        """The process's lake round (``pipeline/lake``), created on first use; its catalog (pyiceberg) is
+        opened by its first round that has a table to write."""
+        if self._lake_round is None:
+            # Imported here: the lake brings pyarrow, which a process that never runs it does not need.
+            from pipeline.lake.round import LakeRound
+            from pipeline.lake.runs import LakeWriterConfig
+
+            settings = self.settings
+            self._lake_round = LakeRound(
+                self.metadata,
+                self.store,
+                partial(
+                    open_catalog,
+                    settings.metadata_url,
+                    settings.bucket_url,
+                    s3_endpoint=settings.s3_endpoint,
+                    s3_region=settings.s3_region,
+                ),
+                self.clock,
+                owner=f"{socket.gethostname()}:{os.getpid()}:{self.rng.getrandbits(32):08x}",
+                config=LakeWriterConfig(settings.lake_max_bytes_per_commit, settings.job_lease_ms),
+            )
+        return self._lake_round
 
     def http_context(self) -> HttpContext:
         """What the HTTP door's routes may use of this process (api/context.py)."""
@@ -217,6 +245,8 @@ class Runtime:
             await self.kafka.close()  # no new Kafka requests; then the agent flushes what it holds
         await self.agent.close()
         await self.astore.close()
+        if self._lake_round is not None:
+            self._lake_round.close()
         self.store.close()
         if self._lake is not None:
             self._lake.close()

@@ -231,6 +231,21 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "job_lease_ms", "STRATA_JOB_LEASE_MS", int, 60_000, "Lease of a compaction job; renewed while it runs"
     ),
+    Setting(
+        "lake",
+        "STRATA_LAKE",
+        parse_bool,
+        True,
+        "Run the lake writer in the worker's rounds: topics with strata.iceberg.mode set are kept as Iceberg"
+        " tables (docs/lake.md)",
+    ),
+    Setting(
+        "lake_max_bytes_per_commit",
+        "STRATA_LAKE_MAX_BYTES_PER_COMMIT",
+        int,
+        256 * MiB,
+        "Chunk bytes one lake commit reads at most (a table catching up takes several commits)",
+    ),
     Setting("l0_merge_files", "STRATA_L0_MERGE_FILES", int, 8, "Merge L0 files into L1 when this many exist"),
     Setting(
         "l0_merge_age_ms",

@@ -64,6 +64,8 @@ class Settings:
     compaction_file_bytes: int = 16 * MiB
     compaction_max_read_bytes_per_second: int = 0
     job_lease_ms: int = 60_000
+    lake: bool = True
+    lake_max_bytes_per_commit: int = 256 * MiB
     l0_merge_files: int = 8
     l0_merge_age_ms: int = 20_000
     kafka_port: int = 9092
@@ -150,6 +152,8 @@ def load_settings(
         check_rate(settings.compaction_max_read_bytes_per_second)
     except SettingsError as exc:
         raise SettingsError(f"STRATA_COMPACTION_MAX_READ_BYTES_PER_SECOND: {exc.message}") from None
+    if settings.lake_max_bytes_per_commit < 1:
+        raise SettingsError("STRATA_LAKE_MAX_BYTES_PER_COMMIT: at least 1")
     if settings.s3_put_price_per_1000 < 0 or settings.s3_get_price_per_1000 < 0:
         raise SettingsError("STRATA_S3_PUT_PRICE_PER_1000 / STRATA_S3_GET_PRICE_PER_1000: not negative")
     return settings

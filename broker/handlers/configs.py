@@ -73,8 +73,12 @@ _TYPES = {
     **{
         name: _BOOLEAN if name.endswith("validation") else _STRING
         for name in KNOWN_CONFIGS
-        if name.startswith(("confluent.", "redpanda.", "strata."))
+        if name.startswith(("confluent.", "redpanda.", "strata.")) and not name.startswith("strata.iceberg.")
     },
+    # The topic as an Iceberg table (storage/lake_config.py): strings, but for its interval and a flag.
+    **{name: _STRING for name in KNOWN_CONFIGS if name.startswith("strata.iceberg.")},
+    "strata.iceberg.commit.interval.ms": _LONG,
+    "strata.iceberg.delete.with.topic": _BOOLEAN,
     "auto.create.topics.enable": _BOOLEAN,
     "num.partitions": _INT,
     "socket.request.max.bytes": _INT,
@@ -103,7 +107,7 @@ async def _describe(ctx: BrokerContext, resource: Any) -> Any:
             ctx.require(_DESCRIBE.need(TOPIC_RESOURCE), resource.resource_name)
             name = validate_topic_name(resource.resource_name)
             info = await asyncio.to_thread(ctx.metadata.get_topic, name)
-            values = effective_configs(info.configs)
+            values = effective_configs(info.configs, name)
             sources = {k: _DYNAMIC_TOPIC_CONFIG if k in info.configs else _DEFAULT_CONFIG for k in values}
             read_only = False
         elif resource.resource_type == BROKER:

@@ -100,7 +100,8 @@ class ProducerFenced(StrataError):
 
 
 class ClaimRefused(Conflict):
-    """Raised by ``create_job``: an input file is claimed by another active job, or is no longer live.
+    """Raised by ``create_job``: an input file is claimed by another active job, or is no longer live; and
+    by ``lease_lake_table``: another topic's lake writer has the same Iceberg table.
 
     Retriable: once the other job finished, a new plan may claim the files.
     """

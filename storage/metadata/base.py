@@ -24,6 +24,8 @@ implements them all, and ``MetadataStore`` is their union, for the composition r
 - ``SchemaStore`` (``storage.metadata.schema_store``): the schema registry's schemas, subjects, versions,
   configs and modes. Its refusals are outcomes (``RegisterOutcome``, ``DeleteOutcome``), or exceptions the
   registry's own callables raise under the subject's lock; the registry turns them into its errors.
+- ``LakeStore`` (``storage.metadata.lake_state``): the lake writers' leases and status, one row per
+  lake-enabled topic.
 - ``StatsReader``: what the HTTP API shows of compaction and sizes: jobs with their reports, partition
   details, topic summaries, dirty-ratio samples.
 
@@ -68,6 +70,7 @@ from storage.errors import IdempotencyConflict as IdempotencyConflict
 from storage.errors import ProducerConflict as ProducerConflict
 from storage.errors import UnknownJob as UnknownJob
 from storage.metadata.coordination import AgentRegistry, GroupStore, ProducerStore, TransactionStore
+from storage.metadata.lake_state import LakeStore
 from storage.metadata.rows import (
     PRODUCER_ID_EXPIRATION_MS,
     ChunkRow,
@@ -449,6 +452,7 @@ class MetadataStore(
     DamageLog,
     SecurityStore,
     SchemaStore,
+    LakeStore,
     Protocol,
 ):
     """Every role at once: what the composition root opens and hands out by role."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from storage.errors import SettingsError
+from storage.metadata.schema_lake import v13
 from storage.metadata.schema_registry import v11
 from storage.metadata.schema_registry_ids import v12_postgres, v12_sqlite
 from storage.metadata.schema_transactions import v9, v10
@@ -374,6 +375,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "transactions: the delete horizon of markers in compacted partitions", v10(_SQLITE)),
     Migration(11, "schema registry: schemas, subjects, versions, references, config, mode", v11(_SQLITE)),
     Migration(12, "schema registry: a schema under several imported ids", v12_sqlite()),
+    Migration(13, "lake: pyiceberg's SQL catalog tables, lake writers' leases and status", v13(_SQLITE)),
 )
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_POSTGRES)),
@@ -388,6 +390,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "transactions: the delete horizon of markers in compacted partitions", v10(_POSTGRES)),
     Migration(11, "schema registry: schemas, subjects, versions, references, config, mode", v11(_POSTGRES)),
     Migration(12, "schema registry: a schema under several imported ids", v12_postgres()),
+    Migration(13, "lake: pyiceberg's SQL catalog tables, lake writers' leases and status", v13(_POSTGRES)),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {

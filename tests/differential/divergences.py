@@ -63,6 +63,13 @@ INTENDED: tuple[Divergence, ...] = (
         ),
     ),
     Divergence(
+        "lake-configs",
+        "Strata's topics take and list the strata.iceberg.* configs, which keep a topic as an Apache Iceberg "
+        "table (mode, table, commit interval, partition spec, backfill, delete with topic). Kafka's broker "
+        "has no such configs.",
+        ("*/configs/strata.iceberg.*",),
+    ),
+    Divergence(
         "kraft-min-insync",
         "A KRaft controller formatted with --standalone writes min.insync.replicas=1 as a cluster default, "
         "so Kafka reports it from DYNAMIC_DEFAULT_BROKER_CONFIG; Strata's is Kafka's default, 1, from "

@@ -42,6 +42,8 @@ by a global mode change), then ``sr_subjects`` rows one by one in code-point ord
 to FOR UPDATE, inserted first if absent; the subjects a new schema references FOR KEY SHARE), then the
 rows written under a subject's lock (``sr_versions``, ``sr_schemas``, ``sr_references``, ``sr_mode``).
 ``sr_config`` rows are upserted and deleted in transactions that take no other lock.
+A ``lake_tables`` row (one lake-enabled topic's writer lease and status, ``lake``) is taken alone, in
+transactions that take no other lock.
 Every transaction that deletes chunk rows (``delete_topic``, ``apply_retention``, ``commit_compaction``)
 first locks the rows' partitions, so once ``commit_compaction`` holds its partitions, its inputs can no
 longer disappear underneath it, and a re-read tells it whether they are all still there.

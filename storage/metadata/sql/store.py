@@ -9,6 +9,7 @@ from storage.metadata.sql.damage import DamageQueries
 from storage.metadata.sql.files import FileQueries
 from storage.metadata.sql.flush import FlushQueries
 from storage.metadata.sql.jobs import JobQueries
+from storage.metadata.sql.lake import LakeQueries
 from storage.metadata.sql.producers import ProducerQueries
 from storage.metadata.sql.reads import ReadQueries
 from storage.metadata.sql.schemas import SchemaQueries
@@ -34,6 +35,7 @@ class SqlMetadataStore(
     DamageQueries,  # DamageLog
     SecurityQueries,  # SecurityStore
     SchemaQueries,  # SchemaStore (the schema registry)
+    LakeQueries,  # LakeStore (the lake writers)
     MetadataStore,
 ):
     """``MetadataStore`` over any ``Backend``. Thread-safe: every call is one backend transaction.

@@ -1,0 +1,158 @@
+"""One lake round: a job for every lake-enabled topic that is due, and the tables of deleted topics dropped.
+
+The worker role runs it after each compaction round (``strata/loop.py``), and ``strata lake run`` runs one
+by hand. A topic is due once its ``strata.iceberg.commit.interval.ms`` has passed since its table's last
+run, or when a commit was asked for (``LakeStore.request_lake_commit``); ``force`` runs every topic. Every
+step is safe with any number of processes doing the same: the jobs are leased per table, and the commit
+itself is a compare-and-set (``pipeline/lake/writer.py``).
+
+A ``lake_tables`` row whose topic is gone (deleted, or deleted and created again) is handled under the
+row's lease: the table is purged when the old topic had ``strata.iceberg.delete.with.topic=true``, and the
+row forgotten. A topic whose mode went back to ``disabled`` keeps its table (it goes on from the offsets
+in it if enabled again); only its row goes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pipeline.lake.hooks import CommitHook
+from pipeline.lake.runs import LakeRun, LakeWriterConfig
+from storage.clock import Clock
+from storage.errors import ClaimRefused
+from storage.lake_config import LakeTopicConfig
+from storage.metadata.base import MetadataStore
+from storage.metadata.lake_state import LakeClaim, LakeRunResult, LakeTableRow
+from storage.metadata.rows import TopicInfo
+from storage.objectstore.base import ObjectStore
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from pipeline.lake.writer import LakeWriter
+
+log = logging.getLogger("strata.lake")
+
+DROPPED = "dropped with its topic"
+REFUSED = "refused"
+FORGOTTEN = "forgotten"
+
+
+@dataclass(frozen=True, slots=True)
+class LakeRoundResult:
+    runs: list[LakeRun]
+    removed: list[tuple[str, str]]  # (topic, DROPPED or FORGOTTEN)
+
+
+class LakeRound:
+    """Runs the lake's jobs. ``open_catalog`` is called once, on the first round that has work."""
+
+    def __init__(
+        self,
+        metadata: MetadataStore,
+        store: ObjectStore,
+        open_catalog: Callable[[], Catalog],
+        clock: Clock,
+        owner: str,
+        config: LakeWriterConfig = LakeWriterConfig(),
+        hook: CommitHook | None = None,
+    ) -> None:
+        self.metadata = metadata
+        self.store = store
+        self.clock = clock
+        self.owner = owner
+        self.config = config
+        self.hook = hook
+        self._open_catalog = open_catalog
+        self._writer: LakeWriter | None = None
+
+    def writer(self) -> LakeWriter:
+        if self._writer is None:
+            from pipeline.lake.writer import LakeWriter
+
+            catalog = self._open_catalog()
+            self._writer = LakeWriter(
+                self.metadata, self.store, catalog, self.clock, self.owner, self.config, self.hook
+            )
+        return self._writer
+
+    def run_once(self, topic: str | None = None, force: bool = False) -> LakeRoundResult:
+        topics = {t.name: t for t in self.metadata.lake_topics() if topic is None or t.name == topic}
+        rows = {r.topic: r for r in self.metadata.lake_tables() if topic is None or r.topic == topic}
+        # Rows of topics that are gone first: a topic deleted and created again must not find its
+        # predecessor's row (the writer's lease would take it over).
+        removed = []
+        for name, row in sorted(rows.items()):
+            info = topics.get(name)
+            if info is None or info.created_ms != row.topic_created_ms:
+                outcome = self._remove(row, self._topic_exists(name, row))
+                if outcome is not None:
+                    removed.append((name, outcome))
+                    del rows[name]
+        now = self.clock.now_ms()
+        runs = []
+        for name, info in sorted(topics.items()):
+            if force or _due(info, rows.get(name), now):
+                try:
+                    runs.append(self.writer().run(info))
+                except ClaimRefused as exc:
+                    log.warning("lake table of %s: %s", name, exc.message)
+                    runs.append(LakeRun(name, REFUSED, error=exc.message))
+        return LakeRoundResult(runs, removed)
+
+    def _topic_exists(self, name: str, row: LakeTableRow) -> bool:
+        """Whether the row's own topic (the incarnation created at ``row.topic_created_ms``) still exists,
+        with its lake disabled."""
+        from storage.errors import UnknownTopic
+
+        try:
+            return self.metadata.get_topic(name).created_ms == row.topic_created_ms
+        except UnknownTopic:
+            return False
+
+    def _remove(self, row: LakeTableRow, topic_exists: bool) -> str | None:
+        """Drop the table of a deleted topic (if it asked for that) and forget the row, under its lease."""
+        claim = LakeClaim(
+            row.topic, row.table_identifier, row.mode, row.delete_with_topic, row.topic_created_ms
+        )
+        if (
+            self.metadata.lease_lake_table(claim, self.owner, self.clock.now_ms(), self.config.lease_ms)
+            is None
+        ):
+            return None
+        outcome = FORGOTTEN
+        if row.delete_with_topic and not topic_exists:
+            from pyiceberg.exceptions import NoSuchTableError
+
+            from pipeline.lake.writer import lake_failures
+
+            try:
+                self.writer().catalog.purge_table(row.table_identifier)
+            except NoSuchTableError:
+                pass
+            except lake_failures() as exc:
+                log.warning("dropping the lake table %s failed: %s", row.table_identifier, exc)
+                self.metadata.finish_lake_run(
+                    row.topic, self.owner, self.clock.now_ms(), LakeRunResult(None, None, None, 0, str(exc))
+                )
+                return None
+            outcome = DROPPED
+        self.metadata.forget_lake_table(row.topic, row.topic_created_ms)
+        return outcome
+
+    def close(self) -> None:
+        if self._writer is not None:
+            engine = getattr(self._writer.catalog, "engine", None)
+            if engine is not None:
+                engine.dispose()
+            self._writer = None
+
+
+def _due(info: TopicInfo, row: LakeTableRow | None, now: int) -> bool:
+    if row is None or row.last_run_ms is None or row.commit_requested:
+        return True
+    interval = LakeTopicConfig.from_overrides(info.name, info.configs).commit_interval_ms
+    return now - row.last_run_ms >= interval

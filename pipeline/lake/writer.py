@@ -1,0 +1,239 @@
+"""One lake job: bring one topic's Iceberg table up to the topic's last stable offset (or as far as the byte
+cap allows), in one snapshot.
+
+The steps, under the table's lease (``LakeStore.lease_lake_table``):
+1. load the table, or create it (Iceberg v2, the raw layout of ``table_layout``, the topic's partition
+   spec, ``commit.retry.num-retries=0``);
+2. read its committed offsets from the current snapshot's summary (``offsets``);
+3. read each partition from there to its LSO (``source``); a partition the table has never had starts at
+   the log start, or at the LSO with ``strata.iceberg.backfill=from_now``;
+4. append the rows with the new offsets as the snapshot's ``strata.offsets``, and commit: data and offsets
+   are one snapshot, swapped in by the catalog's compare-and-set;
+5. record the outcome in ``lake_tables`` (for display) and release the lease.
+
+Why exactly once. A snapshot names its rows and the offsets they end at together, so whatever the table
+holds, the next run starts where its rows end. A writer that crashes before the catalog commit leaves
+only unreferenced files; one that crashes after it leaves a committed snapshot that the next run reads.
+Two writers (a lease that expired under a slow one) both start from the snapshot they loaded, and the
+catalog accepts only the first commit on it: the second gets ``CommitFailedException`` and stops, without
+appending again. pyiceberg 0.12 would retry a failed commit by re-applying the append on top of the
+winner's snapshot, which would duplicate the rows both read, so lake tables set ``commit.retry.num-retries``
+to 0 (and the writer sets it again on a table that lacks it). A run with nothing new commits nothing; a
+run whose offsets moved without rows (aborted transactions, compacted holes, ``from_now``'s start)
+commits an empty snapshot carrying them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from pipeline.lake.hooks import CommitHook, NoHook
+from pipeline.lake.offsets import OFFSETS_PROPERTY, committed_offsets, encode_offsets
+from pipeline.lake.runs import (
+    COMMITTED,
+    FAILED,
+    LEASED_ELSEWHERE,
+    LOST_RACE,
+    UP_TO_DATE,
+    LakeRun,
+    LakeWriterConfig,
+)
+from pipeline.lake.source import Slice, read_slice
+from pipeline.lake.table_layout import partition_spec, raw_schema, to_table_rows
+from storage.clock import Clock
+from storage.errors import LeaseLost, StrataError
+from storage.lake_config import BACKFILL_FROM_NOW, LakeTopicConfig
+from storage.metadata.base import MetadataStore
+from storage.metadata.lake_state import LakeClaim, LakeRunResult
+from storage.metadata.rows import TopicInfo
+from storage.objectstore.base import ObjectStore
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+log = logging.getLogger("strata.lake")
+
+NO_RETRY = {"commit.retry.num-retries": "0"}
+# Which topic a table holds: its name, and when it was created (a topic deleted and created again under the
+# same name is another topic, whose offsets start again at 0).
+TOPIC_PROPERTY = "strata.topic"
+TOPIC_CREATED_PROPERTY = "strata.topic-created-ms"
+
+
+def lake_failures() -> tuple[type[BaseException], ...]:
+    """The errors a run can meet outside Strata's own (``StrataError``): files and network (OSError,
+    Arrow's errors), the catalog's database (SQLAlchemy), pyiceberg's refusals. Each ends the run with its
+    message in the table's status; anything else is a bug and propagates."""
+    import pyarrow as pa
+    from pyiceberg.exceptions import (
+        CommitStateUnknownException,
+        NoSuchNamespaceError,
+        NoSuchTableError,
+        ValidationError,
+        ValidationException,
+    )
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return (
+        StrataError,
+        OSError,
+        ValueError,
+        pa.ArrowException,
+        SQLAlchemyError,
+        CommitStateUnknownException,
+        NoSuchNamespaceError,
+        NoSuchTableError,
+        ValidationError,
+        ValidationException,
+    )
+
+
+class LakeWriter:
+    def __init__(
+        self,
+        metadata: MetadataStore,
+        store: ObjectStore,
+        catalog: Catalog,
+        clock: Clock,
+        owner: str,
+        config: LakeWriterConfig = LakeWriterConfig(),
+        hook: CommitHook | None = None,
+    ) -> None:
+        self.metadata = metadata
+        self.store = store
+        self.catalog = catalog
+        self.clock = clock
+        self.owner = owner
+        self.config = config
+        self.hook: CommitHook = hook or NoHook()
+
+    def run(self, info: TopicInfo) -> LakeRun:
+        """One job for the topic ``info``: lease, write, record, release."""
+        lake = LakeTopicConfig.from_overrides(info.name, info.configs)
+        claim = LakeClaim(info.name, lake.table, lake.mode, lake.delete_with_topic, info.created_ms)
+        leased = self.metadata.lease_lake_table(claim, self.owner, self.clock.now_ms(), self.config.lease_ms)
+        if leased is None:
+            return LakeRun(info.name, LEASED_ELSEWHERE)
+        try:
+            run = self._write(info, lake)
+        except lake_failures() as exc:
+            message = exc.message if isinstance(exc, StrataError) else f"{type(exc).__name__}: {exc}"
+            log.warning("lake writer of %s failed: %s", info.name, message)
+            run = LakeRun(info.name, FAILED, lag_records=leased.lag_records, error=message)
+        committed = run.outcome in (COMMITTED, UP_TO_DATE, LOST_RACE)
+        result = LakeRunResult(
+            dict(run.offsets) if committed else None,
+            run.snapshot_id,
+            self.clock.now_ms() if run.outcome == COMMITTED else None,
+            run.lag_records,
+            run.error,
+        )
+        try:
+            self.metadata.finish_lake_run(info.name, self.owner, self.clock.now_ms(), result)
+        except LeaseLost:
+            log.warning("lake writer of %s lost its lease; its status was not recorded", info.name)
+        return run
+
+    def _write(self, info: TopicInfo, lake: LakeTopicConfig) -> LakeRun:
+        table = self.load_or_create(info, lake)
+        offsets, snapshot_id = committed_offsets(table)
+        # A partition the table has never had starts at the log start (left out), or at the LSO (None).
+        starts: dict[int, int | None] = dict(offsets)
+        if lake.backfill == BACKFILL_FROM_NOW:
+            for partition in range(info.partitions):
+                starts.setdefault(partition, None)
+        read = read_slice(self.metadata, self.store, info.name, starts, self.config.max_bytes_per_commit)
+        new_offsets = {**offsets, **read.end}
+        lag = _lag(read)
+        gap = _gap(offsets, read)
+        if gap is not None:
+            log.warning("lake table of %s: %s", info.name, gap)
+        if new_offsets == offsets:
+            return LakeRun(info.name, UP_TO_DATE, offsets, snapshot_id, lag_records=lag)
+        rows = to_table_rows(read.batches, table.schema())
+        transaction = table.transaction()
+        transaction.append(rows, snapshot_properties={OFFSETS_PROPERTY: encode_offsets(new_offsets)})
+        # A writer that lost its lease stops here: another one has the table now. (Leases are judged by
+        # each writer's clock, so two may still overlap: the catalog's compare-and-set decides then.)
+        self.metadata.heartbeat_lake_table(info.name, self.owner, self.clock.now_ms(), self.config.lease_ms)
+        self.hook.before_commit(info.name, table)
+        from pyiceberg.exceptions import CommitFailedException
+
+        try:
+            table = transaction.commit_transaction()
+        except CommitFailedException as exc:
+            # Another writer committed first: never append again on top of it. The table's offsets are
+            # what it now says; the next run goes on from there.
+            table.refresh()
+            theirs, theirs_id = committed_offsets(table)
+            log.info("lake writer of %s lost a commit race (%s); the table is at %s", info.name, exc, theirs)
+            return LakeRun(info.name, LOST_RACE, theirs, theirs_id, lag_records=lag)
+        self.hook.after_commit(info.name, table)
+        snapshot = table.current_snapshot()
+        return LakeRun(
+            info.name,
+            COMMITTED,
+            new_offsets,
+            None if snapshot is None else snapshot.snapshot_id,
+            rows=rows.num_rows,
+            chunk_bytes=read.chunk_bytes,
+            lag_records=lag,
+            error=gap,
+        )
+
+    def load_or_create(self, info: TopicInfo, lake: LakeTopicConfig) -> Table:
+        """The topic's table: loaded, or created as the topic's configs say. Raises StrataError when the
+        table holds another topic (another name, or an earlier topic of the same name)."""
+        from pyiceberg.catalog import Catalog
+        from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+
+        try:
+            table = self.catalog.load_table(lake.table)
+        except NoSuchTableError:
+            self.catalog.create_namespace_if_not_exists(Catalog.namespace_from(lake.table))
+            schema = raw_schema()
+            properties = {
+                **NO_RETRY,
+                "format-version": "2",
+                TOPIC_PROPERTY: info.name,
+                TOPIC_CREATED_PROPERTY: str(info.created_ms),
+            }
+            try:
+                table = self.catalog.create_table(
+                    lake.table,
+                    schema,
+                    partition_spec=partition_spec(schema, lake.partition_spec),
+                    properties=properties,
+                )
+            except TableAlreadyExistsError:  # another writer created it first
+                table = self.catalog.load_table(lake.table)
+        owner = table.properties.get(TOPIC_PROPERTY, info.name)
+        created = table.properties.get(TOPIC_CREATED_PROPERTY, str(info.created_ms))
+        if (owner, created) != (info.name, str(info.created_ms)):
+            raise StrataError(
+                f"the Iceberg table {lake.table} holds topic {owner!r} as created at {created} ms, not"
+                f" {info.name!r} as created at {info.created_ms} ms: drop the table, or set"
+                " strata.iceberg.table to another name"
+            )
+        if any(table.properties.get(k) != v for k, v in NO_RETRY.items()):
+            with table.transaction() as transaction:
+                transaction.set_properties(NO_RETRY)
+            table.refresh()
+        return table
+
+
+def _lag(read: Slice) -> int:
+    """Records (offsets) between the table's end and the LSO, after the commit."""
+    return sum(max(0, read.stable[p] - end) for p, end in read.end.items())
+
+
+def _gap(offsets: dict[int, int], read: Slice) -> str | None:
+    """What retention (or DeleteRecords) deleted before the table had it: the table's offsets below the
+    log starts the read began at. Those records are missing from the table; the status says so."""
+    holes = {p: (o, read.start[p]) for p, o in offsets.items() if p in read.start and read.start[p] > o}
+    if not holes:
+        return None
+    missing = ", ".join(f"partition {p} [{a}, {b})" for p, (a, b) in sorted(holes.items()))
+    return f"records deleted before the table had them: {missing}"

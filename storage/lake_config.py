@@ -1,0 +1,214 @@
+"""The ``strata.iceberg.*`` topic configs: a topic kept as an Apache Iceberg table (``pipeline/lake``).
+
+Names and values follow Redpanda's Iceberg topics where they overlap (``strata.iceberg.mode``, the partition
+spec syntax), so users can move. ``storage/topic_config.py`` lists them with the other topic configs, so they
+are validated, stored, shown by DescribeConfigs and changed by the usual admin APIs; ``LakeTopicConfig``
+reads a topic's effective lake settings.
+
+- ``strata.iceberg.mode``: ``disabled`` (the default) or ``raw`` (the table holds exactly the columns of
+  Spark's Kafka source: key, value, topic, partition, offset, timestamp, timestampType, headers). Redpanda's
+  typed modes (``value_schema_id_prefix``, ``value_schema_latest[:...]``) are refused as not supported yet.
+- ``strata.iceberg.table``: ``namespace.table``; by default ``strata.<topic>`` with ``.`` and ``-`` mapped
+  to ``_``, so a topic name is always a valid table name.
+- ``strata.iceberg.commit.interval.ms``: how often the lake writer commits the new records (at least 10 s).
+- ``strata.iceberg.partition.spec``: ``(day(timestamp))`` by default; ``()`` for none; a comma-separated
+  list of ``year|month|day|hour(timestamp)``, ``bucket(N, key|partition)`` and ``partition`` (identity).
+- ``strata.iceberg.backfill``: ``from_log_start`` (the default: the table gets what the topic already has)
+  or ``from_now`` (the first commit starts at the last stable offset).
+- ``strata.iceberg.delete.with.topic``: whether deleting the topic drops its table (default true).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from storage.errors import InvalidConfig
+
+MODE = "strata.iceberg.mode"
+TABLE = "strata.iceberg.table"
+COMMIT_INTERVAL = "strata.iceberg.commit.interval.ms"
+PARTITION_SPEC = "strata.iceberg.partition.spec"
+BACKFILL = "strata.iceberg.backfill"
+DELETE_WITH_TOPIC = "strata.iceberg.delete.with.topic"
+
+MODE_DISABLED = "disabled"
+MODE_RAW = "raw"
+MODES = (MODE_DISABLED, MODE_RAW)
+# Redpanda's typed modes: planned, refused until then rather than accepted and ignored.
+_TYPED_MODES = ("value_schema_id_prefix", "value_schema_latest")
+
+BACKFILL_FROM_LOG_START = "from_log_start"
+BACKFILL_FROM_NOW = "from_now"
+BACKFILLS = (BACKFILL_FROM_LOG_START, BACKFILL_FROM_NOW)
+
+MIN_COMMIT_INTERVAL_MS = 10_000
+DEFAULT_COMMIT_INTERVAL_MS = 60_000
+DEFAULT_PARTITION_SPEC = "(day(timestamp))"
+# Shown as the table's default where the topic is unknown; ``default_table`` gives the real one.
+TABLE_DEFAULT_PLACEHOLDER = "strata.<topic>"
+DEFAULT_NAMESPACE = "strata"
+
+# The time transforms take the record timestamp; bucket takes the key or the partition number.
+TIME_TRANSFORMS = ("year", "month", "day", "hour")
+BUCKET_COLUMNS = ("key", "partition")
+_MAX_BUCKETS = 1 << 20
+_NAME_PART = re.compile(r"[A-Za-z0-9_]{1,255}")
+_TERM = re.compile(r"\s*(?:(?P<fn>[a-z]+)\s*\((?P<args>[^()]*)\)|(?P<col>[A-Za-z_]+))\s*")
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionTerm:
+    """One field of a table's partition spec: ``transform`` of ``column`` (``buckets`` for bucket)."""
+
+    transform: str  # year, month, day, hour, bucket or identity
+    column: str
+    buckets: int = 0
+
+
+def default_table(topic: str) -> str:
+    """``strata.<topic>`` with ``.`` and ``-`` mapped to ``_``."""
+    return f"{DEFAULT_NAMESPACE}.{topic.replace('.', '_').replace('-', '_')}"
+
+
+def parse_mode(raw: str) -> str:
+    if raw in MODES:
+        return raw
+    if raw.split(":", 1)[0] in _TYPED_MODES:
+        raise InvalidConfig(
+            f"{raw!r} is not supported yet: typed Iceberg tables from the schema registry come later;"
+            f" use one of {', '.join(MODES)}"
+        )
+    raise InvalidConfig(f"expected one of {', '.join(MODES)}, got {raw!r}")
+
+
+def parse_table(raw: str) -> str:
+    """``namespace.table`` (namespaces may nest: ``a.b.table``), each part of [A-Za-z0-9_]."""
+    parts = raw.split(".")
+    if len(parts) < 2 or not all(_NAME_PART.fullmatch(p) for p in parts):
+        raise InvalidConfig(
+            f"expected namespace.table, each part 1-255 characters of [A-Za-z0-9_], got {raw!r}"
+        )
+    return raw
+
+
+def parse_backfill(raw: str) -> str:
+    if raw not in BACKFILLS:
+        raise InvalidConfig(f"expected one of {', '.join(BACKFILLS)}, got {raw!r}")
+    return raw
+
+
+def parse_partition_spec(raw: str) -> tuple[PartitionTerm, ...]:
+    """Redpanda's syntax: ``(day(timestamp))``, ``(hour(timestamp), bucket(16, key))``, ``()``."""
+    text = raw.strip()
+    if not (text.startswith("(") and text.endswith(")")):
+        raise InvalidConfig(
+            f"expected a parenthesised list such as {DEFAULT_PARTITION_SPEC} or (), got {raw!r}"
+        )
+    body = text[1:-1].strip()
+    if not body:
+        return ()
+    terms: list[PartitionTerm] = []
+    position = 0
+    while position < len(body):
+        match = _TERM.match(body, position)
+        if match is None:
+            raise InvalidConfig(f"cannot read the partition spec {raw!r} at {body[position:]!r}")
+        terms.append(_term(match, raw))
+        position = match.end()
+        if position < len(body):
+            if body[position] != ",":
+                raise InvalidConfig(f"expected ',' in the partition spec {raw!r} at {body[position:]!r}")
+            position += 1
+    if len({(t.transform, t.column) for t in terms}) != len(terms):
+        raise InvalidConfig(f"the partition spec {raw!r} repeats a field")
+    return tuple(terms)
+
+
+def _term(match: re.Match[str], raw: str) -> PartitionTerm:
+    column = match.group("col")
+    if column is not None:
+        if column != "partition":
+            raise InvalidConfig(f"{raw!r}: only partition can be used without a transform, not {column!r}")
+        return PartitionTerm("identity", column)
+    fn, args = match.group("fn"), [a.strip() for a in match.group("args").split(",")]
+    if fn in TIME_TRANSFORMS:
+        if args != ["timestamp"]:
+            raise InvalidConfig(f"{raw!r}: {fn}() takes the timestamp column, as {fn}(timestamp)")
+        return PartitionTerm(fn, "timestamp")
+    if fn == "identity":
+        if args != ["partition"]:
+            raise InvalidConfig(f"{raw!r}: identity() takes the partition column")
+        return PartitionTerm("identity", "partition")
+    if fn == "bucket":
+        if len(args) != 2 or not args[0].isdigit() or args[1] not in BUCKET_COLUMNS:
+            raise InvalidConfig(f"{raw!r}: expected bucket(N, key) or bucket(N, partition)")
+        buckets = int(args[0])
+        if not 1 <= buckets <= _MAX_BUCKETS:
+            raise InvalidConfig(f"{raw!r}: the bucket count must be between 1 and {_MAX_BUCKETS}")
+        return PartitionTerm("bucket", args[1], buckets)
+    raise InvalidConfig(
+        f"{raw!r}: unknown transform {fn!r}; use {', '.join(TIME_TRANSFORMS)}, bucket or identity"
+    )
+
+
+def _spec_check(raw: str) -> str:
+    parse_partition_spec(raw)
+    return raw
+
+
+def _interval(raw: str) -> int:
+    if not re.fullmatch(r"[0-9]{1,19}", raw) or int(raw) > 2**63 - 1:
+        raise InvalidConfig(f"expected a 64-bit integer, got {raw!r}")
+    value = int(raw)
+    if value < MIN_COMMIT_INTERVAL_MS:
+        raise InvalidConfig(f"must be >= {MIN_COMMIT_INTERVAL_MS}, got {value}")
+    return value
+
+
+def _bool(raw: str) -> str:
+    if raw.lower() not in ("true", "false"):
+        raise InvalidConfig(f"expected true or false, got {raw!r}")
+    return raw.lower()
+
+
+# name -> (parser, default), merged into the topic configs' table (storage/topic_config._SPEC).
+LAKE_CONFIGS = {
+    MODE: (parse_mode, MODE_DISABLED),
+    TABLE: (parse_table, TABLE_DEFAULT_PLACEHOLDER),
+    COMMIT_INTERVAL: (_interval, str(DEFAULT_COMMIT_INTERVAL_MS)),
+    PARTITION_SPEC: (_spec_check, DEFAULT_PARTITION_SPEC),
+    BACKFILL: (parse_backfill, BACKFILL_FROM_LOG_START),
+    DELETE_WITH_TOPIC: (_bool, "true"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LakeTopicConfig:
+    """A topic's effective lake settings, from its stored overrides."""
+
+    mode: str
+    table: str
+    commit_interval_ms: int
+    partition_spec: tuple[PartitionTerm, ...]
+    backfill: str
+    delete_with_topic: bool
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != MODE_DISABLED
+
+    @classmethod
+    def from_overrides(cls, topic: str, overrides: Mapping[str, str]) -> LakeTopicConfig:
+        def get(name: str) -> str:
+            return overrides.get(name, LAKE_CONFIGS[name][1])
+
+        return cls(
+            mode=get(MODE),
+            table=overrides.get(TABLE) or default_table(topic),
+            commit_interval_ms=int(get(COMMIT_INTERVAL)),
+            partition_spec=parse_partition_spec(get(PARTITION_SPEC)),
+            backfill=get(BACKFILL),
+            delete_with_topic=get(DELETE_WITH_TOPIC).lower() == "true",
+        )

@@ -1,0 +1,98 @@
+"""The metadata role of the lake writers (``LakeStore``): one row per lake-enabled topic in ``lake_tables``
+(migration 13, ``storage/metadata/schema_lake.py``), holding the writer's lease and its last status.
+
+The lease is the rule "one writer per table": ``lease_lake_table`` hands the row to one owner until its lease
+expires, as jobs are leased (``storage/metadata/sql/jobs.py``); the owner extends it with
+``heartbeat_lake_table`` and gives it back with ``finish_lake_run``. A lease is not what makes a commit
+exactly-once (a writer whose lease ran out may still be running): the Iceberg commit is a compare-and-set of
+the table's metadata, and the offsets a snapshot covers are in its summary. The status columns are a copy
+for display and are never read back as the truth.
+
+Lost races raise (``storage.metadata.base``): ``LeaseLost`` from ``heartbeat_lake_table`` and
+``finish_lake_run``; ``ClaimRefused`` from ``lease_lake_table`` when another topic's row names the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from storage.metadata.rows import TopicInfo
+
+
+@dataclass(frozen=True, slots=True)
+class LakeTableRow:
+    topic: str
+    table_identifier: str
+    mode: str
+    delete_with_topic: bool
+    topic_created_ms: int
+    committed_offsets: Mapping[int, int] = field(default_factory=dict)  # partition -> next offset
+    last_snapshot_id: int | None = None
+    last_commit_ms: int | None = None
+    last_run_ms: int | None = None
+    lag_records: int = 0
+    error: str | None = None
+    lease_owner: str | None = None
+    lease_expires_ms: int | None = None
+    commit_requested: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LakeClaim:
+    """What a writer states about the table when it leases it: copied into the row."""
+
+    topic: str
+    table_identifier: str
+    mode: str
+    delete_with_topic: bool
+    topic_created_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LakeRunResult:
+    """A writer's run, recorded by ``finish_lake_run``. ``committed`` is None when the run did not learn
+    the table's offsets (it failed before reading them): the previous status then stays."""
+
+    committed: Mapping[int, int] | None
+    snapshot_id: int | None
+    commit_ms: int | None  # when a snapshot of this run was committed (None: none was)
+    lag_records: int
+    error: str | None
+
+
+class LakeStore(Protocol):
+    def lake_topics(self) -> list[TopicInfo]:
+        """The topics whose ``strata.iceberg.mode`` is set to something other than ``disabled``, by name."""
+        ...
+
+    def lake_tables(self) -> list[LakeTableRow]:
+        """Every row, by topic."""
+        ...
+
+    def lease_lake_table(
+        self, claim: LakeClaim, owner: str, now_ms: int, lease_ms: int
+    ) -> LakeTableRow | None:
+        """Lease the topic's row to ``owner`` until now_ms + lease_ms, creating it if absent and updating
+        its table, mode and topic facts from ``claim``. None when another owner's lease has not expired.
+        Raises ClaimRefused when another topic's row names the same table."""
+        ...
+
+    def heartbeat_lake_table(self, topic: str, owner: str, now_ms: int, lease_ms: int) -> None:
+        """Extend ``owner``'s lease (never shortening it). Raises LeaseLost unless ``owner`` holds it."""
+        ...
+
+    def finish_lake_run(self, topic: str, owner: str, now_ms: int, result: LakeRunResult) -> None:
+        """Record the run's status and release the lease; a commit clears ``commit_requested``. Raises
+        LeaseLost, writing nothing, unless ``owner`` holds the lease."""
+        ...
+
+    def request_lake_commit(self, topic: str) -> bool:
+        """Ask for a commit at the next round whatever the interval; False if the topic has no row."""
+        ...
+
+    def forget_lake_table(self, topic: str, topic_created_ms: int) -> None:
+        """Delete the row of the topic as it was when created at ``topic_created_ms`` (a row the topic's
+        newer incarnation wrote since is kept)."""
+        ...

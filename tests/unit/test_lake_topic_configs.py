@@ -1,0 +1,99 @@
+"""The ``strata.iceberg.*`` topic configs (storage/lake_config.py): validated with clear errors, read into
+``LakeTopicConfig``, and set and shown through the Kafka admin APIs with their types and the table's
+per-topic default."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker import errors
+from storage.errors import InvalidConfig
+from storage.lake_config import LakeTopicConfig, PartitionTerm, default_table, parse_partition_spec
+from storage.topic_config import effective_configs, validate_configs
+from tests.fixtures.broker import BrokerParts, call
+from tests.unit.test_broker_handlers import (
+    DEFAULT_CONFIG,
+    DYNAMIC_TOPIC_CONFIG,
+    SET,
+    TOPIC,
+    create_request,
+    describe_request,
+    incremental_request,
+)
+
+BOOLEAN, STRING, LONG = 1, 2, 5  # DescribeConfigs v3+ config types
+
+
+def test_defaults_keep_the_lake_off_and_name_the_table_after_the_topic() -> None:
+    config = LakeTopicConfig.from_overrides("orders.eu-west", {})
+    assert not config.enabled
+    assert config.table == "strata.orders_eu_west" == default_table("orders.eu-west")
+    assert (config.commit_interval_ms, config.backfill, config.delete_with_topic) == (
+        60_000,
+        "from_log_start",
+        True,
+    )
+    assert config.partition_spec == (PartitionTerm("day", "timestamp"),)
+    shown = effective_configs({}, "orders.eu-west")
+    assert shown["strata.iceberg.table"] == "strata.orders_eu_west"
+    assert shown["strata.iceberg.mode"] == "disabled"
+
+
+def test_partition_specs() -> None:
+    assert parse_partition_spec("()") == ()
+    assert parse_partition_spec("(hour(timestamp))") == (PartitionTerm("hour", "timestamp"),)
+    assert parse_partition_spec(" ( day(timestamp) , bucket(16, key), partition ) ") == (
+        PartitionTerm("day", "timestamp"),
+        PartitionTerm("bucket", "key", 16),
+        PartitionTerm("identity", "partition"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("strata.iceberg.mode", "value_schema_id_prefix", "not supported yet"),
+        ("strata.iceberg.mode", "value_schema_latest:subject=x", "not supported yet"),
+        ("strata.iceberg.mode", "RAW", "expected one of disabled, raw"),
+        ("strata.iceberg.table", "orders", "namespace.table"),
+        ("strata.iceberg.table", "strata.or-ders", "namespace.table"),
+        ("strata.iceberg.commit.interval.ms", "9999", ">= 10000"),
+        ("strata.iceberg.commit.interval.ms", "1m", "64-bit integer"),
+        ("strata.iceberg.partition.spec", "day(timestamp)", "parenthesised"),
+        ("strata.iceberg.partition.spec", "(day(key))", "timestamp column"),
+        ("strata.iceberg.partition.spec", "(bucket(0, key))", "between 1"),
+        ("strata.iceberg.partition.spec", "(minute(timestamp))", "unknown transform"),
+        ("strata.iceberg.partition.spec", "(day(timestamp), day(timestamp))", "repeats"),
+        ("strata.iceberg.backfill", "earliest", "from_log_start, from_now"),
+        ("strata.iceberg.delete.with.topic", "yes", "true or false"),
+    ],
+)
+def test_bad_values_are_refused_with_the_reason(name: str, value: str, message: str) -> None:
+    with pytest.raises(InvalidConfig, match=name) as caught:
+        validate_configs({name: value})
+    assert message in caught.value.message
+
+
+async def test_set_and_described_over_the_kafka_admin_apis(broker_parts: BrokerParts) -> None:
+    configs = {"strata.iceberg.mode": "raw", "strata.iceberg.partition.spec": "(hour(timestamp))"}
+    created = await call(broker_parts.ctx, create_request("clicks-v2", 1, 1, configs))
+    assert created.topics[0].error_code == errors.NONE
+    answer = await call(broker_parts.ctx, describe_request(TOPIC, "clicks-v2"))
+    entries = {c.name: (c.value, c.config_source, c.config_type) for c in answer.results[0].configs}
+    assert entries["strata.iceberg.mode"] == ("raw", DYNAMIC_TOPIC_CONFIG, STRING)
+    assert entries["strata.iceberg.table"] == ("strata.clicks_v2", DEFAULT_CONFIG, STRING)
+    assert entries["strata.iceberg.commit.interval.ms"] == ("60000", DEFAULT_CONFIG, LONG)
+    assert entries["strata.iceberg.delete.with.topic"] == ("true", DEFAULT_CONFIG, BOOLEAN)
+
+    refused = await call(
+        broker_parts.ctx,
+        incremental_request("clicks-v2", [("strata.iceberg.mode", SET, "value_schema_latest")]),
+    )
+    assert refused.responses[0].error_code == errors.INVALID_CONFIG
+    assert "not supported yet" in refused.responses[0].error_message
+    changed = await call(
+        broker_parts.ctx, incremental_request("clicks-v2", [("strata.iceberg.table", SET, "lake.clicks")])
+    )
+    assert changed.responses[0].error_code == errors.NONE
+    stored = broker_parts.metadata.get_topic("clicks-v2").configs
+    assert LakeTopicConfig.from_overrides("clicks-v2", stored).table == "lake.clicks"
