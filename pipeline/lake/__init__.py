@@ -6,7 +6,13 @@
 - ``writer``: one job per table: lease, read, append and commit data and offsets in one snapshot;
 - ``round``: which tables are due, and the tables of deleted topics;
 - ``runs``: a writer's settings and the outcome of a run;
-- ``hooks``: the point between the Parquet upload and the catalog commit, for watching and fault injection.
+- ``hooks``: the point between the Parquet upload and the catalog commit, for watching and fault injection;
+- ``layouts``: the typed and dead-letter layouts, and a raw batch turned into them (``registry/columns``);
+- ``upsert``: a compacted topic's state table, kept by copy-on-write of the key buckets a commit touches;
+- ``backfill``: a large topic's records written as Parquet by Spark, for ``add_files`` with their offsets.
+
+Built and run by the writer today: raw tables. ``layouts``, ``upsert`` and ``backfill`` are the parts of the
+typed, state and backfilled tables that the writer does not call yet; each is tested on real tables.
 
 The catalog is pyiceberg's SQL catalog on Strata's metadata database (``storage/lake_catalog.py``); the
 topic configs are ``strata.iceberg.*`` (``storage/lake_config.py``). pyiceberg and pyarrow are

@@ -1,4 +1,4 @@
-"""The state table of a compacted topic (pipeline/lake_upsert.py): commits of updates and tombstones, in
+"""The state table of a compacted topic (pipeline/lake/upsert.py): commits of updates and tombstones, in
 any order within a commit, leave one row per live key with its latest value, as a replay of the log does;
 a commit rewrites only the buckets its keys fall in. Real pyiceberg tables (SQL catalog on a temporary
 SQLite file), read back through DuckDB."""
@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from pipeline.lake_upsert import commit_upsert, create_state_table, latest_changes
+from pipeline.lake.upsert import commit_upsert, create_state_table, latest_changes
 from tests.fixtures.duck import connect
 
 pytestmark = pytest.mark.integration

@@ -1,5 +1,5 @@
-"""The lake's Spark backfill (pipeline/backfill.py): Spark writes a topic's records as Parquet, pyiceberg's
-``add_files`` commits them to a raw table with the offsets they cover, and the table then equals
+"""The lake's Spark backfill (pipeline/lake/backfill.py): Spark writes a topic's records as Parquet,
+pyiceberg's ``add_files`` commits them to a raw table with the offsets they cover, and the table then equals
 ``read_topic`` over those offsets; a second backfill from those offsets adds exactly the newer records. On
 both backends: file:// with SQLite, and moto S3 (s3a for Spark) with PostgreSQL."""
 
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from pipeline.backfill import write_backfill
-from pipeline.decode import arrow_schema
+from pipeline.lake.backfill import write_backfill
+from pipeline.lake.table_layout import raw_schema
 from pipeline.reader import read_topic
 from storage.lake_catalog import open_catalog, warehouse_location
 from tests.fixtures.server import RunningServer
@@ -66,7 +66,7 @@ def test_a_backfill_commits_the_topic_and_a_second_one_goes_on(spark: Any, serve
         settings.metadata_url, settings.bucket_url, s3_endpoint=settings.s3_endpoint, s3_region="us-east-1"
     )
     catalog.create_namespace_if_not_exists("strata")
-    table = catalog.create_table("strata.backfilled", schema=arrow_schema(True))
+    table = catalog.create_table("strata.backfilled", schema=raw_schema())
     base = f"{warehouse_location(settings.bucket_url)}/strata/backfilled/data"
 
     first = write_backfill(spark, settings.metadata_url, settings.bucket_url, TOPIC, f"{base}/backfill-1")

@@ -1,4 +1,4 @@
-"""A raw batch as typed tables and dead-letter rows (pipeline/lake_layouts.py): rows grouped by schema, each
+"""A raw batch as typed tables and dead-letter rows (pipeline/lake/layouts.py): rows grouped by schema, each
 with its record's metadata, every other value in the dead-letter layout with its reason."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from pipeline.lake_layouts import DEAD_LETTER, RAW, typed_batches, typed_columns
+from pipeline.lake.layouts import DEAD_LETTER, RAW, typed_batches, typed_columns
 from registry.columns.typed import TypedRows
 from registry.errors import SchemaNotFound
 from registry.formats.avro import FORMAT as AVRO

@@ -8,9 +8,13 @@ sized for the commit interval's records. No Iceberg Spark runtime is needed: Spa
 pyiceberg adds the files to the table (it maps columns by name, as ``schema.name-mapping.default`` says,
 since Spark's files carry no Iceberg field ids).
 
-The files' columns are exactly ``read_topic``'s with headers (the raw table's layout). Timestamps are
-written as INT64 microseconds (``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS``): Spark's default
-INT96 is not an Iceberg type.
+The files' columns are exactly ``read_topic``'s with headers (the raw table's layout,
+``pipeline/lake/table_layout.py``). Timestamps are written as INT64 microseconds
+(``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS``): Spark's default INT96 is not an Iceberg type.
+The raw table's required columns (topic, partition, offset, timestamp, timestampType, headers and a header's
+key) must be required in the files too, or ``add_files`` refuses them; Spark marks every column of a read
+nullable, so the frame is projected with ``coalesce`` to a literal, which Spark knows is never null. The
+decoders always fill those columns, so the literal is never used.
 
 Exactly once: the snapshot taken here fixes, per partition, the [start, end) the files hold (read_committed,
 so ``end`` is at most the last stable offset); the caller commits the files and those ranges in one Iceberg
@@ -31,9 +35,36 @@ from pipeline.snapshot import take_snapshot
 from storage.metadata import open_metadata_store
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 _TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
+_HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+
+
+def _required(frame: DataFrame) -> DataFrame:
+    """The frame with the raw table's required columns non-nullable in its schema (module doc says why)."""
+    from pyspark.sql import functions as F
+
+    def never_null(name: str, fallback: Column) -> Column:
+        return F.coalesce(F.col(name), fallback).alias(name)
+
+    def header(h: Column) -> Column:
+        return F.struct(F.coalesce(h["key"], F.lit("")).alias("key"), h["value"].alias("value"))
+
+    # The fallback goes through the same transform, so both sides have the same non-null element type.
+    headers = F.coalesce(
+        F.transform(F.col("headers"), header), F.transform(F.array().cast(_HEADERS_TYPE), header)
+    )
+    return frame.select(
+        "key",
+        "value",
+        never_null("topic", F.lit("")),
+        never_null("partition", F.lit(0)),
+        never_null("offset", F.lit(0).cast("long")),
+        never_null("timestamp", F.lit(0).cast("timestamp")),
+        never_null("timestampType", F.lit(0)),
+        headers.alias("headers"),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +108,7 @@ def write_backfill(
     ranges = {partition: span for (_, partition), span in snapshot.ranges.items()}
     if not snapshot.tasks:
         return BackfillFiles((), ranges)
-    frame = read_snapshot(spark, snapshot, bucket_url, True, decoder)
+    frame = _required(read_snapshot(spark, snapshot, bucket_url, True, decoder))
     previous = spark.conf.get(_TIMESTAMP_TYPE, None)
     spark.conf.set(_TIMESTAMP_TYPE, "TIMESTAMP_MICROS")
     try:
