@@ -47,10 +47,11 @@ from storage.errors import SparkSetupError as SparkSetupError  # re-exported: it
 SDIST = "sagemaker-pyspark==1.4.5"
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 ICEBERG_VERSION = "1.12.0"
-ICEBERG_RUNTIME = f"iceberg-spark-runtime-4.1_2.13-{ICEBERG_VERSION}.jar"
-ICEBERG_AWS = f"iceberg-aws-bundle-{ICEBERG_VERSION}.jar"
 # The Spark minor version the runtime is built for (its artifact's name): a session refuses another pyspark.
 ICEBERG_SPARK = "4.1"
+ICEBERG_ARTIFACT = f"iceberg-spark-runtime-{ICEBERG_SPARK}_2.13"
+ICEBERG_RUNTIME = f"{ICEBERG_ARTIFACT}-{ICEBERG_VERSION}.jar"
+ICEBERG_AWS = f"iceberg-aws-bundle-{ICEBERG_VERSION}.jar"
 # Each jar: its path on Maven Central, and the SHA-256 of its bytes there (the .sha256 Maven Central serves).
 PINNED = {
     "hadoop-aws-3.3.1.jar": (
@@ -62,7 +63,7 @@ PINNED = {
         "b87175b32a16544cc1b37cf40390eb375833e62bed67f8ce6cde4b7ad6429ead",
     ),
     ICEBERG_RUNTIME: (
-        f"org/apache/iceberg/iceberg-spark-runtime-4.1_2.13/{ICEBERG_VERSION}/{ICEBERG_RUNTIME}",
+        f"org/apache/iceberg/{ICEBERG_ARTIFACT}/{ICEBERG_VERSION}/{ICEBERG_RUNTIME}",
         "3123c3798af642dd537230923548e013ef41cc28b6626e5225808cf5670a0f82",
     ),
     ICEBERG_AWS: (
@@ -95,7 +96,7 @@ def jar_paths(directory: Path | None = None, names: tuple[str, ...] = HADOOP_AWS
     missing = [p.name for p in paths if not p.is_file() or p.stat().st_size == 0]
     if missing:
         online = (
-            f"org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:{ICEBERG_VERSION} and iceberg-aws-bundle"
+            f"org.apache.iceberg:{ICEBERG_ARTIFACT}:{ICEBERG_VERSION} and iceberg-aws-bundle"
             if names == ICEBERG_JARS
             else "the hadoop-aws matching your Spark's Hadoop version"
         )

@@ -22,7 +22,8 @@ table (resource type ``TABLE``).
 Invariants: the Iceberg runtime is built for one Spark minor version (``pipeline.jars.ICEBERG_SPARK``); a
 session of another pyspark is refused with a SparkSetupError before Spark starts, rather than failing
 later with a JVM linkage error. Reading only: the catalog refuses every write (its config lists no write
-endpoint, and Iceberg's client checks that list before it asks).
+endpoint, and Iceberg's client checks that list before it commits; Spark has written its data files by then,
+which stay in the bucket unreferenced, so readers are best given read-only credentials).
 """
 
 from __future__ import annotations
