@@ -1,9 +1,10 @@
 """Spark reads the lake's Iceberg tables by name through an agent's REST catalog (pipeline/lake.py), with
 Apache Iceberg's Spark runtime: tables made with pyiceberg in the lake's SQL catalog (two snapshots each)
 read as ``lake.strata.<table>`` with the rows pyiceberg appended, their snapshots and their first snapshot
-by time travel, on file:// + SQLite and on moto S3 (Iceberg's S3FileIO) + PostgreSQL; a write through the
-catalog is refused and changes nothing. The backfill's ``add_files`` table is read the same way in
-test_backfill.py."""
+by time travel, on file:// + SQLite and on moto S3 (Iceberg's S3FileIO) + PostgreSQL; an append made after
+Spark loaded a table, read after a refresh; a write through the catalog refused, the table's snapshots and
+files unchanged; a principal's bearer token reading what it is granted and nothing else. The backfill's
+``add_files`` table is read the same way in test_backfill.py."""
 
 from __future__ import annotations
 
