@@ -3,9 +3,12 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# hadoop-aws for Spark's s3a, extracted from a PyPI sdist (no Maven here): see pipeline/jars.py.
+# hadoop-aws for Spark's s3a, and Apache Iceberg's Spark runtime with its AWS bundle (Spark reading the lake's
+# tables), from Maven Central (hadoop-aws from a PyPI sdist where it is not reachable), each checked against
+# its pinned SHA-256: see pipeline/jars.py. One fetch brings them all, so any one missing runs it.
 JARS_DIR := $(CURDIR)/.cache/jars
-JARS := $(JARS_DIR)/hadoop-aws-3.3.1.jar
+JARS := $(addprefix $(JARS_DIR)/,hadoop-aws-3.3.1.jar aws-java-sdk-bundle-1.11.901.jar \
+	iceberg-spark-runtime-4.1_2.13-1.12.0.jar iceberg-aws-bundle-1.12.0.jar)
 export STRATA_SPARK_JARS_DIR := $(JARS_DIR)
 # The JVM decoder read_topic runs on the executors (pipeline/jvm), compiled with the JDK's javac against the
 # jars pyspark ships, packed with jar: no Maven, no downloads. Rebuilt when a Java source or resource changes
@@ -27,7 +30,7 @@ $(STAMP): pyproject.toml $(wildcard storage/_*.c storage/_*.h planner/_*.c api/_
 
 install: $(STAMP)
 
-$(JARS): | $(STAMP)
+$(JARS) &: | $(STAMP)
 	$(BIN)/python -m pipeline.jars $(JARS_DIR)
 
 jars: $(JARS)

@@ -1,4 +1,5 @@
-"""Strata's Spark pipeline: topics as DataFrames with the Kafka source's schema, compaction as Spark tasks.
+"""Strata's Spark pipeline: topics as DataFrames with the Kafka source's schema, compaction as Spark tasks,
+and the lake's Iceberg tables read through an agent's REST catalog.
 
     from pipeline import read_topic, latest_per_key
 
@@ -12,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pipeline.lake.spark_catalog import with_lake_catalog
     from pipeline.reader import latest_per_key, read_latest, read_topic
     from pipeline.session import spark_session
 
@@ -21,9 +23,10 @@ _EXPORTS = {
     "read_latest": "pipeline.reader",
     "latest_per_key": "pipeline.reader",
     "spark_session": "pipeline.session",
+    "with_lake_catalog": "pipeline.lake.spark_catalog",
 }
 
-__all__ = ["latest_per_key", "read_latest", "read_topic", "spark_session"]  # = _EXPORTS
+__all__ = ["latest_per_key", "read_latest", "read_topic", "spark_session", "with_lake_catalog"]  # = _EXPORTS
 
 
 def __getattr__(name: str) -> Any:

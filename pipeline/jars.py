@@ -1,4 +1,5 @@
-"""hadoop-aws for s3a, pinned by SHA-256, and the decoder jar built from this checkout.
+"""The jars Strata's Spark runs with: hadoop-aws for s3a and Apache Iceberg's Spark runtime, each pinned by
+SHA-256, and the decoder jar built from this checkout.
 
 Online users may set ``spark.jars.packages`` to the hadoop-aws matching their Spark's Hadoop. Here the two
 jars, ``hadoop-aws-3.3.1.jar`` and ``aws-java-sdk-bundle-1.11.901.jar``, come from Maven Central, each
@@ -7,6 +8,15 @@ they come from the sdist of ``sagemaker-pyspark==1.4.5`` on PyPI, which carries 
 (byte for byte: the same SHA-256), downloaded with ``pip download --no-deps``; only those two files are
 extracted (the package is never installed: it pins pyspark 3.3.0), and they pass the same check. A jar
 whose hash differs stops the fetch with a message naming the jar and both hashes, and nothing is kept.
+
+Apache Iceberg's Spark runtime (``iceberg-spark-runtime-4.1_2.13``) is how Spark reads the lake's Iceberg
+tables through an agent's REST catalog (``pipeline/lake/spark_catalog.py``): Iceberg's own reader, the
+reference implementation of the format, rather than one of Strata's. It is built for one Spark minor version
+and Scala 2.13, which is why pyproject.toml pins pyspark to 4.1 (Maven Central has no runtime for a newer
+Spark). ``iceberg-aws-bundle`` beside it carries the AWS SDK v2 that Iceberg's ``S3FileIO`` reads s3:// tables
+with (the runtime bundles no AWS SDK), so the lake's files are read with the endpoint and path-style
+addressing the catalog's config answers, independently of the older hadoop-aws s3a needs. Both come from Maven
+Central only (no PyPI package carries them), pinned and checked the same way.
 
 Run ``python -m pipeline.jars [DIR]`` to fetch them (``make test`` does), and ``python -m pipeline.jars
 --verify [DIR]`` to check the jars a directory holds (``scripts/check`` does).
@@ -36,7 +46,13 @@ from storage.errors import SparkSetupError as SparkSetupError  # re-exported: it
 
 SDIST = "sagemaker-pyspark==1.4.5"
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
-# Each jar: its path on Maven Central, and the SHA-256 of its bytes there.
+ICEBERG_VERSION = "1.12.0"
+# The Spark minor version the runtime is built for (its artifact's name): a session refuses another pyspark.
+ICEBERG_SPARK = "4.1"
+ICEBERG_ARTIFACT = f"iceberg-spark-runtime-{ICEBERG_SPARK}_2.13"
+ICEBERG_RUNTIME = f"{ICEBERG_ARTIFACT}-{ICEBERG_VERSION}.jar"
+ICEBERG_AWS = f"iceberg-aws-bundle-{ICEBERG_VERSION}.jar"
+# Each jar: its path on Maven Central, and the SHA-256 of its bytes there (the .sha256 Maven Central serves).
 PINNED = {
     "hadoop-aws-3.3.1.jar": (
         "org/apache/hadoop/hadoop-aws/3.3.1/hadoop-aws-3.3.1.jar",
@@ -46,8 +62,18 @@ PINNED = {
         "com/amazonaws/aws-java-sdk-bundle/1.11.901/aws-java-sdk-bundle-1.11.901.jar",
         "b87175b32a16544cc1b37cf40390eb375833e62bed67f8ce6cde4b7ad6429ead",
     ),
+    ICEBERG_RUNTIME: (
+        f"org/apache/iceberg/{ICEBERG_ARTIFACT}/{ICEBERG_VERSION}/{ICEBERG_RUNTIME}",
+        "3123c3798af642dd537230923548e013ef41cc28b6626e5225808cf5670a0f82",
+    ),
+    ICEBERG_AWS: (
+        f"org/apache/iceberg/iceberg-aws-bundle/{ICEBERG_VERSION}/{ICEBERG_AWS}",
+        "dd7e49ffa4ac9b215bed846581991259e3aec9bb2fa08d6cec029c46cd66d957",
+    ),
 }
 JARS = tuple(PINNED)
+HADOOP_AWS_JARS = ("hadoop-aws-3.3.1.jar", "aws-java-sdk-bundle-1.11.901.jar")
+ICEBERG_JARS = (ICEBERG_RUNTIME, ICEBERG_AWS)
 ENV_DIR = "STRATA_SPARK_JARS_DIR"
 
 DECODER_JAR = "strata-spark.jar"
@@ -63,16 +89,21 @@ def jars_dir() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "strata" / "jars"
 
 
-def jar_paths(directory: Path | None = None) -> list[Path]:
-    """The two jars, or SparkSetupError saying how to get them."""
+def jar_paths(directory: Path | None = None, names: tuple[str, ...] = HADOOP_AWS_JARS) -> list[Path]:
+    """The jars ``names`` (hadoop-aws's two unless told), or SparkSetupError saying how to get them."""
     directory = directory or jars_dir()
-    paths = [directory / name for name in JARS]
+    paths = [directory / name for name in names]
     missing = [p.name for p in paths if not p.is_file() or p.stat().st_size == 0]
     if missing:
+        online = (
+            f"org.apache.iceberg:{ICEBERG_ARTIFACT}:{ICEBERG_VERSION} and iceberg-aws-bundle"
+            if names == ICEBERG_JARS
+            else "the hadoop-aws matching your Spark's Hadoop version"
+        )
         raise SparkSetupError(
-            f"hadoop-aws jars missing from {directory}: {', '.join(missing)}. Fetch them with "
+            f"Spark jars missing from {directory}: {', '.join(missing)}. Fetch them with "
             f"`python -m pipeline.jars {directory}` (or set {ENV_DIR}), or set spark.jars.packages to "
-            "the hadoop-aws matching your Spark's Hadoop version."
+            f"{online}."
         )
     return paths
 
@@ -86,8 +117,8 @@ def sha256_of(path: Path) -> str:
 
 
 def verify_jars(directory: Path | None = None) -> list[Path]:
-    """The two jars, each checked against its pinned SHA-256; SparkSetupError naming a jar that differs."""
-    paths = jar_paths(directory)
+    """Every pinned jar, each checked against its SHA-256; SparkSetupError naming a jar that differs."""
+    paths = jar_paths(directory, JARS)
     for path in paths:
         _check_pin(path, path.name)
     return paths
@@ -104,14 +135,21 @@ def _check_pin(path: Path, name: str) -> None:
 
 
 def fetch_jars(directory: Path | None = None) -> list[Path]:
-    """The two jars in ``directory``, fetched (Maven Central, else the PyPI sdist) where missing or wrong."""
+    """Every pinned jar in ``directory``, fetched where missing or wrong: from Maven Central, else
+    (hadoop-aws's two only) from the PyPI sdist."""
     directory = directory or jars_dir()
     directory.mkdir(parents=True, exist_ok=True)
     wanted = [name for name in JARS if not _good(directory / name, name)]
-    if wanted:
-        missing = [name for name in wanted if not _from_maven(directory, name)]
-        if missing:
-            _from_sdist(directory, missing)
+    missing = [name for name in wanted if not _from_maven(directory, name)]
+    unreachable = [name for name in missing if name not in HADOOP_AWS_JARS]
+    if unreachable:
+        raise SparkSetupError(
+            f"Maven Central ({MAVEN_CENTRAL}) did not answer for {', '.join(unreachable)}, which only it "
+            "publishes: fetch again where it is reachable, or put the jars (SHA-256 as pipeline/jars.py "
+            f"pins them) in {directory}"
+        )
+    if missing:
+        _from_sdist(directory, missing)
     return verify_jars(directory)
 
 
@@ -272,8 +310,8 @@ def build_decoder_jar(directory: Path | None = None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pipeline.jars [DIR]`` fetches hadoop-aws; ``--verify [DIR]`` checks it against the pins;
-    ``--decoder [DIR]`` builds the decoder jar."""
+    """``python -m pipeline.jars [DIR]`` fetches the pinned jars; ``--verify [DIR]`` checks them against
+    the pins; ``--decoder [DIR]`` builds the decoder jar."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--decoder"]:
         print(build_decoder_jar(Path(args[1]) if len(args) > 1 else None))

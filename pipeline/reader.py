@@ -28,7 +28,7 @@ and logged with its range while the read goes on.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pipeline.decode import decode_file
@@ -166,7 +166,9 @@ def _read_in_python(
     paths = [object_url(bucket_url, key) for key in snapshot.object_keys]
     files = spark.read.format("binaryFile").load(paths)
 
-    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    # Batches typed as Iterable: pyspark's stubs say Iterable in 4.1 and Iterator later, and a function taking
+    # an Iterable fits both.
+    def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         by_key: Mapping[str, tuple[ChunkTask, ...]] = tasks.value
         for batch in batches:
             contents = batch.column("content")

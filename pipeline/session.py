@@ -1,4 +1,5 @@
-"""A SparkSession that reads Strata's bucket: s3a for s3:// buckets, the local filesystem for file://."""
+"""A SparkSession that reads Strata's bucket: s3a for s3:// buckets, the local filesystem for file://; and,
+when asked, the lake's Iceberg tables through an agent's REST catalog (pipeline/lake/spark_catalog.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.jars import SparkSetupError, decoder_jar, jar_paths
+from pipeline.lake.spark_catalog import CATALOG_NAME, iceberg_jars, lake_catalog_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -72,15 +74,26 @@ def spark_session(
     s3_endpoint: str | None = None,
     s3_region: str | None = None,
     jars_directory: Path | None = None,
+    iceberg: bool = False,
+    lake_catalog: str | None = None,
+    lake_catalog_name: str = CATALOG_NAME,
+    lake_catalog_token: str | None = None,
 ) -> SparkSession:
     """A (possibly existing) SparkSession able to read the bucket. Clear errors for missing Java or jars, or a
     missing JDK where the decoder jar must be built.
 
-    ``master=None`` leaves the master to spark-submit or spark-defaults.conf.
+    ``master=None`` leaves the master to spark-submit or spark-defaults.conf. ``lake_catalog``, an agent's
+    Iceberg catalog (``http://<agent>:<port>/iceberg``), makes the lake's tables readable by name as
+    ``<lake_catalog_name>.<namespace>.<table>`` (``lake_catalog_token``: a principal's bearer token, where
+    the agents authenticate); ``iceberg=True`` puts only Iceberg's runtime on the classpath, for
+    ``pipeline.lake.with_lake_catalog`` to name a catalog later. An existing session keeps the jars it
+    started with (Spark's rule): ask for Iceberg in the first session of the process.
     """
     require_java()
     # hadoop-aws for s3a, and the decoder read_topic runs in the JVM (built here if missing or stale).
     jars = [*jar_paths(jars_directory), decoder_jar(jars_directory)]
+    if iceberg or lake_catalog:
+        jars += iceberg_jars(jars_directory)
     # Executors' Python workers must run this interpreter (it has Strata and pyarrow installed); Spark
     # reads the environment when it launches them.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -103,4 +116,9 @@ def spark_session(
     )
     for key, value in s3a_settings(s3_endpoint, s3_region).items():
         builder = builder.config(f"spark.hadoop.{key}", value)
+    if lake_catalog:
+        for key, value in lake_catalog_settings(
+            lake_catalog, lake_catalog_name, s3_region, lake_catalog_token
+        ).items():
+            builder = builder.config(key, value)
     return builder.getOrCreate()

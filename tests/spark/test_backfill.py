@@ -1,7 +1,9 @@
 """The lake's Spark backfill (pipeline/lake/backfill.py): Spark writes a topic's records as Parquet,
 pyiceberg's ``add_files`` commits them to a raw table with the offsets they cover, and the table then equals
-``read_topic`` over those offsets; a second backfill from those offsets adds exactly the newer records. On
-both backends: file:// with SQLite, and moto S3 (s3a for Spark) with PostgreSQL."""
+``read_topic`` over those offsets; a second backfill from those offsets adds exactly the newer records, and
+Spark reads the table by name through the agent's Iceberg REST catalog (Iceberg's runtime, which maps the
+files' columns by the name mapping ``add_files`` set) with the same rows. On both backends: file:// with
+SQLite, and moto S3 (s3a for Spark's writes, Iceberg's S3FileIO for its reads) with PostgreSQL."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 from confluent_kafka import Producer
 
 from pipeline.lake.backfill import write_backfill
+from pipeline.lake.spark_catalog import with_lake_catalog
 from pipeline.lake.table_layout import raw_schema
 from pipeline.reader import read_topic
 from storage.lake_catalog import open_catalog, warehouse_location
@@ -40,9 +43,7 @@ def _rows(table: Any) -> list[tuple[Any, ...]]:
     )
 
 
-def _topic_rows(spark: Any, srv: RunningServer) -> list[tuple[Any, ...]]:
-    settings = srv.runtime.settings
-    df = read_topic(spark, settings.metadata_url, settings.bucket_url, subscribe=TOPIC, includeHeaders="true")
+def _spark_rows(df: Any) -> list[tuple[Any, ...]]:
     return sorted(
         # Spark gives naive datetimes in its session time zone, UTC (pipeline/session.py).
         (
@@ -55,6 +56,12 @@ def _topic_rows(spark: Any, srv: RunningServer) -> list[tuple[Any, ...]]:
         )
         for r in df.collect()
     )
+
+
+def _topic_rows(spark: Any, srv: RunningServer) -> list[tuple[Any, ...]]:
+    settings = srv.runtime.settings
+    df = read_topic(spark, settings.metadata_url, settings.bucket_url, subscribe=TOPIC, includeHeaders="true")
+    return _spark_rows(df)
 
 
 def test_a_backfill_commits_the_topic_and_a_second_one_goes_on(spark: Any, server: RunningServer) -> None:
@@ -86,3 +93,12 @@ def test_a_backfill_commits_the_topic_and_a_second_one_goes_on(spark: Any, serve
     assert len(rows) == len({(p, o) for p, o, *_ in rows}) == 90
     assert rows == _topic_rows(spark, srv)
     catalog.engine.dispose()
+
+    # Spark, through the agent's catalog: the table's columns are read_topic's, and so are its rows.
+    lake = with_lake_catalog(spark, f"{srv.url}/iceberg")
+    table_df = lake.table("lake.strata.backfilled")
+    topic_df = read_topic(
+        spark, settings.metadata_url, settings.bucket_url, subscribe=TOPIC, includeHeaders="true"
+    )
+    assert [f.name for f in table_df.schema.fields] == [f.name for f in topic_df.schema.fields]
+    assert _spark_rows(table_df) == rows

@@ -16,6 +16,7 @@ import pipeline
 from pipeline.reader import object_url, read_topic
 from storage.keys import key_of
 from tests.fixtures.docs import DOCS, ROOT, blocks, section
+from tests.fixtures.lake_tables import make_table
 from tests.fixtures.server import local_settings, run_server
 
 pytestmark = pytest.mark.integration
@@ -23,10 +24,23 @@ pytestmark = pytest.mark.integration
 PAGE = DOCS / "spark.md"
 
 
-def _spark_example() -> str:
-    """The Python code block of docs/spark.md's "Read a topic" section, verbatim."""
-    (code,) = blocks(section(PAGE, "## Read a topic"), "python")
+def _spark_example(heading: str = "## Read a topic") -> str:
+    """The Python code block of a section of docs/spark.md, verbatim."""
+    (code,) = blocks(section(PAGE, heading), "python")
     return code
+
+
+def _run_example(code: str, cwd: Path) -> str:
+    """What the example prints, run in ``cwd``."""
+    out = io.StringIO()
+    before = Path.cwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, str(PAGE), "exec"), {"__name__": "__doc_example__"})
+    finally:
+        os.chdir(before)
+    return out.getvalue()
 
 
 def test_pipeline_exports_the_documented_names() -> None:
@@ -79,19 +93,25 @@ def test_read_a_topic_example_runs_as_written(spark: Any, tmp_path: Path) -> Non
             assert srv.produce("orders", [record]).status_code == 200
     code = _spark_example()
     assert "from pipeline import" in code  # the documented name, not a submodule
-    out = io.StringIO()
-    cwd = Path.cwd()
-    os.chdir(checkout)  # the example names ./data, as after `make run` in a checkout
-    try:
-        with contextlib.redirect_stdout(out):
-            exec(compile(code, str(PAGE), "exec"), {"__name__": "__doc_example__"})
-    finally:
-        os.chdir(cwd)
-    shown = out.getvalue()
+    shown = _run_example(code, checkout)  # the example names ./data, as after `make run` in a checkout
     # startingOffsets {"0":2,"1":-2}: partition 0 (totals 0, 2, 4, 6) from offset 2, partition 1
     # (totals 1, 3, 5, 7) from the earliest. show() prints the latest-per-key values as hex bytes.
     assert {i for i in range(8) if f"total {i}" in shown} == {1, 3, 4, 5, 6, 7}
     assert "order-0" in shown
+
+
+def test_read_the_lakes_tables_example_runs_against_an_agent(spark: Any, tmp_path: Path) -> None:
+    """The example as written but for the agent's port: the session the test process already has takes the
+    catalog's settings (runtime settings: Spark applies them to an existing session)."""
+    code = _spark_example("## Read the lake's tables")
+    documented = "http://127.0.0.1:8080/iceberg"
+    assert documented in code
+    with run_server(local_settings(tmp_path)) as srv:
+        make_table(srv, "strata.orders")
+        shown = _run_example(code.replace(documented, f"{srv.url}/iceberg"), tmp_path)
+    assert "|   strata|   orders|" in shown  # SHOW TABLES
+    assert "|  3|   c|  NULL|" in shown  # the table's rows
+    assert "|       3|" in shown  # the first snapshot's count
 
 
 def test_spark_submit_runs_the_documented_entry_point(tmp_path: Path) -> None:
