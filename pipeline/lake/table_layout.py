@@ -1,5 +1,6 @@
 """The raw table's layout: the Iceberg schema of Spark's Kafka source, and partition specs from the topic's
-``strata.iceberg.partition.spec`` (``storage/lake_config.py``).
+``strata.iceberg.partition.spec`` (``storage/lake_config.py``). The dead-letter table's is the raw one plus
+``error`` (id 12); the typed table's is ``typed_writer.typed_schema``.
 
 The columns are exactly those ``pipeline.read_topic`` returns with headers (``pipeline.decode``): key, value,
 topic, partition, offset, timestamp (timestamptz, microseconds), timestampType and headers, so that the

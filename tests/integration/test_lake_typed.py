@@ -29,6 +29,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from pipeline.lake.offsets import committed_offsets
+from pipeline.lake.round import DROPPED
 from pipeline.lake.runs import COMMITTED, FAILED
 from pipeline.lake.writer import LakeWriter
 from storage.clock import SystemClock
@@ -191,10 +192,23 @@ def test_each_format_becomes_a_typed_table(
     topic = "typed-latest"
     schema_id = registry.register_schema("orders-shared", Schema(PROTO_ORDER, "PROTOBUF"))
     mode = "value_schema_latest:subject=orders-shared,protobuf_name=lake.Order"
-    srv.create_topic(topic, 1, **{MODE: mode})
+    # The topic's partition spec over the strata struct's fields.
+    spec = "(hour(timestamp), bucket(4, key), partition)"
+    srv.create_topic(topic, 1, **{MODE: mode, "strata.iceberg.partition.spec": spec})
     sent = send(srv, topic, [order(**o).SerializeToString() for o in ORDERS])
     assert run(srv, topic).outcome == COMMITTED
-    assert_rows(table(srv, default_table(topic)).metadata_location, sent, schema_id)
+    latest = table(srv, default_table(topic))
+    assert [(f.name, str(f.transform)) for f in latest.spec().fields] == [
+        ("timestamp_hour", "hour"),
+        ("key_bucket", "bucket[4]"),
+        ("partition", "identity"),
+    ]
+    assert [latest.schema().find_column_name(f.source_id) for f in latest.spec().fields] == [
+        "strata.timestamp",
+        "strata.key",
+        "strata.partition",
+    ]
+    assert_rows(latest.metadata_location, sent, schema_id)
 
 
 def item(*fields: dict[str, Any]) -> str:
@@ -324,3 +338,24 @@ def test_a_failed_commit_keeps_dead_letters_exactly_once(
     send(srv, topic, [b"junk"])
     assert run(srv, topic).outcome == COMMITTED
     assert [r[:3] for r in dead_letters(srv, topic)] == [(0, 1, b"garbage"), (0, 3, b"junk")]
+    # A topic whose table name is the dead letters' is refused, never written into them.
+    srv.create_topic("typed_crash_dlq", 1, **{MODE: "raw"})
+    send(srv, "typed_crash_dlq", [b"x"])
+    refused = run(srv, "typed_crash_dlq")
+    assert refused.outcome == FAILED
+    assert "holds topic 'typed-crash'" in (refused.error or "")
+    # Deleting the topic drops both its tables.
+    assert srv.client.delete(f"/v1/topics/{topic}").status_code == 204
+    assert runtime.lake_round().run_once(topic).removed == [(topic, DROPPED)]
+    for name in (default_table(topic), dead_letter_table(default_table(topic))):
+        assert not catalog.table_exists(name)
+    # A table of that name holding another topic is left alone.
+    srv.create_topic("typed-solo", 1, **{MODE: "value_schema_id_prefix"})
+    srv.create_topic("typed_solo_dlq", 1, **{MODE: "raw"})
+    for name in ("typed-solo", "typed_solo_dlq"):
+        send(srv, name, [v1({"id": "a", "qty": 1}, ctx("typed-solo"))])
+        assert run(srv, name).outcome == COMMITTED
+    assert srv.client.delete("/v1/topics/typed-solo").status_code == 204
+    assert runtime.lake_round().run_once("typed-solo").removed == [("typed-solo", DROPPED)]
+    assert not catalog.table_exists(default_table("typed-solo"))
+    assert catalog.table_exists(dead_letter_table(default_table("typed-solo")))
