@@ -10,7 +10,8 @@ IO of its own and tests may hand it any lookup.
 
 The table. A typed table is created with only the ``strata`` metadata struct (partition, offset,
 timestamp, key, headers, schema id); the value columns arrive by evolution, so a table whose first commit has
-no typed row (only dead letters, or only offsets) exists and carries its offsets. Its partition spec is the
+no typed row (only dead letters, or only offsets) exists and carries its offsets. The value columns are
+therefore nullable (evolution adds nullable columns), whichever schema comes first. Its partition spec is the
 topic's, over the struct's fields (``strata.timestamp``, ``strata.key``, ``strata.partition``).
 
 Evolution. The rows of each schema (each group of ``typed_batches``, in the order they first appear) are
