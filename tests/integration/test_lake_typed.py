@@ -30,7 +30,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from pipeline.lake.offsets import committed_offsets
 from pipeline.lake.round import DROPPED
-from pipeline.lake.runs import COMMITTED, FAILED
+from pipeline.lake.runs import COMMITTED, FAILED, LOST_RACE
 from pipeline.lake.writer import LakeWriter
 from storage.clock import SystemClock
 from storage.errors import Unavailable
@@ -359,3 +359,48 @@ def test_a_failed_commit_keeps_dead_letters_exactly_once(
     assert runtime.lake_round().run_once("typed-solo").removed == [("typed-solo", DROPPED)]
     assert not catalog.table_exists(default_table("typed-solo"))
     assert catalog.table_exists(dead_letter_table(default_table("typed-solo")))
+
+
+class RivalBeforeCommit:
+    """Runs a rival writer (its clock past the first one's lease) in the first one's window: after the first
+    one's dead-letter commit, before its main commit."""
+
+    def __init__(self, rival: LakeWriter, info: Any) -> None:
+        self.rival, self.info = rival, info
+        self.rival_runs: list[Any] = []
+
+    def before_commit(self, topic: str, table: Any) -> None:
+        if not self.rival_runs:
+            self.rival_runs.append(self.rival.run(self.info))
+
+    def after_commit(self, topic: str, table: Any) -> None:
+        pass
+
+
+class SkewedClock(SystemClock):
+    def now_ms(self) -> int:
+        return super().now_ms() + 10 * 60_000
+
+
+def test_two_writers_racing_keep_dead_letters_exactly_once(
+    srv: RunningServer, registry: SchemaRegistryClient
+) -> None:
+    topic = "typed-raced"
+    srv.create_topic(topic, 1, **{MODE: "value_schema_id_prefix"})
+    v1 = AvroSerializer(registry, ITEM_V1)
+    send(srv, topic, [b"garbage", v1({"id": "a", "qty": 1}, ctx(topic)), b"junk"])
+    runtime = srv.runtime
+    catalog = runtime.lake_round().writer().catalog
+    info = runtime.metadata.get_topic(topic)
+    rival = LakeWriter(runtime.metadata, runtime.store, catalog, SkewedClock(), "rival")
+    hook = RivalBeforeCommit(rival, info)
+    first = LakeWriter(runtime.metadata, runtime.store, catalog, SystemClock(), "first", hook=hook).run(info)
+    (won,) = hook.rival_runs
+    # The rival found the dead letters committed and skipped them; its main commit won.
+    assert (won.outcome, won.rows, won.invalid_records) == (COMMITTED, 1, 2)
+    assert first.outcome == LOST_RACE
+    assert dict(first.offsets) == dict(won.offsets) == {0: 3}
+    assert [r[:3] for r in dead_letters(srv, topic)] == [(0, 0, b"garbage"), (0, 2, b"junk")]
+    assert len(table(srv, dead_letter_table(default_table(topic))).snapshots()) == 1
+    main = table(srv, default_table(topic))
+    assert [r["strata"]["offset"] for r in scan(main.metadata_location, "strata")] == [1]
