@@ -6,7 +6,8 @@ the lake writer and read back through DuckDB: the columns and their types are th
 Then the table's life: an evolution (an added optional field, int widened to long) shows the new column
 with NULL for older rows; a record without framing and one whose schema cannot evolve the table land in the
 dead-letter table with their reasons while the table advances past them; and a commit that fails between
-the dead-letter commit and the main one leaves, after a rerun, each record once in one table.
+the dead-letter commit and the main one (then a rerun), or two writers racing there, leave each record
+once in one table.
 
 One agent on the embedded default (SQLite, a local directory) serves the module: the writer's storage
 paths on both backends are tests/integration/test_lake.py's business.
