@@ -13,14 +13,16 @@ mode. The cases:
 - both commits land: each record is in exactly one table;
 - the writer stops between the two (a crash, a failed main commit): the main table still ends where it
   did, so the next run reads the same records again and refuses the same ones (a refusal depends only on
-  the record, the registry's schemas and the main table's columns, none of which moved). The rows below
+  the record, the registry's schemas, the topic's lake configs and the main table's columns, none of which
+  moved). The rows below
   the dead-letter table's own offsets are skipped, being there already; those at or above are appended;
 - two writers: each loaded the dead-letter table before its commit, and the catalog's compare-and-set
   accepts one commit per snapshot, so the second one's dead-letter commit fails and it stops, as a lost
   main commit does; one that loaded it after the first's commit skips those rows.
 A run with no dead letters to add leaves the table alone, so it is created by the first refusal only.
-One case is not exactly once: a schema registered after a run refused records for lacking it, and before
-that run's main commit landed, turns them into typed rows on the rerun while they stay dead letters too.
+The case that is not exactly once: the registry or the topic's configs changing between a run's two
+commits (a schema registered after the run refused records for lacking it) turns the rerun's refusals
+into typed rows, while they stay dead letters too.
 """
 
 from __future__ import annotations
