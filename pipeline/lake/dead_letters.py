@@ -13,9 +13,9 @@ mode. The cases:
 - both commits land: each record is in exactly one table;
 - the writer stops between the two (a crash, a failed main commit): the main table still ends where it
   did, so the next run reads the same records again and refuses the same ones (a refusal depends only on
-  the record, the registry's schemas, the topic's lake configs and the main table's columns, none of which
-  moved). The rows below
-  the dead-letter table's own offsets are skipped, being there already; those at or above are appended;
+  the record, the registry's schemas, the topic's lake configs and the main table's columns, and the last
+  has not moved). The rows below the dead-letter table's own offsets are skipped, being there already;
+  those at or above are appended;
 - two writers: each loaded the dead-letter table before its commit, and the catalog's compare-and-set
   accepts one commit per snapshot, so the second one's dead-letter commit fails and it stops, as a lost
   main commit does; one that loaded it after the first's commit skips those rows.
