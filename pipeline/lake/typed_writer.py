@@ -22,11 +22,13 @@ dead letters with the reason, and the table keeps advancing past them: nothing a
 the writer. The table's columns are read from its Iceberg schema through Arrow (large types made plain,
 field ids dropped, so ``merge`` matches by name as ``union_by_name`` does).
 
-Exactly once. Each group is its own append in the one transaction, and only the last append carries
-``strata.offsets``: the transaction is committed whole by the catalog's compare-and-set or not at all, so
-the writer's argument (``writer.py``) holds as in raw mode. A snapshot in the middle of such a commit has no
-offsets of its own, and a reader that time-travels to it walks back to the previous commit's, which is
-exactly what it holds (``offsets.committed_offsets``). Tombstones have no row in an append table.
+Exactly once. Each group is its own append in the one transaction (pyiceberg projects each onto the
+table's columns, nulls where the group's schema lacks one, where one concatenated append would need Arrow to
+cast nested structs onto merged ones), and only the last append carries ``strata.offsets``: the
+transaction is committed whole by the catalog's compare-and-set or not at all, so the writer's argument
+(``writer.py``) holds as in raw mode. A snapshot in the middle of such a commit has no offsets of its own:
+a reader that time-travels to it finds the previous commit's (``offsets.committed_offsets``), a bound its
+rows reach, never one they fall short of. Tombstones have no row in an append table.
 """
 
 from __future__ import annotations
