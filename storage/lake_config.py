@@ -5,9 +5,15 @@ spec syntax), so users can move. ``storage/topic_config.py`` lists them with the
 are validated, stored, shown by DescribeConfigs and changed by the usual admin APIs; ``LakeTopicConfig``
 reads a topic's effective lake settings.
 
-- ``strata.iceberg.mode``: ``disabled`` (the default) or ``raw`` (the table holds exactly the columns of
-  Spark's Kafka source: key, value, topic, partition, offset, timestamp, timestampType, headers). Redpanda's
-  typed modes (``value_schema_id_prefix``, ``value_schema_latest[:...]``) are refused as not supported yet.
+- ``strata.iceberg.mode``: ``disabled`` (the default); ``raw`` (the table holds exactly the columns of
+  Spark's Kafka source: key, value, topic, partition, offset, timestamp, timestampType, headers); or one of
+  Redpanda's typed modes, where the value schema's fields are the columns: ``value_schema_id_prefix`` (each
+  value carries Confluent's framing, magic byte 0 and a 4-byte schema id) or ``value_schema_latest`` (bare
+  payloads of the latest schema of the topic's ``<topic>-value`` subject), spelled with Redpanda's options
+  as ``value_schema_latest:subject=<subject>,protobuf_name=<full message name>`` (either, both or none).
+- ``strata.iceberg.invalid.record.action``: what a typed table does with a record it cannot convert:
+  ``dlq_table`` (the default: the dead-letter table, the raw columns and the reason) or ``drop`` (only
+  counted).
 - ``strata.iceberg.table``: ``namespace.table``; by default ``strata.<topic>`` with ``.`` and ``-`` mapped
   to ``_``, so a topic name is always a valid table name.
 - ``strata.iceberg.commit.interval.ms``: how often the lake writer commits the new records (at least 10 s).
@@ -33,11 +39,19 @@ PARTITION_SPEC = "strata.iceberg.partition.spec"
 BACKFILL = "strata.iceberg.backfill"
 DELETE_WITH_TOPIC = "strata.iceberg.delete.with.topic"
 
+INVALID_RECORD_ACTION = "strata.iceberg.invalid.record.action"
+
 MODE_DISABLED = "disabled"
 MODE_RAW = "raw"
-MODES = (MODE_DISABLED, MODE_RAW)
-# Redpanda's typed modes: planned, refused until then rather than accepted and ignored.
-_TYPED_MODES = ("value_schema_id_prefix", "value_schema_latest")
+MODE_ID_PREFIX = "value_schema_id_prefix"
+MODE_LATEST = "value_schema_latest"
+MODES = (MODE_DISABLED, MODE_RAW, MODE_ID_PREFIX, MODE_LATEST)
+# value_schema_latest's options, as Redpanda spells them: value_schema_latest:subject=s,protobuf_name=m.
+LATEST_OPTIONS = ("subject", "protobuf_name")
+
+ACTION_DLQ = "dlq_table"
+ACTION_DROP = "drop"
+ACTIONS = (ACTION_DLQ, ACTION_DROP)
 
 BACKFILL_FROM_LOG_START = "from_log_start"
 BACKFILL_FROM_NOW = "from_now"
@@ -72,15 +86,66 @@ def default_table(topic: str) -> str:
     return f"{DEFAULT_NAMESPACE}.{topic.replace('.', '_').replace('-', '_')}"
 
 
+# The dead-letter table of a typed table: ``<table>_dlq`` beside it (Redpanda names it ``<topic>~dlq``, which
+# SQL readers must quote; a name of the table's own characters reads unquoted everywhere, and a table that
+# holds another topic's records is refused by its ``strata.topic`` property, so a topic named ``x_dlq`` can
+# never write into topic ``x``'s dead letters).
+DEAD_LETTER_SUFFIX = "_dlq"
+
+
+def dead_letter_table(table: str) -> str:
+    return f"{table}{DEAD_LETTER_SUFFIX}"
+
+
+@dataclass(frozen=True, slots=True)
+class LakeMode:
+    """``strata.iceberg.mode`` read: the mode's name, and ``value_schema_latest``'s options (None: the
+    default, the topic's ``<topic>-value`` subject and the schema's first Protobuf message)."""
+
+    name: str
+    subject: str | None = None
+    protobuf_name: str | None = None
+
+    @property
+    def typed(self) -> bool:
+        return self.name in (MODE_ID_PREFIX, MODE_LATEST)
+
+    def value_subject(self, topic: str) -> str:
+        return self.subject or f"{topic}-value"
+
+
+def read_mode(raw: str) -> LakeMode:
+    """The mode of ``raw``; raises InvalidConfig with the reason."""
+    name, colon, options = raw.partition(":")
+    if name not in MODES:
+        raise InvalidConfig(f"expected one of {', '.join(MODES)}, got {raw!r}")
+    if not colon:
+        return LakeMode(name)
+    if name != MODE_LATEST:
+        raise InvalidConfig(f"{name} takes no options, got {raw!r}")
+    found: dict[str, str] = {}
+    for option in options.split(","):
+        key, eq, value = (part.strip() for part in option.partition("="))
+        if key not in LATEST_OPTIONS or not eq or not value:
+            raise InvalidConfig(
+                f"{raw!r}: expected {MODE_LATEST}:subject=<subject>,protobuf_name=<message>, each"
+                f" option at most once, got {option.strip()!r}"
+            )
+        if key in found:
+            raise InvalidConfig(f"{raw!r} repeats the option {key!r}")
+        found[key] = value
+    return LakeMode(name, found.get("subject"), found.get("protobuf_name"))
+
+
 def parse_mode(raw: str) -> str:
-    if raw in MODES:
-        return raw
-    if raw.split(":", 1)[0] in _TYPED_MODES:
-        raise InvalidConfig(
-            f"{raw!r} is not supported yet: typed Iceberg tables from the schema registry come later;"
-            f" use one of {', '.join(MODES)}"
-        )
-    raise InvalidConfig(f"expected one of {', '.join(MODES)}, got {raw!r}")
+    read_mode(raw)
+    return raw
+
+
+def parse_action(raw: str) -> str:
+    if raw not in ACTIONS:
+        raise InvalidConfig(f"expected one of {', '.join(ACTIONS)}, got {raw!r}")
+    return raw
 
 
 def parse_table(raw: str) -> str:
@@ -181,6 +246,7 @@ LAKE_CONFIGS = {
     PARTITION_SPEC: (_spec_check, DEFAULT_PARTITION_SPEC),
     BACKFILL: (parse_backfill, BACKFILL_FROM_LOG_START),
     DELETE_WITH_TOPIC: (_bool, "true"),
+    INVALID_RECORD_ACTION: (parse_action, ACTION_DLQ),
 }
 
 
@@ -194,10 +260,15 @@ class LakeTopicConfig:
     partition_spec: tuple[PartitionTerm, ...]
     backfill: str
     delete_with_topic: bool
+    invalid_record_action: str = ACTION_DLQ
 
     @property
     def enabled(self) -> bool:
         return self.mode != MODE_DISABLED
+
+    @property
+    def lake_mode(self) -> LakeMode:
+        return read_mode(self.mode)
 
     @classmethod
     def from_overrides(cls, topic: str, overrides: Mapping[str, str]) -> LakeTopicConfig:
@@ -211,4 +282,5 @@ class LakeTopicConfig:
             partition_spec=parse_partition_spec(get(PARTITION_SPEC)),
             backfill=get(BACKFILL),
             delete_with_topic=get(DELETE_WITH_TOPIC).lower() == "true",
+            invalid_record_action=get(INVALID_RECORD_ACTION),
         )

@@ -1,6 +1,7 @@
 """Topics as Apache Iceberg tables: the lake writer, run by the worker role after each compaction round.
 
-- ``table_layout``: the raw table's Iceberg schema (Spark's Kafka source columns) and partition specs;
+- ``table_layout``: the raw table's Iceberg schema (Spark's Kafka source columns), the dead-letter table's
+  and partition specs;
 - ``offsets``: the offsets a table holds, from its snapshot summaries (``strata.offsets``);
 - ``source``: one commit's read of a topic (read_committed, capped in bytes), decoded to Arrow;
 - ``writer``: one job per table: lease, read, append and commit data and offsets in one snapshot;
@@ -8,11 +9,14 @@
 - ``runs``: a writer's settings and the outcome of a run;
 - ``hooks``: the point between the Parquet upload and the catalog commit, for watching and fault injection;
 - ``layouts``: the typed and dead-letter layouts, and a raw batch turned into them (``registry/columns``);
+- ``typed_writer``: a typed table's commit: the schema lookup, the typed rows and the schema evolution;
+- ``dead_letters``: the dead-letter table ``<table>_dlq``, committed first with offsets of its own;
 - ``upsert``: a compacted topic's state table, kept by copy-on-write of the key buckets a commit touches;
 - ``backfill``: a large topic's records written as Parquet by Spark, for ``add_files`` with their offsets.
 
-Built and run by the writer today: raw tables. ``layouts``, ``upsert`` and ``backfill`` are the parts of the
-typed, state and backfilled tables that the writer does not call yet; each is tested on real tables.
+Built and run by the writer today: raw and typed tables, and typed tables' dead letters. ``upsert`` and
+``backfill`` are the parts of the state and backfilled tables that the writer does not call yet; each is
+tested on real tables.
 
 The catalog is pyiceberg's SQL catalog on Strata's metadata database (``storage/lake_catalog.py``); the
 topic configs are ``strata.iceberg.*`` (``storage/lake_config.py``). pyiceberg and pyarrow are

@@ -50,6 +50,7 @@ class TypedBatch:
     schema_id: int
     message: str | None
     rows: pa.Table  # in typed_columns(the schema's value columns)
+    positions: list[int]  # each row's position in the raw batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +74,7 @@ def typed_batches(raw: pa.Table, converter: TypedRows, fixed: Fixed | None = Non
             failed.extend((p, f"schema id {group.schema_id}: {exc}") for p in group.positions)
             continue
         rows = values.append_column(pa.field(RESERVED_COLUMN, METADATA, nullable=False), metadata)
-        batches.append(TypedBatch(group.schema_id, group.message, rows.cast(columns)))
+        batches.append(TypedBatch(group.schema_id, group.message, rows.cast(columns), group.positions))
     return TypedResult(batches, dead_letter_rows(raw, failed), len(converted.tombstones))
 
 

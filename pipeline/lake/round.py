@@ -127,10 +127,13 @@ class LakeRound:
         if row.delete_with_topic and not topic_exists:
             from pyiceberg.exceptions import NoSuchTableError
 
+            from pipeline.lake.dead_letters import purge_dead_letters
             from pipeline.lake.writer import lake_failures
 
+            catalog = self.writer().catalog
             try:
-                self.writer().catalog.purge_table(row.table_identifier)
+                purge_dead_letters(catalog, row.table_identifier, row.topic, row.topic_created_ms)
+                catalog.purge_table(row.table_identifier)
             except NoSuchTableError:
                 pass
             except lake_failures() as exc:

@@ -30,3 +30,5 @@ class LakeRun:
     chunk_bytes: int = 0
     lag_records: int = 0
     error: str | None = None
+    # Typed tables: records that have no typed row (in the dead-letter table, or dropped).
+    invalid_records: int = 0

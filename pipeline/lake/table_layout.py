@@ -1,5 +1,6 @@
 """The raw table's layout: the Iceberg schema of Spark's Kafka source, and partition specs from the topic's
-``strata.iceberg.partition.spec`` (``storage/lake_config.py``).
+``strata.iceberg.partition.spec`` (``storage/lake_config.py``). The dead-letter table's is the raw one plus
+``error`` (id 12); the typed table's is ``typed_writer.typed_schema``.
 
 The columns are exactly those ``pipeline.read_topic`` returns with headers (``pipeline.decode``): key, value,
 topic, partition, offset, timestamp (timestamptz, microseconds), timestampType and headers, so that the
@@ -55,9 +56,10 @@ def raw_schema() -> Schema:
     )
 
 
-def partition_spec(schema: Schema, terms: tuple[PartitionTerm, ...]) -> PartitionSpec:
-    """The spec of ``terms`` over ``schema``'s columns; fields are named as Iceberg's Java API names them
-    (``timestamp_day``, ``key_bucket``; an identity field keeps its column's name)."""
+def partition_spec(schema: Schema, terms: tuple[PartitionTerm, ...], prefix: str = "") -> PartitionSpec:
+    """The spec of ``terms`` over ``schema``'s columns (``prefix`` + the term's column: a typed table's are
+    fields of its ``strata`` struct); fields are named as Iceberg's Java API names them (``timestamp_day``,
+    ``key_bucket``; an identity field keeps its column's name)."""
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.transforms import (
         BucketTransform,
@@ -84,17 +86,32 @@ def partition_spec(schema: Schema, terms: tuple[PartitionTerm, ...]) -> Partitio
                 "hour": HourTransform,
             }
             transform, name = time[term.transform](), f"{term.column}_{term.transform}"
-        source = schema.find_field(term.column).field_id
+        source = schema.find_field(prefix + term.column).field_id
         fields.append(PartitionField(source, _FIRST_PARTITION_FIELD_ID + i, transform, name))
     return PartitionSpec(*fields)
 
 
-def to_table_rows(batches: list[pa.RecordBatch], schema: Schema) -> pa.Table:
-    """The decoded batches (``pipeline.decode``'s Arrow schema with headers) as one Arrow table of the
-    Iceberg schema's types, in (partition, offset) order."""
+def raw_rows(batches: list[pa.RecordBatch]) -> pa.Table:
+    """The decoded batches (``pipeline.decode``'s Arrow schema with headers) as one Arrow table, in
+    (partition, offset) order."""
     import pyarrow as pa
 
     from pipeline.decode import arrow_schema
 
     table = pa.Table.from_batches(batches, schema=arrow_schema(True))
-    return table.sort_by([("partition", "ascending"), ("offset", "ascending")]).cast(schema.as_arrow())
+    return table.sort_by([("partition", "ascending"), ("offset", "ascending")])
+
+
+def to_table_rows(batches: list[pa.RecordBatch], schema: Schema) -> pa.Table:
+    """``raw_rows`` of the batches in the Iceberg schema's types."""
+    return raw_rows(batches).cast(schema.as_arrow())
+
+
+def dead_letter_schema() -> Schema:
+    """The dead-letter table's: the raw columns (their ids) and ``error``, why the record has no typed row."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import NestedField, StringType
+
+    raw = raw_schema()
+    error = NestedField(12, "error", StringType(), required=True)
+    return Schema(*raw.fields, error, identifier_field_ids=list(raw.identifier_field_ids))

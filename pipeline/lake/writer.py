@@ -21,11 +21,16 @@ winner's snapshot, which would duplicate the rows both read, so lake tables set 
 to 0 (and the writer sets it again on a table that lacks it). A run with nothing new commits nothing; a
 run whose offsets moved without rows (aborted transactions, compacted holes, ``from_now``'s start)
 commits an empty snapshot carrying them.
+
+Typed modes (``typed_writer``): the same read becomes typed rows, appended (with the schema evolution
+they need) in the same one transaction; records without a typed row go first to the dead-letter table,
+whose own commit is exactly once too (``dead_letters``), or are only counted with ``drop``.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pipeline.lake.hooks import CommitHook, NoHook
@@ -40,10 +45,10 @@ from pipeline.lake.runs import (
     LakeWriterConfig,
 )
 from pipeline.lake.source import Slice, read_slice
-from pipeline.lake.table_layout import partition_spec, raw_schema, to_table_rows
+from pipeline.lake.table_layout import dead_letter_schema, partition_spec, raw_rows, raw_schema, to_table_rows
 from storage.clock import Clock
 from storage.errors import LeaseLost, StrataError
-from storage.lake_config import BACKFILL_FROM_NOW, LakeTopicConfig
+from storage.lake_config import ACTION_DLQ, BACKFILL_FROM_NOW, LakeTopicConfig, dead_letter_table
 from storage.metadata.base import MetadataStore
 from storage.metadata.lake_state import LakeClaim, LakeRunResult
 from storage.metadata.rows import TopicInfo
@@ -51,7 +56,11 @@ from storage.objectstore.base import ObjectStore
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-    from pyiceberg.table import Table
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table, Transaction
+
+    from pipeline.lake.typed_writer import SchemaLookup
 
 log = logging.getLogger("strata.lake")
 
@@ -60,6 +69,11 @@ NO_RETRY = {"commit.retry.num-retries": "0"}
 # same name is another topic, whose offsets start again at 0).
 TOPIC_PROPERTY = "strata.topic"
 TOPIC_CREATED_PROPERTY = "strata.topic-created-ms"
+# What the table holds: raw rows, typed rows, or dead letters (a table without it is a raw one, as every
+# table was before typed modes). A topic whose mode changes between raw and typed keeps its table, which
+# the writer then refuses rather than mixing layouts.
+LAYOUT_PROPERTY = "strata.layout"
+RAW, TYPED, DEAD_LETTERS = "raw", "typed", "dead-letter"
 
 
 def lake_failures() -> tuple[type[BaseException], ...]:
@@ -76,8 +90,11 @@ def lake_failures() -> tuple[type[BaseException], ...]:
     )
     from sqlalchemy.exc import SQLAlchemyError
 
+    from registry.errors import StoreError
+
     return (
         StrataError,
+        StoreError,
         OSError,
         ValueError,
         pa.ArrowException,
@@ -100,7 +117,9 @@ class LakeWriter:
         owner: str,
         config: LakeWriterConfig = LakeWriterConfig(),
         hook: CommitHook | None = None,
+        schemas: SchemaLookup | None = None,
     ) -> None:
+        """``schemas``: the typed tables' registry, by default the one in ``metadata`` (made on first use)."""
         self.metadata = metadata
         self.store = store
         self.catalog = catalog
@@ -108,6 +127,14 @@ class LakeWriter:
         self.owner = owner
         self.config = config
         self.hook: CommitHook = hook or NoHook()
+        self._schemas = schemas
+
+    def schemas(self) -> SchemaLookup:
+        if self._schemas is None:
+            from pipeline.lake.typed_writer import registry_schemas
+
+            self._schemas = registry_schemas(self.metadata)
+        return self._schemas
 
     def run(self, info: TopicInfo) -> LakeRun:
         """One job for the topic ``info``: lease, write, record, release."""
@@ -152,9 +179,18 @@ class LakeWriter:
             log.warning("lake table of %s: %s", info.name, gap)
         if new_offsets == offsets:
             return LakeRun(info.name, UP_TO_DATE, offsets, snapshot_id, lag_records=lag)
-        rows = to_table_rows(read.batches, table.schema())
+        properties = {OFFSETS_PROPERTY: encode_offsets(new_offsets)}
         transaction = table.transaction()
-        transaction.append(rows, snapshot_properties={OFFSETS_PROPERTY: encode_offsets(new_offsets)})
+        invalid = 0
+        if lake.lake_mode.typed:
+            typed = self._typed(info, lake, table, read, new_offsets, transaction, properties)
+            if isinstance(typed, LakeRun):
+                return replace(typed, lag_records=lag)
+            rows, invalid = typed
+        else:
+            raw = to_table_rows(read.batches, table.schema())
+            transaction.append(raw, snapshot_properties=properties)
+            rows = raw.num_rows
         # A writer that lost its lease stops here: another one has the table now. (Leases are judged by
         # each writer's clock, so two may still overlap: the catalog's compare-and-set decides then.)
         self.metadata.heartbeat_lake_table(info.name, self.owner, self.clock.now_ms(), self.config.lease_ms)
@@ -166,10 +202,7 @@ class LakeWriter:
         except CommitFailedException as exc:
             # Another writer committed first: never append again on top of it. The table's offsets are
             # what it now says; the next run goes on from there.
-            table.refresh()
-            theirs, theirs_id = committed_offsets(table)
-            log.info("lake writer of %s lost a commit race (%s); the table is at %s", info.name, exc, theirs)
-            return LakeRun(info.name, LOST_RACE, theirs, theirs_id, lag_records=lag)
+            return replace(self._lost_race(info, table, exc), lag_records=lag)
         self.hook.after_commit(info.name, table)
         snapshot = table.current_snapshot()
         return LakeRun(
@@ -177,51 +210,110 @@ class LakeWriter:
             COMMITTED,
             new_offsets,
             None if snapshot is None else snapshot.snapshot_id,
-            rows=rows.num_rows,
+            rows=rows,
             chunk_bytes=read.chunk_bytes,
             lag_records=lag,
             error=gap,
+            invalid_records=invalid,
         )
+
+    def _typed(
+        self,
+        info: TopicInfo,
+        lake: LakeTopicConfig,
+        table: Table,
+        read: Slice,
+        new_offsets: dict[int, int],
+        transaction: Transaction,
+        properties: dict[str, str],
+    ) -> tuple[int, int] | LakeRun:
+        """A typed commit's steps into ``transaction``, its dead letters committed first (``dead_letters``):
+        (typed rows, records refused), or the run's end when the dead-letter commit lost a race."""
+        from pyiceberg.exceptions import CommitFailedException
+
+        from pipeline.lake.dead_letters import commit_dead_letters
+        from pipeline.lake.typed_writer import plan_typed, table_columns
+
+        plan = plan_typed(
+            table_columns(table), raw_rows(read.batches), self.schemas(), lake.lake_mode, info.name
+        )
+        refused = plan.dead_letters.num_rows
+        if refused and lake.invalid_record_action == ACTION_DLQ:
+            self.metadata.heartbeat_lake_table(
+                info.name, self.owner, self.clock.now_ms(), self.config.lease_ms
+            )
+            dlq = self._open(info, dead_letter_table(lake.table), DEAD_LETTERS, lake)
+            try:
+                commit_dead_letters(dlq, plan.dead_letters, new_offsets)
+            except CommitFailedException as exc:
+                return self._lost_race(info, table, exc)
+        if refused:
+            log.info("lake table of %s: %d records have no typed row", info.name, refused)
+        plan.apply(transaction, properties)
+        return plan.rows, refused
+
+    def _lost_race(self, info: TopicInfo, table: Table, exc: Exception) -> LakeRun:
+        table.refresh()
+        theirs, theirs_id = committed_offsets(table)
+        log.info("lake writer of %s lost a commit race (%s); the table is at %s", info.name, exc, theirs)
+        return LakeRun(info.name, LOST_RACE, theirs, theirs_id)
 
     def load_or_create(self, info: TopicInfo, lake: LakeTopicConfig) -> Table:
         """The topic's table: loaded, or created as the topic's configs say. Raises StrataError when the
-        table holds another topic (another name, or an earlier topic of the same name)."""
+        table holds another topic (another name, or an earlier topic of the same name), or another layout."""
+        return self._open(info, lake.table, TYPED if lake.lake_mode.typed else RAW, lake)
+
+    def _open(self, info: TopicInfo, identifier: str, layout: str, lake: LakeTopicConfig) -> Table:
         from pyiceberg.catalog import Catalog
         from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
 
         try:
-            table = self.catalog.load_table(lake.table)
+            table = self.catalog.load_table(identifier)
         except NoSuchTableError:
-            self.catalog.create_namespace_if_not_exists(Catalog.namespace_from(lake.table))
-            schema = raw_schema()
+            self.catalog.create_namespace_if_not_exists(Catalog.namespace_from(identifier))
+            schema, spec = _new_layout(layout, lake)
             properties = {
                 **NO_RETRY,
                 "format-version": "2",
                 TOPIC_PROPERTY: info.name,
                 TOPIC_CREATED_PROPERTY: str(info.created_ms),
+                LAYOUT_PROPERTY: layout,
             }
             try:
                 table = self.catalog.create_table(
-                    lake.table,
-                    schema,
-                    partition_spec=partition_spec(schema, lake.partition_spec),
-                    properties=properties,
+                    identifier, schema, partition_spec=spec, properties=properties
                 )
             except TableAlreadyExistsError:  # another writer created it first
-                table = self.catalog.load_table(lake.table)
+                table = self.catalog.load_table(identifier)
         owner = table.properties.get(TOPIC_PROPERTY, info.name)
         created = table.properties.get(TOPIC_CREATED_PROPERTY, str(info.created_ms))
         if (owner, created) != (info.name, str(info.created_ms)):
             raise StrataError(
-                f"the Iceberg table {lake.table} holds topic {owner!r} as created at {created} ms, not"
+                f"the Iceberg table {identifier} holds topic {owner!r} as created at {created} ms, not"
                 f" {info.name!r} as created at {info.created_ms} ms: drop the table, or set"
                 " strata.iceberg.table to another name"
+            )
+        held = table.properties.get(LAYOUT_PROPERTY, RAW)
+        if held != layout:
+            raise StrataError(
+                f"the Iceberg table {identifier} holds {held} rows; strata.iceberg.mode={lake.mode} writes"
+                f" {layout} rows: drop the table, or set strata.iceberg.table to another name"
             )
         if any(table.properties.get(k) != v for k, v in NO_RETRY.items()):
             with table.transaction() as transaction:
                 transaction.set_properties(NO_RETRY)
             table.refresh()
         return table
+
+
+def _new_layout(layout: str, lake: LakeTopicConfig) -> tuple[Schema, PartitionSpec]:
+    """A new table's schema and partition spec (the topic's spec over the layout's columns)."""
+    if layout == TYPED:
+        from pipeline.lake.typed_writer import typed_schema
+
+        return typed_schema(lake.partition_spec)
+    schema = raw_schema() if layout == RAW else dead_letter_schema()
+    return schema, partition_spec(schema, lake.partition_spec)
 
 
 def _lag(read: Slice) -> int:

@@ -8,7 +8,15 @@ import pytest
 
 from broker import errors
 from storage.errors import InvalidConfig
-from storage.lake_config import LakeTopicConfig, PartitionTerm, default_table, parse_partition_spec
+from storage.lake_config import (
+    LakeMode,
+    LakeTopicConfig,
+    PartitionTerm,
+    dead_letter_table,
+    default_table,
+    parse_partition_spec,
+    read_mode,
+)
 from storage.topic_config import effective_configs, validate_configs
 from tests.fixtures.broker import BrokerParts, call
 from tests.unit.test_broker_handlers import (
@@ -37,6 +45,29 @@ def test_defaults_keep_the_lake_off_and_name_the_table_after_the_topic() -> None
     shown = effective_configs({}, "orders.eu-west")
     assert shown["strata.iceberg.table"] == "strata.orders_eu_west"
     assert shown["strata.iceberg.mode"] == "disabled"
+    assert shown["strata.iceberg.invalid.record.action"] == config.invalid_record_action == "dlq_table"
+    assert dead_letter_table(config.table) == "strata.orders_eu_west_dlq"
+
+
+def test_typed_modes_take_redpandas_spelling() -> None:
+    assert read_mode("raw") == LakeMode("raw")
+    assert not read_mode("raw").typed
+    assert read_mode("value_schema_id_prefix") == LakeMode("value_schema_id_prefix")
+    latest = read_mode("value_schema_latest")
+    assert latest.typed
+    assert latest.value_subject("orders") == "orders-value"
+    options = read_mode("value_schema_latest:subject=shared-value,protobuf_name=shop.v1.Order")
+    assert options == LakeMode("value_schema_latest", "shared-value", "shop.v1.Order")
+    assert options.value_subject("orders") == "shared-value"
+    assert read_mode("value_schema_latest:protobuf_name=a.B").value_subject("t") == "t-value"
+    config = LakeTopicConfig.from_overrides(
+        "t",
+        {
+            "strata.iceberg.mode": "value_schema_latest:subject=s",
+            "strata.iceberg.invalid.record.action": "drop",
+        },
+    )
+    assert (config.lake_mode.subject, config.invalid_record_action) == ("s", "drop")
 
 
 def test_partition_specs() -> None:
@@ -52,9 +83,13 @@ def test_partition_specs() -> None:
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("strata.iceberg.mode", "value_schema_id_prefix", "not supported yet"),
-        ("strata.iceberg.mode", "value_schema_latest:subject=x", "not supported yet"),
-        ("strata.iceberg.mode", "RAW", "expected one of disabled, raw"),
+        ("strata.iceberg.mode", "RAW", "expected one of disabled, raw, value_schema_id_prefix"),
+        ("strata.iceberg.mode", "value_schema_id_prefix:subject=x", "takes no options"),
+        ("strata.iceberg.mode", "value_schema_latest:", "subject=<subject>,protobuf_name=<message>"),
+        ("strata.iceberg.mode", "value_schema_latest:schema=x", "got 'schema=x'"),
+        ("strata.iceberg.mode", "value_schema_latest:subject=", "got 'subject='"),
+        ("strata.iceberg.mode", "value_schema_latest:subject=a,subject=b", "repeats the option 'subject'"),
+        ("strata.iceberg.invalid.record.action", "dlq", "expected one of dlq_table, drop"),
         ("strata.iceberg.table", "orders", "namespace.table"),
         ("strata.iceberg.table", "strata.or-ders", "namespace.table"),
         ("strata.iceberg.commit.interval.ms", "9999", ">= 10000"),
@@ -84,16 +119,25 @@ async def test_set_and_described_over_the_kafka_admin_apis(broker_parts: BrokerP
     assert entries["strata.iceberg.table"] == ("strata.clicks_v2", DEFAULT_CONFIG, STRING)
     assert entries["strata.iceberg.commit.interval.ms"] == ("60000", DEFAULT_CONFIG, LONG)
     assert entries["strata.iceberg.delete.with.topic"] == ("true", DEFAULT_CONFIG, BOOLEAN)
+    assert entries["strata.iceberg.invalid.record.action"] == ("dlq_table", DEFAULT_CONFIG, STRING)
 
     refused = await call(
         broker_parts.ctx,
-        incremental_request("clicks-v2", [("strata.iceberg.mode", SET, "value_schema_latest")]),
+        incremental_request("clicks-v2", [("strata.iceberg.mode", SET, "value_schema_latest:name=x")]),
     )
     assert refused.responses[0].error_code == errors.INVALID_CONFIG
-    assert "not supported yet" in refused.responses[0].error_message
-    changed = await call(
-        broker_parts.ctx, incremental_request("clicks-v2", [("strata.iceberg.table", SET, "lake.clicks")])
-    )
+    assert "subject=<subject>" in refused.responses[0].error_message
+    typed = [
+        ("strata.iceberg.table", SET, "lake.clicks"),
+        ("strata.iceberg.mode", SET, "value_schema_latest:subject=clicks-value"),
+        ("strata.iceberg.invalid.record.action", SET, "drop"),
+    ]
+    changed = await call(broker_parts.ctx, incremental_request("clicks-v2", typed))
     assert changed.responses[0].error_code == errors.NONE
     stored = broker_parts.metadata.get_topic("clicks-v2").configs
-    assert LakeTopicConfig.from_overrides("clicks-v2", stored).table == "lake.clicks"
+    config = LakeTopicConfig.from_overrides("clicks-v2", stored)
+    assert (config.table, config.lake_mode.subject, config.invalid_record_action) == (
+        "lake.clicks",
+        "clicks-value",
+        "drop",
+    )

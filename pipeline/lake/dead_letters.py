@@ -1,0 +1,86 @@
+"""The dead-letter table of a typed table: the records that have no typed row, in the raw layout plus
+``error`` (``layouts.DEAD_LETTER``, ``table_layout.dead_letter_schema``), named ``<table>_dlq``
+(``storage/lake_config.dead_letter_table``, where the name is argued).
+
+With ``strata.iceberg.invalid.record.action=drop`` no such table is written: the refused records are only
+counted in the run's outcome.
+
+Why exactly once, across two tables that no catalog commits together. The dead-letter table is committed
+FIRST, with its own ``strata.offsets``: the offsets of the read the rows belong to (per partition, the
+higher of what it held and the read's end). Its invariant: it holds every record below its offsets that
+the writer refused when it committed them, and none at or above. Then the main table commits as in raw
+mode. The cases:
+- both commits land: each record is in exactly one table;
+- the writer stops between the two (a crash, a failed main commit): the main table still ends where it
+  did, so the next run reads the same records again and refuses the same ones (a refusal depends only on
+  the record, the registry's schemas, the topic's lake configs and the main table's columns, and the last
+  has not moved). The rows below the dead-letter table's own offsets are skipped, being there already;
+  those at or above are appended;
+- two writers: each loaded the dead-letter table before its commit, and the catalog's compare-and-set
+  accepts one commit per snapshot, so the second one's dead-letter commit fails and it stops, as a lost
+  main commit does; one that loaded it after the first's commit skips those rows.
+A run with no dead letters to add leaves the table alone, so it is created by the first refusal only.
+The case that is not exactly once: the registry or the topic's configs changing between a run's two
+commits (a schema registered after the run refused records for lacking it) turns the rerun's refusals
+into typed rows, while they stay dead letters too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from pipeline.lake.offsets import OFFSETS_PROPERTY, committed_offsets, encode_offsets
+from storage.lake_config import dead_letter_table
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+
+def unheld(table: Table, rows: pa.Table) -> pa.Table:
+    """``rows`` (``layouts.DEAD_LETTER``) less those below the table's own committed offsets."""
+    held, _ = committed_offsets(table)
+    if not held:
+        return rows
+    partitions = rows.column("partition").to_pylist()
+    offsets = rows.column("offset").to_pylist()
+    keep = [i for i, (p, o) in enumerate(zip(partitions, offsets, strict=True)) if o >= held.get(p, 0)]
+    return rows.take(pa.array(keep, pa.int64()))
+
+
+def commit_dead_letters(table: Table, rows: pa.Table, read_end: Mapping[int, int]) -> Table | None:
+    """Append ``rows`` not held yet, with the offsets ``read_end`` reached, in one snapshot: the table as
+    committed, or None when it held them all. Raises pyiceberg's CommitFailedException when another
+    writer committed to it first."""
+    new = unheld(table, rows)
+    if new.num_rows == 0:
+        return None
+    held, _ = committed_offsets(table)
+    offsets = {p: max(held.get(p, 0), read_end.get(p, 0)) for p in {*held, *read_end}}
+    transaction = table.transaction()
+    transaction.append(
+        new.cast(table.schema().as_arrow()), snapshot_properties={OFFSETS_PROPERTY: encode_offsets(offsets)}
+    )
+    return transaction.commit_transaction()
+
+
+def purge_dead_letters(catalog: Catalog, table: str, topic: str, created_ms: int) -> bool:
+    """Drop ``table``'s dead-letter table with its files, when it holds that topic's dead letters (a
+    table of that name holding anything else is left alone): whether one was dropped."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from pipeline.lake.writer import DEAD_LETTERS, LAYOUT_PROPERTY, TOPIC_CREATED_PROPERTY, TOPIC_PROPERTY
+
+    name = dead_letter_table(table)
+    try:
+        properties = catalog.load_table(name).properties
+    except NoSuchTableError:
+        return False
+    mine = {TOPIC_PROPERTY: topic, TOPIC_CREATED_PROPERTY: str(created_ms), LAYOUT_PROPERTY: DEAD_LETTERS}
+    if any(properties.get(k) != v for k, v in mine.items()):
+        return False
+    catalog.purge_table(name)
+    return True
