@@ -82,7 +82,9 @@ class LakeCatalog:
     def reader_config(self) -> dict[str, str]:
         """What a reader needs to reach the tables' files, as Iceberg's FileIO properties: for an S3 bucket
         behind an endpoint (MinIO, moto), the endpoint, with path-style addressing as Strata's own client
-        uses there (storage/objectstore/s3.py), and the region. Never credentials: readers bring their own."""
+        uses there (storage/objectstore/s3.py), and the region, under pyiceberg's name (``s3.region``) and
+        Java's (``client.region``: Iceberg's Java S3FileIO reads only that one). Never credentials: readers
+        bring their own."""
         if not self.warehouse.startswith("s3://"):
             return {}
         config: dict[str, str] = {}
@@ -91,6 +93,7 @@ class LakeCatalog:
             config["s3.path-style-access"] = "true"
         if self.s3_region:
             config["s3.region"] = self.s3_region
+            config["client.region"] = self.s3_region
         return config
 
     def namespaces(self, parent: Namespace) -> list[Namespace]:

@@ -81,6 +81,7 @@ def test_load_table_answers_location_metadata_and_reader_config(server: RunningS
             "s3.endpoint": settings.s3_endpoint,
             "s3.path-style-access": "true",
             "s3.region": "us-east-1",
+            "client.region": "us-east-1",
         }
     else:
         assert body["config"] == {}
