@@ -106,3 +106,36 @@ def test_the_registry_example_runs_as_written(tmp_path: Path) -> None:
                 for m in consume(srv.kafka_bootstrap, "invoices", 2)
             ]
     assert got == [(b"i-1", {"id": "i-1", "cents": 4200}), (b"i-2", {"id": "i-2", "cents": 700})]
+
+
+# The README installs DuckDB's iceberg extension from DuckDB's repository; the test loads the same
+# extensions from their PyPI wheels, offline (tests/fixtures/duck.py).
+_ONLINE_EXTENSION = (
+    'con.install_extension("iceberg")  # once, from DuckDB\'s extension repository\n'
+    'con.load_extension("iceberg")\n'
+)
+
+
+def test_the_lake_example_runs_as_written(tmp_path: Path) -> None:
+    """A topic becoming an Iceberg table: created and produced to with curl, committed with ``strata lake
+    run``, then queried by DuckDB through the agent's Iceberg REST catalog, each output as shown."""
+    from tests.fixtures.duck import EXTENSIONS, extension_path
+
+    assert shutil.which("strata") is not None, "the strata command is not on the PATH (make install)"
+    section_text = section(README, "### Topics as Iceberg tables")
+    ((shell, committed),) = examples(section_text, "sh")
+    ((query, rows),) = examples(section_text, "python")
+    assert committed is not None
+    assert rows is not None
+    assert _ONLINE_EXTENSION in query, "the README's DuckDB example no longer installs the extension so"
+    offline = "".join(f"con.execute(\"LOAD '{extension_path(name)}'\")\n" for name in EXTENSIONS)
+    settings = local_settings(tmp_path, lake=False)
+    with run_server(settings) as srv:
+        script = shell.replace("http://127.0.0.1:8080", srv.url).replace("./data", settings.data_dir)
+        assert _shell(script).splitlines() == committed.splitlines()
+        code = query.replace(_ONLINE_EXTENSION, offline).replace("http://127.0.0.1:8080", srv.url)
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == rows.splitlines()
