@@ -5,6 +5,8 @@
 - ``source``: one commit's read of a topic (read_committed, capped in bytes), decoded to Arrow;
 - ``writer``: one job per table: lease, read, append and commit data and offsets in one snapshot;
 - ``round``: which tables are due, and the tables of deleted topics;
+- ``maintenance``: snapshot expiry and orphan-file cleanup of a table, run by the round;
+- ``gap_metric``: ``strata_lake_gap_records_total``, the offsets tables skipped (deleted before committed);
 - ``runs``: a writer's settings and the outcome of a run;
 - ``hooks``: the point between the Parquet upload and the catalog commit, for watching and fault injection;
 - ``layouts``: the typed and dead-letter layouts, and a raw batch turned into them (``registry/columns``);

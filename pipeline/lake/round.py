@@ -10,16 +10,22 @@ A ``lake_tables`` row whose topic is gone (deleted, or deleted and created again
 row's lease: the table is purged when the old topic had ``strata.iceberg.delete.with.topic=true``, and the
 row forgotten. A topic whose mode went back to ``disabled`` keeps its table (it goes on from the offsets
 in it if enabled again); only its row goes.
+
+After the jobs, each lake-enabled topic's table gets its maintenance (``maintenance.py``: snapshot expiry
+and orphan-file cleanup) when this process has not maintained it for ``MaintenanceConfig.interval_ms``. The
+times are this process's own, so a restarted worker maintains its tables at its first round, and several
+workers each maintain every table: each step is safe to repeat and to run beside a writer.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pipeline.lake.hooks import CommitHook
+from pipeline.lake.maintenance import MaintenanceConfig, MaintenanceResult, TableMaintenance
 from pipeline.lake.runs import LakeRun, LakeWriterConfig
 from storage.clock import Clock
 from storage.errors import ClaimRefused
@@ -45,6 +51,7 @@ FORGOTTEN = "forgotten"
 class LakeRoundResult:
     runs: list[LakeRun]
     removed: list[tuple[str, str]]  # (topic, DROPPED or FORGOTTEN)
+    maintained: list[MaintenanceResult] = field(default_factory=list)
 
 
 class LakeRound:
@@ -59,6 +66,8 @@ class LakeRound:
         owner: str,
         config: LakeWriterConfig = LakeWriterConfig(),
         hook: CommitHook | None = None,
+        maintenance: MaintenanceConfig | None = None,
+        on_run: Callable[[LakeRun], None] | None = None,
     ) -> None:
         self.metadata = metadata
         self.store = store
@@ -66,8 +75,11 @@ class LakeRound:
         self.owner = owner
         self.config = config
         self.hook = hook
+        self.maintenance = maintenance or MaintenanceConfig()
+        self.on_run = on_run  # told of each run (the process's metrics)
         self._open_catalog = open_catalog
         self._writer: LakeWriter | None = None
+        self._maintained_ms: dict[str, int] = {}  # topic -> when this process last maintained its table
 
     def writer(self) -> LakeWriter:
         if self._writer is None:
@@ -101,7 +113,45 @@ class LakeRound:
                 except ClaimRefused as exc:
                     log.warning("lake table of %s: %s", name, exc.message)
                     runs.append(LakeRun(name, REFUSED, error=exc.message))
-        return LakeRoundResult(runs, removed)
+                if self.on_run is not None:
+                    self.on_run(runs[-1])
+        maintained = [m for name, info in sorted(topics.items()) if (m := self._maintain(info)) is not None]
+        return LakeRoundResult(runs, removed, maintained)
+
+    def _maintain(self, info: TopicInfo) -> MaintenanceResult | None:
+        """The table's maintenance, if this process has not done it for the interval; None if not due or
+        the table does not exist yet."""
+        now = self.clock.now_ms()
+        last = self._maintained_ms.get(info.name)
+        if last is not None and now - last < self.maintenance.interval_ms:
+            return None
+        from pyiceberg.exceptions import NoSuchTableError
+
+        from pipeline.lake.writer import lake_failures
+
+        lake = LakeTopicConfig.from_overrides(info.name, info.configs)
+        catalog = self.writer().catalog
+        try:
+            table = catalog.load_table(lake.table)
+        except NoSuchTableError:
+            return None
+        except lake_failures() as exc:
+            log.warning("maintenance of the lake table %s failed: %s", lake.table, exc)
+            return MaintenanceResult(lake.table, error=str(exc))
+        self._maintained_ms[info.name] = now
+        from pyiceberg.exceptions import CommitFailedException
+
+        maintenance = TableMaintenance(
+            self.store, self.clock, catalog.properties["warehouse"], self.maintenance
+        )
+        failures: tuple[type[BaseException], ...] = (CommitFailedException, *lake_failures())
+        try:
+            return maintenance.run(table, lake.snapshot_retention_ms)
+        except failures as exc:
+            # A writer committed first (the expiry is a compare-and-set), or the store or catalog failed:
+            # the next interval tries again.
+            log.warning("maintenance of the lake table %s failed: %s", lake.table, exc)
+            return MaintenanceResult(lake.table, error=str(exc))
 
     def _topic_exists(self, name: str, row: LakeTableRow) -> bool:
         """Whether the row's own topic (the incarnation created at ``row.topic_created_ms``) still exists,

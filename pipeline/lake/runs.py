@@ -30,3 +30,6 @@ class LakeRun:
     chunk_bytes: int = 0
     lag_records: int = 0
     error: str | None = None
+    # Offsets the run had to skip: deleted (by retention past its hold, or DeleteRecords) before the table
+    # had them. Counted by ``strata_lake_gap_records_total``.
+    gap_records: int = 0
