@@ -121,11 +121,12 @@ class Runtime:
         opened by its first round that has a table to write."""
         if self._lake_round is None:
             # Imported here: the lake brings pyarrow, which a process that never runs it does not need.
-            from pipeline.lake.gap_metric import LakeGapMetric
             from pipeline.lake.round import LakeRound
             from pipeline.lake.runs import LakeWriterConfig
+            from pipeline.lake.upkeep_metrics import LakeUpkeepMetrics
 
             settings = self.settings
+            upkeep = LakeUpkeepMetrics(self.metrics.registry)
             self._lake_round = LakeRound(
                 self.metadata,
                 self.store,
@@ -139,7 +140,8 @@ class Runtime:
                 self.clock,
                 owner=f"{socket.gethostname()}:{os.getpid()}:{self.rng.getrandbits(32):08x}",
                 config=LakeWriterConfig(settings.lake_max_bytes_per_commit, settings.job_lease_ms),
-                on_run=LakeGapMetric(self.metrics.registry).observe_run,
+                on_run=upkeep.observe_run,
+                on_maintained=upkeep.observe_maintenance,
             )
         return self._lake_round
 

@@ -6,7 +6,7 @@
 - ``writer``: one job per table: lease, read, append and commit data and offsets in one snapshot;
 - ``round``: which tables are due, and the tables of deleted topics;
 - ``maintenance``: snapshot expiry and orphan-file cleanup of a table, run by the round;
-- ``gap_metric``: ``strata_lake_gap_records_total``, the offsets tables skipped (deleted before committed);
+- ``upkeep_metrics``: the gap (offsets deleted before the table had them), the tables' objects and bytes;
 - ``runs``: a writer's settings and the outcome of a run;
 - ``hooks``: the point between the Parquet upload and the catalog commit, for watching and fault injection;
 - ``layouts``: the typed and dead-letter layouts, and a raw batch turned into them (``registry/columns``);

@@ -36,9 +36,12 @@ from typing import TYPE_CHECKING
 from pipeline.lake.offsets import committed_offsets
 from storage.clock import Clock
 from storage.lake_catalog import LAKE_PREFIX
+from storage.lake_config import LakeTopicConfig
+from storage.metadata.rows import TopicInfo
 from storage.objectstore.base import ObjectStore
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
 log = logging.getLogger("strata.lake")
@@ -58,6 +61,9 @@ class MaintenanceResult:
     snapshots_expired: int = 0
     orphans_deleted: int = 0
     error: str | None = None
+    # What the table's location holds after the cleanup, from its listing (None: not listed).
+    objects: int | None = None
+    bytes: int | None = None
 
 
 def protected_snapshots(table: Table) -> set[int]:
@@ -150,11 +156,15 @@ class TableMaintenance:
         # the grace, so it is never taken for an orphan.
         live = {k for k in map(self.key_of, referenced_files(table)) if k is not None}
         cutoff = self.clock.now_ms() - self.config.orphan_grace_ms
-        orphans = [
-            o.key
-            for o in self.store.list(prefix)
-            if o.key.startswith(prefix) and o.key not in live and o.last_modified_ms < cutoff
-        ]
+        orphans, objects, size = [], 0, 0
+        for info in self.store.list(prefix):
+            if not info.key.startswith(prefix):
+                continue
+            if info.key not in live and info.last_modified_ms < cutoff:
+                orphans.append(info.key)
+            else:
+                objects += 1
+                size += info.size
         for key in orphans:
             self.store.delete(key)
         if expired or orphans:
@@ -164,7 +174,30 @@ class TableMaintenance:
                 expired,
                 len(orphans),
             )
-        return MaintenanceResult(name, expired, len(orphans))
+        return MaintenanceResult(name, expired, len(orphans), objects=objects, bytes=size)
+
+
+def maintain_table(
+    catalog: Catalog, store: ObjectStore, clock: Clock, config: MaintenanceConfig, info: TopicInfo
+) -> MaintenanceResult | None:
+    """Maintain the table of the lake-enabled topic ``info``; None when it does not exist yet. A failure
+    (a writer's commit won the race with the expiry, the store or the catalog failed) is logged and
+    returned as the result's error: the next interval tries again."""
+    from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+
+    from pipeline.lake.writer import lake_failures
+
+    lake = LakeTopicConfig.from_overrides(info.name, info.configs)
+    failures: tuple[type[BaseException], ...] = (CommitFailedException, *lake_failures())
+    try:
+        table = catalog.load_table(lake.table)
+        maintenance = TableMaintenance(store, clock, catalog.properties["warehouse"], config)
+        return maintenance.run(table, lake.snapshot_retention_ms)
+    except NoSuchTableError:
+        return None
+    except failures as exc:
+        log.warning("maintenance of the lake table %s failed: %s", lake.table, exc)
+        return MaintenanceResult(lake.table, error=f"{type(exc).__name__}: {exc}")
 
 
 def _spellings(root: str) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pipeline.lake.hooks import CommitHook
-from pipeline.lake.maintenance import MaintenanceConfig, MaintenanceResult, TableMaintenance
+from pipeline.lake.maintenance import MaintenanceConfig, MaintenanceResult, maintain_table
 from pipeline.lake.runs import LakeRun, LakeWriterConfig
 from storage.clock import Clock
 from storage.errors import ClaimRefused
@@ -68,6 +68,7 @@ class LakeRound:
         hook: CommitHook | None = None,
         maintenance: MaintenanceConfig | None = None,
         on_run: Callable[[LakeRun], None] | None = None,
+        on_maintained: Callable[[MaintenanceResult], None] | None = None,
     ) -> None:
         self.metadata = metadata
         self.store = store
@@ -77,6 +78,7 @@ class LakeRound:
         self.hook = hook
         self.maintenance = maintenance or MaintenanceConfig()
         self.on_run = on_run  # told of each run (the process's metrics)
+        self.on_maintained = on_maintained  # told of each table's maintenance (the same)
         self._open_catalog = open_catalog
         self._writer: LakeWriter | None = None
         self._maintained_ms: dict[str, int] = {}  # topic -> when this process last maintained its table
@@ -125,33 +127,12 @@ class LakeRound:
         last = self._maintained_ms.get(info.name)
         if last is not None and now - last < self.maintenance.interval_ms:
             return None
-        from pyiceberg.exceptions import NoSuchTableError
-
-        from pipeline.lake.writer import lake_failures
-
-        lake = LakeTopicConfig.from_overrides(info.name, info.configs)
-        catalog = self.writer().catalog
-        try:
-            table = catalog.load_table(lake.table)
-        except NoSuchTableError:
-            return None
-        except lake_failures() as exc:
-            log.warning("maintenance of the lake table %s failed: %s", lake.table, exc)
-            return MaintenanceResult(lake.table, error=str(exc))
-        self._maintained_ms[info.name] = now
-        from pyiceberg.exceptions import CommitFailedException
-
-        maintenance = TableMaintenance(
-            self.store, self.clock, catalog.properties["warehouse"], self.maintenance
-        )
-        failures: tuple[type[BaseException], ...] = (CommitFailedException, *lake_failures())
-        try:
-            return maintenance.run(table, lake.snapshot_retention_ms)
-        except failures as exc:
-            # A writer committed first (the expiry is a compare-and-set), or the store or catalog failed:
-            # the next interval tries again.
-            log.warning("maintenance of the lake table %s failed: %s", lake.table, exc)
-            return MaintenanceResult(lake.table, error=str(exc))
+        result = maintain_table(self.writer().catalog, self.store, self.clock, self.maintenance, info)
+        if result is not None:
+            self._maintained_ms[info.name] = now
+            if self.on_maintained is not None:
+                self.on_maintained(result)
+        return result
 
     def _topic_exists(self, name: str, row: LakeTableRow) -> bool:
         """Whether the row's own topic (the incarnation created at ``row.topic_created_ms``) still exists,

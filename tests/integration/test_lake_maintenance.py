@@ -172,9 +172,15 @@ def maintenance_round(lake: Lake, now_ms: int, grace_ms: int = HOUR_MS) -> Any:
 def test_expiry_and_orphan_cleanup_keep_the_rows(lake: Lake) -> None:
     topic = "maintained"
     lake.server.create_topic(topic, 2, **{"strata.iceberg.mode": "raw"})
+    registry = lake.runtime.metrics.registry
     for n in range(4):
         lake.produce(topic, [f"r{n}-{i}" for i in range(6)])
         assert lake.run(topic).outcome == COMMITTED
+        if n == 0:  # the process's round maintained the new table after its first commit
+            table_objects = registry.get_sample_value(
+                "strata_lake_table_objects", {"table": "strata.maintained"}
+            )
+            assert table_objects == len(lake.objects(topic))
     before_crash = {k for k in lake.objects(topic) if k.endswith(".parquet")}
     lake.produce(topic, [f"r4-{i}" for i in range(6)])
     info = lake.runtime.metadata.get_topic(topic)
@@ -212,6 +218,8 @@ def test_expiry_and_orphan_cleanup_keep_the_rows(lake: Lake) -> None:
     left = lake.objects(topic)
     assert not orphans & left
     assert len(objects - left) == result.orphans_deleted
+    assert result.objects == len(left)
+    assert result.bytes == sum(o.size for o in lake.runtime.store.list("lake/") if o.key in left)
     assert lake.duck(topic) == rows
 
     # A snapshot that carries no offsets on top (another tool's): expiry keeps the one that does.
