@@ -5,7 +5,7 @@
 - ``source``: one commit's read of a topic (read_committed, capped in bytes), decoded to Arrow;
 - ``writer``: one job per table: lease, read, append and commit data and offsets in one snapshot;
 - ``round``: which tables are due, and the tables of deleted topics;
-- ``maintenance``: snapshot expiry and orphan-file cleanup of a table, run by the round;
+- ``maintenance``: small-file rewrite (``rewrite``), snapshot expiry, orphan cleanup; run by the round;
 - ``upkeep_metrics``: the gap (offsets deleted before the table had them), the tables' objects and bytes;
 - ``runs``: a writer's settings and the outcome of a run;
 - ``hooks``: the point between the Parquet upload and the catalog commit, for watching and fault injection;

@@ -1,5 +1,7 @@
-"""Lake table maintenance: snapshot expiry and orphan-file cleanup, run by the lake round (``round.py``) on
-each table at most every ``MaintenanceConfig.interval_ms``.
+"""Lake table maintenance: the rewrite of small files (``rewrite.py``), snapshot expiry and orphan-file
+cleanup, in that order, run by the lake round (``round.py``) on each table at most every
+``MaintenanceConfig.interval_ms``. The order makes the files a rewrite replaced orphans once the
+snapshots that still name them expire.
 
 Snapshot expiry. A snapshot goes once it has not been the table's current snapshot for the topic's
 ``strata.iceberg.snapshot.retention.ms`` (the time comes from the table's snapshot log: the entry that
@@ -30,10 +32,11 @@ from __future__ import annotations
 
 import itertools
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pipeline.lake.offsets import committed_offsets
+from pipeline.lake.rewrite import RewriteConfig, rewrite_small_files
 from storage.clock import Clock
 from storage.lake_catalog import LAKE_PREFIX
 from storage.lake_config import LakeTopicConfig
@@ -53,6 +56,7 @@ HOUR_MS = 3_600_000
 class MaintenanceConfig:
     interval_ms: int = HOUR_MS  # per table, per process
     orphan_grace_ms: int = 24 * HOUR_MS
+    rewrite: RewriteConfig = field(default_factory=RewriteConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,7 @@ class MaintenanceResult:
     snapshots_expired: int = 0
     orphans_deleted: int = 0
     error: str | None = None
+    partitions_rewritten: int = 0
     # What the table's location holds after the cleanup, from its listing (None: not listed).
     objects: int | None = None
     bytes: int | None = None
@@ -145,12 +150,21 @@ class TableMaintenance:
         return None
 
     def run(self, table: Table, snapshot_retention_ms: int) -> MaintenanceResult:
+        from pyiceberg.exceptions import CommitFailedException
+
         name = ".".join(table.name())
+        rewritten = 0
+        try:
+            table, rewritten = rewrite_small_files(table, self.clock.now_ms(), self.config.rewrite)
+        except CommitFailedException as exc:
+            # A writer committed first: the rewrite is dropped, and the next maintenance tries again.
+            log.info("lake table %s: a rewrite lost a commit race (%s)", name, exc)
+            table.refresh()
         table, expired = expire_snapshots(table, self.clock.now_ms(), snapshot_retention_ms)
         prefix = self.key_of(table.location().rstrip("/") + "/x")
         if prefix is None:
             log.warning("lake table %s is outside the warehouse; its orphan files are not cleaned", name)
-            return MaintenanceResult(name, expired)
+            return MaintenanceResult(name, expired, partitions_rewritten=rewritten)
         prefix = prefix[:-1]  # the location's key with its trailing "/"
         # The table's metadata is read before the listing: a file committed in between is younger than
         # the grace, so it is never taken for an orphan.
@@ -174,7 +188,9 @@ class TableMaintenance:
                 expired,
                 len(orphans),
             )
-        return MaintenanceResult(name, expired, len(orphans), objects=objects, bytes=size)
+        return MaintenanceResult(
+            name, expired, len(orphans), objects=objects, bytes=size, partitions_rewritten=rewritten
+        )
 
 
 def maintain_table(

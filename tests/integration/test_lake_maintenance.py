@@ -23,6 +23,7 @@ import pytest
 
 from pipeline.lake.maintenance import MaintenanceConfig
 from pipeline.lake.offsets import OFFSETS_PROPERTY, committed_offsets
+from pipeline.lake.rewrite import RewriteConfig
 from pipeline.lake.round import LakeRound
 from pipeline.lake.runs import COMMITTED, FAILED
 from pipeline.lake.writer import LakeWriter
@@ -157,16 +158,22 @@ class CrashBeforeCommit:
         pass
 
 
-def maintenance_round(lake: Lake, now_ms: int, grace_ms: int = HOUR_MS) -> Any:
-    round_ = LakeRound(
+def maintenance_round(lake: Lake, now_ms: int, grace_ms: int = HOUR_MS, min_files: int = 8) -> Any:
+    config = MaintenanceConfig(HOUR_MS, grace_ms, RewriteConfig(min_files=min_files))
+    return LakeRound(
         lake.runtime.metadata,
         lake.runtime.store,
         lake.catalog,
         ManualClock(now_ms),
         "maintainer",
-        maintenance=MaintenanceConfig(interval_ms=HOUR_MS, orphan_grace_ms=grace_ms),
+        maintenance=config,
     )
-    return round_
+
+
+def data_files(table: Any) -> list[tuple[Any, str]]:
+    """(partition, path) of the current snapshot's data files."""
+    files = table.inspect.files().select(["content", "partition", "file_path"]).to_pylist()
+    return sorted((str(f["partition"]), f["file_path"]) for f in files if f["content"] == 0)
 
 
 def test_expiry_and_orphan_cleanup_keep_the_rows(lake: Lake) -> None:
@@ -245,3 +252,46 @@ def test_expiry_and_orphan_cleanup_keep_the_rows(lake: Lake) -> None:
     assert run.outcome == COMMITTED
     assert run.rows == 6
     assert len(lake.duck(topic)) == 36
+
+
+def test_small_files_of_closed_partitions_are_rewritten_with_the_offsets(lake: Lake) -> None:
+    topic = "rewritten"
+    lake.server.create_topic(topic, 2, **{"strata.iceberg.mode": "raw"})
+    for n in range(6):
+        lake.produce(topic, [f"r{n}-{i}" for i in range(4)])
+        assert lake.run(topic).outcome == COMMITTED
+    table = lake.table(topic)
+    small = data_files(table)
+    partitions = {p for p, _ in small}
+    assert len(small) == 6
+    rows = lake.duck(topic)
+    offsets = committed_offsets(table)
+    now = SystemClock().now_ms()
+
+    # Today's partition is still open: left alone.
+    (result,) = maintenance_round(lake, now, min_files=4).run_once(topic).maintained
+    assert (result.partitions_rewritten, result.error) == (0, None)
+    assert data_files(lake.table(topic)) == small
+
+    # Two days on, it is closed: one file per partition, the same rows and offsets.
+    (result,) = maintenance_round(lake, now + 2 * DAY_MS, min_files=4).run_once(topic).maintained
+    assert (result.partitions_rewritten, result.error) == (len(partitions), None)
+    table = lake.table(topic)
+    rewritten = data_files(table)
+    assert {p for p, _ in rewritten} == partitions
+    assert len(rewritten) == len(partitions)
+    assert table.current_snapshot().summary.get(OFFSETS_PROPERTY) is not None
+    assert committed_offsets(table)[0] == offsets[0]
+    assert lake.duck(topic) == rows
+
+    # The writer goes on; once the old snapshots expire, the small files are deleted.
+    lake.produce(topic, [f"r6-{i}" for i in range(4)])
+    run = lake.run(topic)
+    assert (run.outcome, run.rows) == (COMMITTED, 4)
+    assert len(lake.duck(topic)) == len(rows) + 4
+    (result,) = maintenance_round(lake, now + 9 * DAY_MS, min_files=4).run_once(topic).maintained
+    assert result.error is None
+    assert result.snapshots_expired > 0
+    left = lake.objects(topic)
+    assert not {path.rsplit("/", 1)[-1] for _, path in small} & {k.rsplit("/", 1)[-1] for k in left}
+    assert len(lake.duck(topic)) == len(rows) + 4
