@@ -45,7 +45,7 @@ CLOSED_AFTER_MS = HOUR_MS
 @dataclass(frozen=True, slots=True)
 class RewriteConfig:
     min_files: int = 8
-    max_bytes: int = 256 * 1024 * 1024
+    max_bytes: int = 64 * 1024 * 1024  # of Parquet; the rows are held in Arrow at once, several times that
     max_partitions: int = 4  # per table per maintenance: one commit each, bounded work per round
 
 
