@@ -196,17 +196,20 @@ class TableMaintenance:
 def maintain_table(
     catalog: Catalog, store: ObjectStore, clock: Clock, config: MaintenanceConfig, info: TopicInfo
 ) -> MaintenanceResult | None:
-    """Maintain the table of the lake-enabled topic ``info``; None when it does not exist yet. A failure
+    """Maintain the table of the lake-enabled topic ``info``; None when it does not exist yet (or holds
+    another topic). A failure
     (a writer's commit won the race with the expiry, the store or the catalog failed) is logged and
     returned as the result's error: the next interval tries again."""
     from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 
-    from pipeline.lake.writer import lake_failures
+    from pipeline.lake.writer import TOPIC_PROPERTY, lake_failures
 
     lake = LakeTopicConfig.from_overrides(info.name, info.configs)
     failures: tuple[type[BaseException], ...] = (CommitFailedException, *lake_failures())
     try:
         table = catalog.load_table(lake.table)
+        if table.properties.get(TOPIC_PROPERTY, info.name) != info.name:
+            return None  # another topic's table (the writer refuses it too): its own topic maintains it
         maintenance = TableMaintenance(store, clock, catalog.properties["warehouse"], config)
         return maintenance.run(table, lake.snapshot_retention_ms)
     except NoSuchTableError:
