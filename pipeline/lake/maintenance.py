@@ -197,9 +197,8 @@ def maintain_table(
     catalog: Catalog, store: ObjectStore, clock: Clock, config: MaintenanceConfig, info: TopicInfo
 ) -> MaintenanceResult | None:
     """Maintain the table of the lake-enabled topic ``info``; None when it does not exist yet (or holds
-    another topic). A failure
-    (a writer's commit won the race with the expiry, the store or the catalog failed) is logged and
-    returned as the result's error: the next interval tries again."""
+    another topic). A failure (a writer's commit won the race with the expiry, the store or the catalog
+    failed) is logged and returned as the result's error: the next interval tries again."""
     from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 
     from pipeline.lake.writer import TOPIC_PROPERTY, lake_failures
