@@ -1,14 +1,17 @@
 """The lake's retention hold (planner/lake_hold.py): retention's new log start stops at the first chunk the
 table has not committed, until the hold has passed since retention first wanted it gone; and which
-partitions a topic's lake holds, from its ``lake_tables`` row."""
+partitions a topic's lake holds, from its ``lake_tables`` row. And lake maintenance's process settings."""
 
 from __future__ import annotations
 
 from typing import cast
 
+import pytest
+
 from planner.lake_hold import LakeHold, partition_holds
 from planner.retention import Retention
 from storage.clock import ManualClock
+from storage.errors import SettingsError
 from storage.metadata.base import MetadataStore
 from storage.metadata.lake_state import LakeTableRow
 from storage.metadata.rows import ChunkRow, FileChunk, TopicInfo
@@ -96,3 +99,18 @@ def test_the_holds_come_from_the_row_of_this_topic_and_table() -> None:
     }
     assert partition_holds(_info(**{"strata.iceberg.max.retention.hold.ms": "0"}), _row({0: 5})) == {}
     assert partition_holds(_info(**{"strata.iceberg.mode": "disabled"}), _row({0: 5})) == {}
+
+
+def test_the_lake_maintenance_settings_are_checked() -> None:
+    """A grace shorter than a writer's upload-to-commit time would delete its files before its commit."""
+    from strata.settings import load_settings
+
+    settings = load_settings({}, {"STRATA_LAKE_ORPHAN_GRACE_MS": "600000"})
+    assert (settings.lake_orphan_grace_ms, settings.lake_maintenance_interval_ms) == (600_000, 3_600_000)
+    for environ in (
+        {"STRATA_LAKE_ORPHAN_GRACE_MS": "599999"},
+        {"STRATA_LAKE_ORPHAN_GRACE_MS": "600000", "STRATA_JOB_LEASE_MS": "60001"},
+        {"STRATA_LAKE_MAINTENANCE_INTERVAL_MS": "-1"},
+    ):
+        with pytest.raises(SettingsError, match="STRATA_LAKE_"):
+            load_settings({}, environ)
