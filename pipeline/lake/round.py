@@ -11,8 +11,9 @@ row's lease: the table is purged when the old topic had ``strata.iceberg.delete.
 row forgotten. A topic whose mode went back to ``disabled`` keeps its table (it goes on from the offsets
 in it if enabled again); only its row goes.
 
-After the jobs, each lake-enabled topic's table gets its maintenance (``maintenance.py``: snapshot expiry
-and orphan-file cleanup) when this process has not maintained it for ``MaintenanceConfig.interval_ms``. The
+After the jobs, each lake-enabled topic's table gets its maintenance (``maintenance.py``: small-file
+rewrite, snapshot expiry, orphan-file cleanup) when this process has not maintained it for
+``MaintenanceConfig.interval_ms`` (``--lake-maintenance-interval-ms``). The
 times are this process's own, so a restarted worker maintains its tables at its first round, and several
 workers each maintain every table: each step is safe to repeat and to run beside a writer.
 """
