@@ -9,6 +9,8 @@ and PostgreSQL with moto S3), read back by DuckDB and pyiceberg.
   upload and its commit, the crashed writer's Parquet file is kept within the orphan grace and deleted
   after it; snapshot expiry then drops the snapshots and their files, keeps the one carrying
   ``strata.offsets``, and DuckDB's rows stay the same; the writer goes on from the same offsets.
+- Small-file rewrite (pipeline/lake/rewrite.py): a closed partition's files become one, with the same rows
+  and offsets; a rewrite that loses a commit race to the writer commits nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pytest
 
 from pipeline.lake.maintenance import MaintenanceConfig
 from pipeline.lake.offsets import OFFSETS_PROPERTY, committed_offsets
-from pipeline.lake.rewrite import RewriteConfig
+from pipeline.lake.rewrite import RewriteConfig, rewrite_partition, small_partitions
 from pipeline.lake.round import LakeRound
 from pipeline.lake.runs import COMMITTED, FAILED
 from pipeline.lake.writer import LakeWriter
@@ -295,3 +297,25 @@ def test_small_files_of_closed_partitions_are_rewritten_with_the_offsets(lake: L
     left = lake.objects(topic)
     assert not {path.rsplit("/", 1)[-1] for _, path in small} & {k.rsplit("/", 1)[-1] for k in left}
     assert len(lake.duck(topic)) == len(rows) + 4
+
+
+def test_a_rewrite_that_loses_to_a_writer_commits_nothing(lake: Lake) -> None:
+    """The rewrite reads the partition at the snapshot it loaded and may commit only on that snapshot: a
+    writer's commit in between makes it fail, and the writer's rows are neither lost nor doubled."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    topic = "rewrite-raced"
+    lake.server.create_topic(topic, 1, **{"strata.iceberg.mode": "raw"})
+    for n in range(2):
+        lake.produce(topic, [f"r{n}-{i}" for i in range(3)])
+        assert lake.run(topic).outcome == COMMITTED
+    stale = lake.table(topic)
+    (span,) = small_partitions(stale, SystemClock().now_ms() + 2 * DAY_MS, RewriteConfig(min_files=2))
+    lake.produce(topic, [f"r2-{i}" for i in range(3)])
+    assert lake.run(topic).outcome == COMMITTED
+    rows = lake.duck(topic)
+    with pytest.raises(CommitFailedException):
+        rewrite_partition(stale, *span)
+    assert lake.duck(topic) == rows
+    assert [r[1] for r in rows] == list(range(9))
+    assert len(data_files(lake.table(topic))) == 3
