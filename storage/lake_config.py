@@ -22,6 +22,11 @@ reads a topic's effective lake settings.
 - ``strata.iceberg.backfill``: ``from_log_start`` (the default: the table gets what the topic already has)
   or ``from_now`` (the first commit starts at the last stable offset).
 - ``strata.iceberg.delete.with.topic``: whether deleting the topic drops its table (default true).
+- ``strata.iceberg.max.retention.hold.ms``: how long time and size retention wait for the table to commit
+  records they would delete (default one day; 0: they do not wait). ``planner/lake_hold.py`` applies it.
+- ``strata.iceberg.snapshot.retention.ms``: how long a snapshot stays after a newer one replaced it as the
+  table's current one (default seven days); table maintenance (``pipeline/lake/maintenance.py``) expires
+  older ones.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ COMMIT_INTERVAL = "strata.iceberg.commit.interval.ms"
 PARTITION_SPEC = "strata.iceberg.partition.spec"
 BACKFILL = "strata.iceberg.backfill"
 DELETE_WITH_TOPIC = "strata.iceberg.delete.with.topic"
+MAX_RETENTION_HOLD = "strata.iceberg.max.retention.hold.ms"
+SNAPSHOT_RETENTION = "strata.iceberg.snapshot.retention.ms"
 
 INVALID_RECORD_ACTION = "strata.iceberg.invalid.record.action"
 
@@ -60,6 +67,9 @@ BACKFILLS = (BACKFILL_FROM_LOG_START, BACKFILL_FROM_NOW)
 MIN_COMMIT_INTERVAL_MS = 10_000
 DEFAULT_COMMIT_INTERVAL_MS = 60_000
 DEFAULT_PARTITION_SPEC = "(day(timestamp))"
+DAY_MS = 24 * 3_600_000
+DEFAULT_MAX_RETENTION_HOLD_MS = DAY_MS
+DEFAULT_SNAPSHOT_RETENTION_MS = 7 * DAY_MS
 # Shown as the table's default where the topic is unknown; ``default_table`` gives the real one.
 TABLE_DEFAULT_PLACEHOLDER = "strata.<topic>"
 DEFAULT_NAMESPACE = "strata"
@@ -223,6 +233,12 @@ def _spec_check(raw: str) -> str:
     return raw
 
 
+def _non_negative(raw: str) -> int:
+    if not re.fullmatch(r"[0-9]{1,19}", raw) or int(raw) > 2**63 - 1:
+        raise InvalidConfig(f"expected a non-negative 64-bit integer, got {raw!r}")
+    return int(raw)
+
+
 def _interval(raw: str) -> int:
     if not re.fullmatch(r"[0-9]{1,19}", raw) or int(raw) > 2**63 - 1:
         raise InvalidConfig(f"expected a 64-bit integer, got {raw!r}")
@@ -247,6 +263,8 @@ LAKE_CONFIGS = {
     BACKFILL: (parse_backfill, BACKFILL_FROM_LOG_START),
     DELETE_WITH_TOPIC: (_bool, "true"),
     INVALID_RECORD_ACTION: (parse_action, ACTION_DLQ),
+    MAX_RETENTION_HOLD: (_non_negative, str(DEFAULT_MAX_RETENTION_HOLD_MS)),
+    SNAPSHOT_RETENTION: (_non_negative, str(DEFAULT_SNAPSHOT_RETENTION_MS)),
 }
 
 
@@ -261,6 +279,8 @@ class LakeTopicConfig:
     backfill: str
     delete_with_topic: bool
     invalid_record_action: str = ACTION_DLQ
+    max_retention_hold_ms: int = DEFAULT_MAX_RETENTION_HOLD_MS
+    snapshot_retention_ms: int = DEFAULT_SNAPSHOT_RETENTION_MS
 
     @property
     def enabled(self) -> bool:
@@ -283,4 +303,6 @@ class LakeTopicConfig:
             backfill=get(BACKFILL),
             delete_with_topic=get(DELETE_WITH_TOPIC).lower() == "true",
             invalid_record_action=get(INVALID_RECORD_ACTION),
+            max_retention_hold_ms=int(get(MAX_RETENTION_HOLD)),
+            snapshot_retention_ms=int(get(SNAPSHOT_RETENTION)),
         )

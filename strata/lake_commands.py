@@ -25,12 +25,15 @@ _LAKE_SETTINGS = frozenset(
         "metadata",
         "job_lease_ms",
         "lake_max_bytes_per_commit",
+        "lake_maintenance_interval_ms",
+        "lake_orphan_grace_ms",
         "worker_interval_ms",
     }
 )
 
 
 def cmd_lake_run(args: argparse.Namespace) -> int:
+    from pipeline.lake.maintenance import MaintenanceConfig
     from pipeline.lake.round import LakeRound
     from pipeline.lake.runs import LakeWriterConfig
     from storage.clock import SystemClock
@@ -56,6 +59,7 @@ def cmd_lake_run(args: argparse.Namespace) -> int:
         SystemClock(),
         owner=f"{socket.gethostname()}:{os.getpid()}:lake-run",
         config=LakeWriterConfig(settings.lake_max_bytes_per_commit, settings.job_lease_ms),
+        maintenance=MaintenanceConfig(settings.lake_maintenance_interval_ms, settings.lake_orphan_grace_ms),
     )
     try:
         while True:

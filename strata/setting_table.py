@@ -246,6 +246,20 @@ SETTINGS: tuple[Setting, ...] = (
         256 * MiB,
         "Chunk bytes one lake commit reads at most (a table catching up takes several commits)",
     ),
+    Setting(
+        "lake_maintenance_interval_ms",
+        "STRATA_LAKE_MAINTENANCE_INTERVAL_MS",
+        int,
+        3_600_000,
+        "How often a worker maintains each lake table: small-file rewrite, snapshot expiry, orphan cleanup",
+    ),
+    Setting(
+        "lake_orphan_grace_ms",
+        "STRATA_LAKE_ORPHAN_GRACE_MS",
+        int,
+        86_400_000,
+        "Age at which a lake file no snapshot names is deleted (at least 10 min and 10 job leases)",
+    ),
     Setting("l0_merge_files", "STRATA_L0_MERGE_FILES", int, 8, "Merge L0 files into L1 when this many exist"),
     Setting(
         "l0_merge_age_ms",

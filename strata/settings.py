@@ -66,6 +66,8 @@ class Settings:
     job_lease_ms: int = 60_000
     lake: bool = True
     lake_max_bytes_per_commit: int = 256 * MiB
+    lake_maintenance_interval_ms: int = 3_600_000
+    lake_orphan_grace_ms: int = 86_400_000
     l0_merge_files: int = 8
     l0_merge_age_ms: int = 20_000
     kafka_port: int = 9092
@@ -154,6 +156,15 @@ def load_settings(
         raise SettingsError(f"STRATA_COMPACTION_MAX_READ_BYTES_PER_SECOND: {exc.message}") from None
     if settings.lake_max_bytes_per_commit < 1:
         raise SettingsError("STRATA_LAKE_MAX_BYTES_PER_COMMIT: at least 1")
+    if settings.lake_maintenance_interval_ms < 0:
+        raise SettingsError("STRATA_LAKE_MAINTENANCE_INTERVAL_MS: not negative")
+    # The grace must outlast any lake writer's upload-to-commit time, or its files would be taken for
+    # orphans: well past the writer's lease.
+    if settings.lake_orphan_grace_ms < max(600_000, 10 * settings.job_lease_ms):
+        raise SettingsError(
+            "STRATA_LAKE_ORPHAN_GRACE_MS: at least 600000 and 10 times STRATA_JOB_LEASE_MS (a lake writer's"
+            " uploads must outlive its commit)"
+        )
     if settings.s3_put_price_per_1000 < 0 or settings.s3_get_price_per_1000 < 0:
         raise SettingsError("STRATA_S3_PUT_PRICE_PER_1000 / STRATA_S3_GET_PRICE_PER_1000: not negative")
     return settings

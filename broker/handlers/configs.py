@@ -78,6 +78,8 @@ _TYPES = {
     # The topic as an Iceberg table (storage/lake_config.py): strings, but for its interval and a flag.
     **{name: _STRING for name in KNOWN_CONFIGS if name.startswith("strata.iceberg.")},
     "strata.iceberg.commit.interval.ms": _LONG,
+    "strata.iceberg.max.retention.hold.ms": _LONG,
+    "strata.iceberg.snapshot.retention.ms": _LONG,
     "strata.iceberg.delete.with.topic": _BOOLEAN,
     "auto.create.topics.enable": _BOOLEAN,
     "num.partitions": _INT,

@@ -6,6 +6,8 @@
 - ``source``: one commit's read of a topic (read_committed, capped in bytes), decoded to Arrow;
 - ``writer``: one job per table: lease, read, append and commit data and offsets in one snapshot;
 - ``round``: which tables are due, and the tables of deleted topics;
+- ``maintenance``: small-file rewrite (``rewrite``), snapshot expiry, orphan cleanup; run by the round;
+- ``upkeep_metrics``: the gap (offsets deleted before the table had them), the tables' objects and bytes;
 - ``runs``: a writer's settings and the outcome of a run;
 - ``hooks``: the point between the Parquet upload and the catalog commit, for watching and fault injection;
 - ``layouts``: the typed and dead-letter layouts, and a raw batch turned into them (``registry/columns``);

@@ -10,16 +10,23 @@ A ``lake_tables`` row whose topic is gone (deleted, or deleted and created again
 row's lease: the table is purged when the old topic had ``strata.iceberg.delete.with.topic=true``, and the
 row forgotten. A topic whose mode went back to ``disabled`` keeps its table (it goes on from the offsets
 in it if enabled again); only its row goes.
+
+After the jobs, each lake-enabled topic's table gets its maintenance (``maintenance.py``: small-file
+rewrite, snapshot expiry, orphan-file cleanup) when this process has not maintained it for
+``MaintenanceConfig.interval_ms`` (``--lake-maintenance-interval-ms``). The
+times are this process's own, so a restarted worker maintains its tables at its first round, and several
+workers each maintain every table: each step is safe to repeat and to run beside a writer.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pipeline.lake.hooks import CommitHook
+from pipeline.lake.maintenance import MaintenanceConfig, MaintenanceResult, maintain_table
 from pipeline.lake.runs import LakeRun, LakeWriterConfig
 from storage.clock import Clock
 from storage.errors import ClaimRefused
@@ -45,6 +52,7 @@ FORGOTTEN = "forgotten"
 class LakeRoundResult:
     runs: list[LakeRun]
     removed: list[tuple[str, str]]  # (topic, DROPPED or FORGOTTEN)
+    maintained: list[MaintenanceResult] = field(default_factory=list)
 
 
 class LakeRound:
@@ -59,6 +67,9 @@ class LakeRound:
         owner: str,
         config: LakeWriterConfig = LakeWriterConfig(),
         hook: CommitHook | None = None,
+        maintenance: MaintenanceConfig | None = None,
+        on_run: Callable[[LakeRun], None] | None = None,
+        on_maintained: Callable[[MaintenanceResult], None] | None = None,
     ) -> None:
         self.metadata = metadata
         self.store = store
@@ -66,8 +77,12 @@ class LakeRound:
         self.owner = owner
         self.config = config
         self.hook = hook
+        self.maintenance = maintenance or MaintenanceConfig()
+        self.on_run = on_run  # told of each run (the process's metrics)
+        self.on_maintained = on_maintained  # told of each table's maintenance (the same)
         self._open_catalog = open_catalog
         self._writer: LakeWriter | None = None
+        self._maintained_ms: dict[str, int] = {}  # topic -> when this process last maintained its table
 
     def writer(self) -> LakeWriter:
         if self._writer is None:
@@ -101,7 +116,24 @@ class LakeRound:
                 except ClaimRefused as exc:
                     log.warning("lake table of %s: %s", name, exc.message)
                     runs.append(LakeRun(name, REFUSED, error=exc.message))
-        return LakeRoundResult(runs, removed)
+                if self.on_run is not None:
+                    self.on_run(runs[-1])
+        maintained = [m for name, info in sorted(topics.items()) if (m := self._maintain(info)) is not None]
+        return LakeRoundResult(runs, removed, maintained)
+
+    def _maintain(self, info: TopicInfo) -> MaintenanceResult | None:
+        """The table's maintenance, if this process has not done it for the interval; None if not due or
+        the table does not exist yet."""
+        now = self.clock.now_ms()
+        last = self._maintained_ms.get(info.name)
+        if last is not None and now - last < self.maintenance.interval_ms:
+            return None
+        result = maintain_table(self.writer().catalog, self.store, self.clock, self.maintenance, info)
+        if result is not None:
+            self._maintained_ms[info.name] = now
+            if self.on_maintained is not None:
+                self.on_maintained(result)
+        return result
 
     def _topic_exists(self, name: str, row: LakeTableRow) -> bool:
         """Whether the row's own topic (the incarnation created at ``row.topic_created_ms``) still exists,

@@ -32,3 +32,6 @@ class LakeRun:
     error: str | None = None
     # Typed tables: records that have no typed row (in the dead-letter table, or dropped).
     invalid_records: int = 0
+    # Offsets the run had to skip: deleted (by retention past its hold, or DeleteRecords) before the table
+    # had them. Counted by ``strata_lake_gap_records_total``.
+    gap_records: int = 0

@@ -174,7 +174,7 @@ class LakeWriter:
         read = read_slice(self.metadata, self.store, info.name, starts, self.config.max_bytes_per_commit)
         new_offsets = {**offsets, **read.end}
         lag = _lag(read)
-        gap = _gap(offsets, read)
+        gap, gap_records = _gap(offsets, read)
         if gap is not None:
             log.warning("lake table of %s: %s", info.name, gap)
         if new_offsets == offsets:
@@ -215,6 +215,7 @@ class LakeWriter:
             lag_records=lag,
             error=gap,
             invalid_records=invalid,
+            gap_records=gap_records,
         )
 
     def _typed(
@@ -321,11 +322,12 @@ def _lag(read: Slice) -> int:
     return sum(max(0, read.stable[p] - end) for p, end in read.end.items())
 
 
-def _gap(offsets: dict[int, int], read: Slice) -> str | None:
+def _gap(offsets: dict[int, int], read: Slice) -> tuple[str | None, int]:
     """What retention (or DeleteRecords) deleted before the table had it: the table's offsets below the
-    log starts the read began at. Those records are missing from the table; the status says so."""
+    log starts the read began at, and how many offsets that is. Those records are missing from the table;
+    the status says so."""
     holes = {p: (o, read.start[p]) for p, o in offsets.items() if p in read.start and read.start[p] > o}
     if not holes:
-        return None
+        return None, 0
     missing = ", ".join(f"partition {p} [{a}, {b})" for p, (a, b) in sorted(holes.items()))
-    return f"records deleted before the table had them: {missing}"
+    return f"records deleted before the table had them: {missing}", sum(b - a for a, b in holes.values())

@@ -6,7 +6,9 @@ expires, as jobs are leased (``storage/metadata/sql/jobs.py``); the owner extend
 ``heartbeat_lake_table`` and gives it back with ``finish_lake_run``. A lease is not what makes a commit
 exactly-once (a writer whose lease ran out may still be running): the Iceberg commit is a compare-and-set of
 the table's metadata, and the offsets a snapshot covers are in its summary. The status columns are a copy
-for display and are never read back as the truth.
+for display and are never read back as the truth; retention's hold (``planner/lake_hold.py``) reads
+``committed_offsets`` only as a lower bound of the table's, which they are (recorded after the commit, and
+reset when the row is leased for another table).
 
 Lost races raise (``storage.metadata.base``): ``LeaseLost`` from ``heartbeat_lake_table`` and
 ``finish_lake_run``; ``ClaimRefused`` from ``lease_lake_table`` when another topic's row names the table.

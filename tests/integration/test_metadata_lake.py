@@ -99,3 +99,22 @@ def test_two_topics_cannot_share_a_table(metadata_store: MetadataStore) -> None:
     store.forget_lake_table("a.b", NOW - 1000)
     assert store.lake_tables() == []
     assert not store.request_lake_commit("a.b")
+
+
+def test_a_row_leased_for_another_table_forgets_the_old_table_s_offsets(
+    metadata_store: MetadataStore,
+) -> None:
+    """Retention's hold reads ``committed_offsets`` as a lower bound of the table's (planner/lake_hold.py):
+    they must never speak for a table the topic no longer names."""
+    store = metadata_store
+    assert store.lease_lake_table(claim("moved"), "w1", NOW, LEASE) is not None
+    store.finish_lake_run("moved", "w1", NOW + 1, LakeRunResult({0: 40}, 7, NOW + 1, 0, None))
+    again = store.lease_lake_table(claim("moved"), "w1", NOW + 2, LEASE)
+    assert again is not None
+    assert again.committed_offsets == {0: 40}
+    store.finish_lake_run("moved", "w1", NOW + 3, LakeRunResult(None, None, None, 0, "failed"))
+    renamed = store.lease_lake_table(claim("moved", "lake.moved"), "w1", NOW + 4, LEASE)
+    assert renamed is not None
+    assert renamed.committed_offsets == {}
+    (row,) = [r for r in store.lake_tables() if r.topic == "moved"]
+    assert (row.table_identifier, row.committed_offsets) == ("lake.moved", {})

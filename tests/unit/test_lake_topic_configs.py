@@ -101,6 +101,8 @@ def test_partition_specs() -> None:
         ("strata.iceberg.partition.spec", "(day(timestamp), day(timestamp))", "repeats"),
         ("strata.iceberg.backfill", "earliest", "from_log_start, from_now"),
         ("strata.iceberg.delete.with.topic", "yes", "true or false"),
+        ("strata.iceberg.max.retention.hold.ms", "-1", "non-negative"),
+        ("strata.iceberg.snapshot.retention.ms", "7d", "non-negative"),
     ],
 )
 def test_bad_values_are_refused_with_the_reason(name: str, value: str, message: str) -> None:
@@ -120,6 +122,8 @@ async def test_set_and_described_over_the_kafka_admin_apis(broker_parts: BrokerP
     assert entries["strata.iceberg.commit.interval.ms"] == ("60000", DEFAULT_CONFIG, LONG)
     assert entries["strata.iceberg.delete.with.topic"] == ("true", DEFAULT_CONFIG, BOOLEAN)
     assert entries["strata.iceberg.invalid.record.action"] == ("dlq_table", DEFAULT_CONFIG, STRING)
+    assert entries["strata.iceberg.max.retention.hold.ms"] == ("86400000", DEFAULT_CONFIG, LONG)
+    assert entries["strata.iceberg.snapshot.retention.ms"] == ("604800000", DEFAULT_CONFIG, LONG)
 
     refused = await call(
         broker_parts.ctx,

@@ -100,11 +100,14 @@ class LakeQueries(SqlBase):
                 held_by, expires = row
                 if held_by is not None and held_by != owner and expires is not None and expires >= now_ms:
                     return None
+                # The committed offsets are another table's once the topic names a new one: reset, so
+                # that retention's hold (planner/lake_hold.py) never reads them as this table's.
                 tx.execute(
-                    "UPDATE lake_tables SET table_identifier = ?, mode = ?, delete_with_topic = ?,"
-                    " topic_created_ms = ?, lease_owner = ?, lease_expires_ms = ?, updated_ms = ?"
-                    " WHERE topic = ?",
-                    (*facts, owner, now_ms + lease_ms, now_ms, claim.topic),
+                    "UPDATE lake_tables SET committed_offsets = CASE WHEN table_identifier = ?"
+                    " THEN committed_offsets ELSE '{}' END, table_identifier = ?, mode = ?,"
+                    " delete_with_topic = ?, topic_created_ms = ?, lease_owner = ?, lease_expires_ms = ?,"
+                    " updated_ms = ? WHERE topic = ?",
+                    (claim.table_identifier, *facts, owner, now_ms + lease_ms, now_ms, claim.topic),
                 )
             leased = tx.one(f"SELECT {_COLUMNS} FROM lake_tables WHERE topic = ?", (claim.topic,))
             return None if leased is None else _row(leased)
