@@ -121,6 +121,7 @@ class Runtime:
         opened by its first round that has a table to write."""
         if self._lake_round is None:
             # Imported here: the lake brings pyarrow, which a process that never runs it does not need.
+            from pipeline.lake.metrics import LakeMetrics
             from pipeline.lake.round import LakeRound
             from pipeline.lake.runs import LakeWriterConfig
 
@@ -138,6 +139,8 @@ class Runtime:
                 self.clock,
                 owner=f"{socket.gethostname()}:{os.getpid()}:{self.rng.getrandbits(32):08x}",
                 config=LakeWriterConfig(settings.lake_max_bytes_per_commit, settings.job_lease_ms),
+                # strata_lake_* on the process's registry, scraped at /metrics with the agent's.
+                observer=LakeMetrics(self.metrics.registry),
             )
         return self._lake_round
 
@@ -178,6 +181,7 @@ class Runtime:
             security=self.security if self.http_authenticates else None,
             kafka_listener=kafka_listener,
             compact_now=compact_now,
+            wake_worker=self.worker_wakeup.set,
             schema_validator=self.schema_validator,
             schema_registry=self.schema_registry,
         )

@@ -7,6 +7,7 @@
 - ``round``: which tables are due, and the tables of deleted topics;
 - ``runs``: a writer's settings and the outcome of a run;
 - ``hooks``: the point between the Parquet upload and the catalog commit, for watching and fault injection;
+- ``metrics``: the ``strata_lake_*`` Prometheus metrics a round records (runs, and every table's lag);
 - ``layouts``: the typed and dead-letter layouts, and a raw batch turned into them (``registry/columns``);
 - ``upsert``: a compacted topic's state table, kept by copy-on-write of the key buckets a commit touches;
 - ``backfill``: a large topic's records written as Parquet by Spark, for ``add_files`` with their offsets.

@@ -190,6 +190,14 @@ class InvalidReadOption(StrataError):
     code = 40004
 
 
+class LakeDisabled(StrataError):
+    """A lake action (commit now) on a topic that is not kept as an Iceberg table: its
+    ``strata.iceberg.mode`` is ``disabled``. 409: the topic's state, not the request, is what refuses."""
+
+    kind = ErrorKind.INVALID
+    code = 40930
+
+
 # --- not found -------------------------------------------------------------------------------------------
 
 

@@ -84,7 +84,8 @@ class LakeStore(Protocol):
         ...
 
     def finish_lake_run(self, topic: str, owner: str, now_ms: int, result: LakeRunResult) -> None:
-        """Record the run's status and release the lease; a commit clears ``commit_requested``. Raises
+        """Record the run's status and release the lease; a run that learned the table's offsets
+        (``result.committed`` set: it committed, or had nothing to commit) clears ``commit_requested``. Raises
         LeaseLost, writing nothing, unless ``owner`` holds the lease."""
         ...
 

@@ -140,7 +140,9 @@ class LakeQueries(SqlBase):
                     now_ms,
                     result.lag_records,
                     result.error,
-                    result.commit_ms is None,
+                    # A run that learned the table's offsets (a commit, or nothing to commit) satisfies a
+                    # commit asked for; a failed one leaves the request for the next round.
+                    result.committed is None,
                     now_ms,
                     topic,
                     owner,
