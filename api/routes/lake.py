@@ -54,7 +54,7 @@ async def topic_lake(http: Request, ctx: CtxDep, topic: TopicPath) -> out.LakeSt
 @router.post(_T + "/commit-now", status_code=202, response_model=out.LakeCommitOut, responses=ERRORS)
 async def commit_now(http: Request, ctx: CtxDep, topic: TopicPath) -> out.LakeCommitOut:
     """Ask for the table's commit at the next lake round, whatever its commit interval, and wake this
-    process's worker loop if it runs one. 409 (40930) when the topic's lake is disabled."""
+    process's worker loop if it runs one. 422 (42230) when the topic's lake is disabled."""
     name = topic_name(topic)
     authz.check(http, _COMMIT_NOW, name)
     info = await asyncio.to_thread(ctx.metadata.get_topic, name)

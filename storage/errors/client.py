@@ -192,10 +192,11 @@ class InvalidReadOption(StrataError):
 
 class LakeDisabled(StrataError):
     """A lake action (commit now) on a topic that is not kept as an Iceberg table: its
-    ``strata.iceberg.mode`` is ``disabled``. 409: the topic's state, not the request, is what refuses."""
+    ``strata.iceberg.mode`` is ``disabled``. 422: the request is well formed, and cannot apply to this
+    topic until its lake is enabled."""
 
     kind = ErrorKind.INVALID
-    code = 40930
+    code = 42230
 
 
 # --- not found -------------------------------------------------------------------------------------------
