@@ -8,6 +8,7 @@ depend on how fast the machine is.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pipeline.lake.runs import COMMITTED, FAILED
 from pipeline.lake.writer import TOPIC_PROPERTY
 from storage.lake_config import default_table
+from strata.cli import main as cli_main
 from tests.fixtures.server import RunningServer, local_settings, run_server
 
 pytestmark = pytest.mark.integration
@@ -269,7 +271,7 @@ tokens = ["stranger-token-71"]
 """
 
 
-def test_permissions(tmp_path: Path) -> None:
+def test_permissions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "principals.toml"
     path.write_text(PRINCIPALS)
     with run_server(local_settings(tmp_path, principals_file=str(path))) as srv:
@@ -295,3 +297,44 @@ def test_permissions(tmp_path: Path) -> None:
         assert (refused.status_code, refused.json()["error_code"]) == (403, 40301)
         assert ask("GET", listing, "stranger").json() == {"tables": []}
         assert [t["topic"] for t in ask("GET", listing, "reader").json()["tables"]] == ["lk-orders"]
+        # The CLI carries its --token, and a refusal is the server's code with exit status 1.
+        base = ["--url", srv.url, "--token"]
+        assert cli_main(["lake", "show", "--topic", "lk-orders", *base, "reader-token-71"]) == 0
+        assert cli_main(["lake", "commit-now", "--topic", "lk-orders", *base, "reader-token-71"]) == 1
+        assert "error 40301" in capsys.readouterr().err
+        assert cli_main(["lake", "commit-now", "--topic", "lk-orders", *base, "admin-token-71"]) == 0
+
+
+def test_the_cli(local: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
+    topic = "lake-cli"
+    local.create_topic(topic, 2, **RAW)
+    produce(local, topic, {0: 2, 1: 1})
+    assert [r.outcome for r in run_round(local, topic)] == [COMMITTED]
+    produce(local, topic, {1: 4})
+    url = ["--url", local.url]
+
+    assert cli_main(["lake", "list", *url]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split() == ["TOPIC", "MODE", "TABLE", "LAG", "LAST", "COMMIT", "ERROR"]
+    assert row.split()[:5] == [topic, "raw", default_table(topic), "4", "offsets,"]
+    assert row.split()[-1] == "-"
+
+    assert cli_main(["lake", "show", "--topic", topic, *url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == [f"topic: {topic}", "mode: raw", f"table: {default_table(topic)}"]
+    assert "last error: -" in lines
+    assert "commit requested: no" in lines
+    assert [line.split()[:4] for line in lines[-3:]] == [
+        ["PARTITION", "COMMITTED", "LSO", "LAG"],
+        ["0", "2", "2", "0"],
+        ["1", "1", "5", "4"],
+    ]
+
+    assert cli_main(["lake", "commit-now", "--topic", topic, *url]) == 0
+    assert capsys.readouterr().out.startswith(f"commit of {topic} ({default_table(topic)}) asked for")
+    assert status(local, topic)["commit_requested"] is True
+    assert cli_main(["lake", "show", "--topic", topic, "--json", *url]) == 0
+    assert json.loads(capsys.readouterr().out)["commit_requested"] is True
+
+    assert cli_main(["lake", "show", "--topic", "lake-none", *url]) == 1
+    assert "error 40401" in capsys.readouterr().err
