@@ -41,7 +41,11 @@ class LakeStatusOut(BaseModel):
     lag_records: int = 0
     lag_seconds: float = Field(default=0.0, description="the largest lag_seconds of the partitions")
     last_commit_ms: int | None = None
-    last_snapshot_id: int | None = None
+    last_snapshot_id: str | None = Field(
+        default=None,
+        description="the last commit's snapshot id, as a string: Iceberg's ids are 64-bit, beyond what"
+        " JSON readers such as JavaScript hold exactly",
+    )
     last_error: str | None = Field(default=None, description="the error of the last run, if it failed")
     last_run: LakeRunOut | None = None
     commit_requested: bool = Field(
@@ -91,7 +95,7 @@ def status_out(status: LakeStatus, now_ms: int) -> LakeStatusOut:
         lag_records=status.lag_records,
         lag_seconds=status.lag_seconds,
         last_commit_ms=status.last_commit_ms,
-        last_snapshot_id=status.last_snapshot_id,
+        last_snapshot_id=None if status.last_snapshot_id is None else str(status.last_snapshot_id),
         last_error=status.error,
         last_run=last_run,
         commit_requested=status.commit_requested,

@@ -91,7 +91,7 @@ def test_the_status_follows_produce_and_commits(server: RunningServer) -> None:
     after = status(server, topic)
     table = server.runtime.lake_round().writer().catalog.load_table(default_table(topic))
     assert after["committed_offsets"] == {"0": 3, "1": 2}
-    assert after["last_snapshot_id"] == table.current_snapshot().snapshot_id
+    assert after["last_snapshot_id"] == str(table.current_snapshot().snapshot_id)
     assert after["last_commit_ms"] is not None
     assert after["last_run"] == {"at_ms": after["last_run"]["at_ms"], "lag_records": 0, "error": None}
     assert after["last_run"]["at_ms"] >= after["last_commit_ms"]
