@@ -122,7 +122,8 @@ class LakeRound:
         return LakeRoundResult(runs, removed)
 
     def _observe_lag(self, observer: RunObserver, topics: list[TopicInfo], every_topic: bool) -> None:
-        rows = {r.topic: r for r in self.metadata.lake_tables()}
+        # No lake-enabled topic: nothing to read (the observer still drops the series of tables gone).
+        rows = {r.topic: r for r in self.metadata.lake_tables()} if topics else {}
         now = self.clock.now_ms()
         observer.observe_lag(
             [status_of(self.metadata, info, rows.get(info.name), now) for info in topics], every_topic
