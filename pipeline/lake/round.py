@@ -7,8 +7,8 @@ step is safe with any number of processes doing the same: the jobs are leased pe
 itself is a compare-and-set (``pipeline/lake/writer.py``).
 
 A commit asked for (``commit_requested``, set by ``POST /v1/topics/{topic}/lake/commit-now``) makes the topic
-due at the next round; the request is cleared by the first run that brings the table up to date (a commit,
-or nothing to commit), and stays after a failed one, which is retried at the next round.
+due at the next round; the request is cleared by the first run begun after it that brings the table up to
+date (a commit, or nothing to commit), and stays after a failed one, which is retried at the next round.
 
 With an observer (``pipeline/lake/metrics.py``) each run is reported with its duration, and at the end of
 the round the lag of every lake-enabled topic it looked at (``storage/lake_status.py``), whether it was due
