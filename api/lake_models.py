@@ -56,6 +56,7 @@ class LakeStatusOut(BaseModel):
 
 class LakeListOut(BaseModel):
     tables: list[LakeStatusOut]
+    next_after: str | None = Field(default=None, description="the next page's after; null on the last page")
 
 
 class LakeCommitOut(BaseModel):

@@ -24,7 +24,7 @@ A topic's lag is the sum of its partitions' ``lag_records`` and the largest of t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -89,10 +89,13 @@ def lake_status(meta: LakeStatusReader, topic: str, now_ms: int) -> LakeStatus:
     return status_of(meta, info, row, now_ms)
 
 
-def lake_statuses(meta: LakeStatusReader, now_ms: int) -> list[LakeStatus]:
-    """The status of every lake-enabled topic, by name."""
+def lake_statuses(
+    meta: LakeStatusReader, now_ms: int, topics: Sequence[TopicInfo] | None = None
+) -> list[LakeStatus]:
+    """The status of each of ``topics`` (default: every lake-enabled topic), in their order."""
     rows = {r.topic: r for r in meta.lake_tables()}
-    return [status_of(meta, info, rows.get(info.name), now_ms) for info in meta.lake_topics()]
+    chosen = meta.lake_topics() if topics is None else topics
+    return [status_of(meta, info, rows.get(info.name), now_ms) for info in chosen]
 
 
 def status_of(meta: LakeStatusReader, info: TopicInfo, row: LakeTableRow | None, now_ms: int) -> LakeStatus:

@@ -24,6 +24,8 @@ import orjson
 
 from strata.client_commands import _add_client_options, _check, _client, _http_errors
 
+PAGE = 1000  # the server's largest page of GET /v1/lake
+
 
 def _when(ms: int | None) -> str:
     if ms is None:
@@ -49,8 +51,18 @@ def _path(topic: str, *rest: str) -> str:
 
 @_http_errors
 def cmd_list(args: argparse.Namespace) -> int:
+    tables: list[dict[str, Any]] = []
+    after: str | None = None
     with _client(args) as client:
-        tables = _check(client.get("/v1/lake"))["tables"]
+        while True:  # every page
+            params: dict[str, str | int] = {"limit": PAGE}
+            if after is not None:
+                params["after"] = after
+            page = _check(client.get("/v1/lake", params=params))
+            tables += page["tables"]
+            after = page.get("next_after")
+            if after is None:
+                break
     if args.json:
         print(orjson.dumps(tables).decode())
         return 0

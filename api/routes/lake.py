@@ -13,8 +13,9 @@ interval. A lake-enabled topic the writer has not seen yet has no row: its first
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 
 from agents.permissions import TOPIC, route
 from api import authz
@@ -32,12 +33,23 @@ _COMMIT_NOW = route("POST", _T + "/commit-now").need(TOPIC)
 
 
 @router.get("/v1/lake", response_model=out.LakeListOut, responses=ERRORS)
-async def list_lake_tables(http: Request, ctx: CtxDep) -> out.LakeListOut:
-    """Every lake-enabled topic this principal may describe, with its table's status, by topic."""
+async def list_lake_tables(
+    http: Request,
+    ctx: CtxDep,
+    after: Annotated[str | None, Query(max_length=249, description="only topics sorting after this")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000, description="page size")] = 100,
+) -> out.LakeListOut:
+    """The lake-enabled topics this principal may describe, by name (code points), with their tables'
+    status: one page of ``limit``, and ``next_after`` while more follow."""
     now = ctx.clock.now_ms()
-    statuses = await asyncio.to_thread(lake_statuses, ctx.metadata, now)
+    # Names are filtered first (one query, no status): a page costs the statuses of its own topics only.
+    topics = await asyncio.to_thread(ctx.metadata.lake_topics)
+    visible = [t for t in topics if (after is None or t.name > after) and authz.may(http, _LIST, t.name)]
+    page = visible[:limit]
+    statuses = await asyncio.to_thread(lake_statuses, ctx.metadata, now, page)
     return out.LakeListOut(
-        tables=[out.status_out(s, now) for s in statuses if authz.may(http, _LIST, s.topic)]
+        tables=[out.status_out(s, now) for s in statuses],
+        next_after=page[-1].name if len(visible) > limit else None,
     )
 
 

@@ -143,6 +143,17 @@ def local(tmp_path: Path) -> Iterator[RunningServer]:
         yield srv
 
 
+def test_the_listing_comes_by_page(local: RunningServer) -> None:
+    for name in ("lake-p1", "lake-p2", "lake-p3"):
+        local.create_topic(name, 1, **RAW)
+    local.create_topic("lake-p0-plain", 1)
+    first = local.client.get("/v1/lake", params={"limit": 2}).json()
+    assert ([t["topic"] for t in first["tables"]], first["next_after"]) == (["lake-p1", "lake-p2"], "lake-p2")
+    rest = local.client.get("/v1/lake", params={"limit": 2, "after": "lake-p2"}).json()
+    assert ([t["topic"] for t in rest["tables"]], rest["next_after"]) == (["lake-p3"], None)
+    assert local.client.get("/v1/lake", params={"limit": 0}).status_code == 400
+
+
 def test_commit_now_commits_at_the_next_round_before_the_interval(local: RunningServer) -> None:
     topic = "lake-now"
     local.create_topic(topic, 1, **RAW, **{"strata.iceberg.commit.interval.ms": str(HOUR_MS)})
@@ -295,7 +306,7 @@ def test_permissions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
         assert ask("POST", now, "admin").status_code == 202
         refused = ask("GET", show, "stranger")
         assert (refused.status_code, refused.json()["error_code"]) == (403, 40301)
-        assert ask("GET", listing, "stranger").json() == {"tables": []}
+        assert ask("GET", listing, "stranger").json() == {"tables": [], "next_after": None}
         assert [t["topic"] for t in ask("GET", listing, "reader").json()["tables"]] == ["lk-orders"]
         # The CLI carries its --token, and a refusal is the server's code with exit status 1.
         base = ["--url", srv.url, "--token"]

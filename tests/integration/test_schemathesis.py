@@ -116,7 +116,6 @@ NOTHING_TO_NEGATE = {
     ("GET", "/v1/cluster"),
     ("DELETE", "/v1/topics/{topic}"),
     ("GET", "/v1/users"),
-    ("GET", "/v1/lake"),
     ("GET", "/v1/topics/{topic}/lake"),
     ("POST", "/v1/topics/{topic}/lake/commit-now"),
 }
