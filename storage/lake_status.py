@@ -85,8 +85,7 @@ def lake_status(meta: LakeStatusReader, topic: str, now_ms: int) -> LakeStatus:
     """The status of ``topic``; raises UnknownTopic. A topic whose lake is disabled has mode ``disabled``
     and nothing else."""
     info = meta.get_topic(topic)
-    row = next((r for r in meta.lake_tables() if r.topic == topic), None)
-    return status_of(meta, info, row, now_ms)
+    return status_of(meta, info, {r.topic: r for r in meta.lake_tables()}, now_ms)
 
 
 def lake_statuses(
@@ -95,15 +94,27 @@ def lake_statuses(
     """The status of each of ``topics`` (default: every lake-enabled topic), in their order."""
     rows = {r.topic: r for r in meta.lake_tables()}
     chosen = meta.lake_topics() if topics is None else topics
-    return [status_of(meta, info, rows.get(info.name), now_ms) for info in chosen]
+    return [status_of(meta, info, rows, now_ms) for info in chosen]
 
 
-def status_of(meta: LakeStatusReader, info: TopicInfo, row: LakeTableRow | None, now_ms: int) -> LakeStatus:
+def status_of(
+    meta: LakeStatusReader, info: TopicInfo, rows: Mapping[str, LakeTableRow], now_ms: int
+) -> LakeStatus:
+    """The status of ``info`` given every ``lake_tables`` row, by topic."""
     lake = LakeTopicConfig.from_overrides(info.name, info.configs)
     if lake.mode == MODE_DISABLED:
         return LakeStatus(info.name, lake.mode, None)
+    row = rows.get(info.name)
     if row is not None and row.topic_created_ms != info.created_ms:
         row = None  # the row of an earlier topic of this name, which the next round forgets
+    # A table another topic's row names: the writer refuses to lease it, so this topic gets no row of its
+    # own, and this is where its refusal shows.
+    claimed = next(
+        (r.topic for r in rows.values() if r.table_identifier == lake.table and r.topic != info.name), None
+    )
+    error = row.error if row is not None else None
+    if claimed is not None:
+        error = _claim_refused(lake.table, claimed, info.name)
     committed: Mapping[int, int] = row.committed_offsets if row is not None else {}
     last_commit = row.last_commit_ms if row is not None else None
     partitions = []
@@ -118,7 +129,7 @@ def status_of(meta: LakeStatusReader, info: TopicInfo, row: LakeTableRow | None,
             start = state.log_start_offset
         lag = max(0, stable - start)
         seconds = (
-            _age(meta, info.name, p, max(start, state.log_start_offset), last_commit, now_ms) if lag else 0
+            _age(meta, info.name, p, max(start, state.log_start_offset), last_commit, now_ms) if lag else 0.0
         )
         partitions.append(PartitionLag(p, done, stable, lag, seconds))
     return LakeStatus(
@@ -133,10 +144,18 @@ def status_of(meta: LakeStatusReader, info: TopicInfo, row: LakeTableRow | None,
         None if row is None else row.last_snapshot_id,
         None if row is None else row.last_run_ms,
         None if row is None else row.lag_records,
-        None if row is None else row.error,
+        error,
         row is not None and row.commit_requested,
         None if row is None else row.lease_owner,
         None if row is None else row.lease_expires_ms,
+    )
+
+
+def _claim_refused(table: str, other: str, topic: str) -> str:
+    # The words of the writer's ClaimRefused (storage/metadata/sql/lake.py), which a status cannot read.
+    return (
+        f"the Iceberg table {table} is the table of topic {other!r}; set strata.iceberg.table of {topic!r}"
+        " to another name"
     )
 
 

@@ -125,9 +125,7 @@ class LakeRound:
         # No lake-enabled topic: nothing to read (the observer still drops the series of tables gone).
         rows = {r.topic: r for r in self.metadata.lake_tables()} if topics else {}
         now = self.clock.now_ms()
-        observer.observe_lag(
-            [status_of(self.metadata, info, rows.get(info.name), now) for info in topics], every_topic
-        )
+        observer.observe_lag([status_of(self.metadata, info, rows, now) for info in topics], every_topic)
 
     def _topic_exists(self, name: str, row: LakeTableRow) -> bool:
         """Whether the row's own topic (the incarnation created at ``row.topic_created_ms``) still exists,

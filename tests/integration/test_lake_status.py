@@ -226,6 +226,19 @@ def test_an_error_shows_in_the_status_and_the_metrics(local: RunningServer) -> N
     assert (fixed["last_error"], fixed["lag_records"], fixed["committed_offsets"]) == (None, 0, {"0": 5})
 
 
+def test_a_table_claimed_by_another_topic_shows_in_the_status(local: RunningServer) -> None:
+    local.create_topic("lake-owner", 1, **RAW)
+    local.create_topic("lake-squatter", 1, **RAW, **{"strata.iceberg.table": default_table("lake-owner")})
+    produce(local, "lake-squatter", {0: 2})
+    outcomes = {r.topic: r.outcome for r in local.runtime.lake_round().run_once().runs}
+    assert outcomes == {"lake-owner": COMMITTED, "lake-squatter": "refused"}
+    refused = status(local, "lake-squatter")
+    assert "is the table of topic 'lake-owner'" in refused["last_error"]
+    assert (refused["lag_records"], refused["last_run"]) == (2, None)
+    assert metrics(local)[("strata_lake_errors_total", "lake-squatter")] == 1
+    assert status(local, "lake-owner")["last_error"] is None
+
+
 def test_metrics_count_commits_and_show_the_lag(local: RunningServer) -> None:
     topic, quiet = "lake-metrics", "lake-metrics-quiet"
     for name in (topic, quiet):

@@ -120,6 +120,20 @@ def test_a_row_of_an_earlier_topic_of_the_same_name_is_not_this_topic_s() -> Non
     assert (status.partitions[0].committed_offset, status.lag_records, status.error) == (None, 3, None)
 
 
+def test_a_table_another_topic_holds_is_reported() -> None:
+    meta = Reader()
+    meta.add("a", RAW, [(0, 2)])
+    meta.add("b", {**RAW, "strata.iceberg.table": "strata.a"}, [(0, 3)])
+    meta.rows = [row("a", {0: 2})]
+    status = lake_status(meta, "b", NOW)
+    assert status.error == (
+        "the Iceberg table strata.a is the table of topic 'a';"
+        " set strata.iceberg.table of 'b' to another name"
+    )
+    assert (status.lag_records, status.last_run_ms) == (3, None)
+    assert lake_status(meta, "a", NOW).error is None
+
+
 def test_disabled_unknown_and_the_listing() -> None:
     meta = Reader()
     meta.add("plain", {}, [(0, 5)])
