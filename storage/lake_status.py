@@ -20,6 +20,9 @@ from_now``):
   and is never negative. When no chunk or timestamp answers (a partition emptied by retention), it is the
   time since the table's last commit (0 if it never committed).
 A topic's lag is the sum of its partitions' ``lag_records`` and the largest of their ``lag_seconds``.
+
+The error is the last run's, or, for a topic whose table another topic's row names (the writer refuses to
+lease it, so the topic never gets a row or a run), that refusal.
 """
 
 from __future__ import annotations
