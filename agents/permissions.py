@@ -302,6 +302,12 @@ HTTP: dict[tuple[str, str], Rule] = {
     ("GET", _T + "/browse"): needs(_n(TOPIC, Op.READ, Name.TOPIC)),
     ("GET", _T + "/partitions"): needs(_n(TOPIC, Op.DESCRIBE, Name.TOPIC)),
     ("GET", _T + "/compaction"): needs(_n(TOPIC, Op.DESCRIBE, Name.TOPIC)),
+    # The lake (api/routes/lake.py): a table's status is its topic's DESCRIBE, as describing the topic
+    # (its mode, table and commit interval are what the status is about, so DESCRIBE_CONFIGS is not asked;
+    # no other config is shown); asking for a commit now is its ALTER, as compacting now is.
+    ("GET", "/v1/lake"): needs(_n(TOPIC, Op.DESCRIBE, Name.TOPIC, filters=True)),
+    ("GET", _T + "/lake"): needs(_n(TOPIC, Op.DESCRIBE, Name.TOPIC)),
+    ("POST", _T + "/lake/commit-now"): needs(_n(TOPIC, Op.ALTER, Name.TOPIC)),
     # Jobs of topics one may not describe are left out; asking for one such topic is refused.
     ("GET", "/v1/compaction/jobs"): needs(_n(TOPIC, Op.DESCRIBE, Name.TOPIC, filters=True)),
     ("GET", "/v1/groups"): needs(_n(GROUP, Op.DESCRIBE, Name.GROUP, filters=True)),

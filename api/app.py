@@ -23,6 +23,7 @@ from api.errors import error_response, install_error_handlers
 from api.middleware import Admission, LimitsAndAuth
 from api.routes import browse, cluster, groups, ops, records, security, topics, transactions, ui
 from api.routes import compaction as compaction_routes
+from api.routes import lake as lake_routes
 
 
 def create_app(
@@ -49,6 +50,7 @@ def create_app(
     for module in (topics, records, browse, groups, transactions, cluster, security, ops, ui):
         app.include_router(module.router)
     app.include_router(compaction_routes.router)  # jobs, partition detail, compaction history
+    app.include_router(lake_routes.router)  # the lake's status and "commit now"
     app.mount("/ui/assets", ui.assets(), name="ui-assets")
     _document_produce_body(app)
     return app

@@ -20,8 +20,10 @@ from agents.metrics_history import MetricsHistory
 from agents.security import Security
 from registry.verdicts import SchemaValidator
 from storage.clock import Clock
+from storage.lake_status import LakeStatusReader
 from storage.metadata.base import AdminStore, CompactionCatalog, StatsReader
 from storage.metadata.coordination import GroupStore
+from storage.metadata.lake_state import LakeStore
 from storage.metadata.rows import Job
 from storage.metadata.security import SecurityStore
 
@@ -29,9 +31,19 @@ if TYPE_CHECKING:
     from registry.service import SchemaRegistry
 
 
-class HttpMetadata(AdminStore, GroupStore, StatsReader, CompactionCatalog, SecurityStore, Protocol):
+class HttpMetadata(
+    AdminStore,
+    GroupStore,
+    StatsReader,
+    CompactionCatalog,
+    SecurityStore,
+    LakeStore,
+    LakeStatusReader,
+    Protocol,
+):
     """The metadata roles the routes call: topics and their admin, groups, the console's statistics, the
-    compaction catalog (bytes by level, and the log start DeleteRecords moves), and ACLs and users."""
+    compaction catalog (bytes by level, and the log start DeleteRecords moves), ACLs and users, and the
+    lake's status rows (read, and a commit asked for)."""
 
     url: str
 
@@ -85,6 +97,9 @@ class HttpContext:
     # Plan compaction of one topic now (``force``: whatever its dirty ratio), then wake the process's
     # background loop if it runs one; returns the planned jobs.
     compact_now: Callable[[str], Awaitable[list[Job]]]
+    # Wake the process's background loop, if it runs one, so that a lake commit asked for happens at once
+    # rather than at the next interval (a worker process elsewhere finds the request at its next round).
+    wake_worker: Callable[[], None] = lambda: None
     # Validation on produce (registry/verdicts.py), shared with the Kafka door; None: a topic that
     # validates schemas refuses every HTTP produce request.
     schema_validator: SchemaValidator | None = None

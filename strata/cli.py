@@ -3,7 +3,8 @@
 ``strata serve``, ``compact`` and ``demo`` run in this process (this module), and so do ``scan``,
 ``damaged`` and ``quarantine`` (strata/damage_commands.py) and ``lake run`` (strata/lake_commands.py).
 Every other command is an HTTP client of a running server (strata/client_commands.py, and
-strata/schema_commands.py for ``schemas``; --url, or STRATA_URL; default http://127.0.0.1:8080).
+strata/schema_commands.py for ``schemas``, strata/lake_status_commands.py for ``lake list``, ``show`` and
+``commit-now``; --url, or STRATA_URL; default http://127.0.0.1:8080).
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 metadata that ``strata serve`` would use: every lake-enabled topic that is due (or every one, ``--force``)
 gets its Iceberg commit, and the tables of deleted topics are dropped. Safe while servers and workers run:
 tables are leased and each commit is a compare-and-set. One line per table.
+
+``strata lake list``, ``show`` and ``commit-now`` are HTTP clients of a running server instead
+(strata/lake_status_commands.py).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import socket
 import time
 from typing import Any
 
+from strata.lake_status_commands import add_lake_status_commands
 from strata.settings import SETTINGS, load_settings
 
 # The server settings ``strata lake run`` takes too: where the data is, and how the lake writes.
@@ -102,3 +106,4 @@ def add_lake_commands(sub: Any) -> None:
                 help=f"{setting.help} [env {setting.env}]",
             )
     run.set_defaults(func=cmd_lake_run)
+    add_lake_status_commands(commands)  # list, show, commit-now: over HTTP, against a running server

@@ -122,6 +122,7 @@ class Runtime:
         if self._lake_round is None:
             # Imported here: the lake brings pyarrow, which a process that never runs it does not need.
             from pipeline.lake.maintenance import MaintenanceConfig
+            from pipeline.lake.metrics import LakeMetrics
             from pipeline.lake.round import LakeRound
             from pipeline.lake.runs import LakeWriterConfig
             from pipeline.lake.upkeep_metrics import LakeUpkeepMetrics
@@ -146,6 +147,8 @@ class Runtime:
                 ),
                 on_run=upkeep.observe_run,
                 on_maintained=upkeep.observe_maintenance,
+                # strata_lake_* on the process's registry, scraped at /metrics with the agent's.
+                observer=LakeMetrics(self.metrics.registry),
             )
         return self._lake_round
 
@@ -186,6 +189,7 @@ class Runtime:
             security=self.security if self.http_authenticates else None,
             kafka_listener=kafka_listener,
             compact_now=compact_now,
+            wake_worker=self.worker_wakeup.set,
             schema_validator=self.schema_validator,
             schema_registry=self.schema_registry,
         )

@@ -10,6 +10,7 @@
 - ``upkeep_metrics``: the gap (offsets deleted before the table had them), the tables' objects and bytes;
 - ``runs``: a writer's settings and the outcome of a run;
 - ``hooks``: the point between the Parquet upload and the catalog commit, for watching and fault injection;
+- ``metrics``: the ``strata_lake_*`` Prometheus metrics a round records (runs, and every table's lag);
 - ``layouts``: the typed and dead-letter layouts, and a raw batch turned into them (``registry/columns``);
 - ``typed_writer``: a typed table's commit: the schema lookup, the typed rows and the schema evolution;
 - ``dead_letters``: the dead-letter table ``<table>_dlq``, committed first with offsets of its own;

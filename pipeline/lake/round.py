@@ -6,6 +6,14 @@ run, or when a commit was asked for (``LakeStore.request_lake_commit``); ``force
 step is safe with any number of processes doing the same: the jobs are leased per table, and the commit
 itself is a compare-and-set (``pipeline/lake/writer.py``).
 
+A commit asked for (``commit_requested``, set by ``POST /v1/topics/{topic}/lake/commit-now``) makes the topic
+due at the next round; the request is cleared by the first run begun after it that brings the table up to
+date (a commit, or nothing to commit), and stays after a failed one, which is retried at the next round.
+
+With an observer (``pipeline/lake/metrics.py``) each run is reported with its duration, and at the end of
+the round the lag of every lake-enabled topic it looked at (``storage/lake_status.py``), whether it was due
+or not.
+
 A ``lake_tables`` row whose topic is gone (deleted, or deleted and created again) is handled under the
 row's lease: the table is purged when the old topic had ``strata.iceberg.delete.with.topic=true``, and the
 row forgotten. A topic whose mode went back to ``disabled`` keeps its table (it goes on from the offsets
@@ -31,6 +39,7 @@ from pipeline.lake.runs import LakeRun, LakeWriterConfig
 from storage.clock import Clock
 from storage.errors import ClaimRefused
 from storage.lake_config import LakeTopicConfig
+from storage.lake_status import status_of
 from storage.metadata.base import MetadataStore
 from storage.metadata.lake_state import LakeClaim, LakeRunResult, LakeTableRow
 from storage.metadata.rows import TopicInfo
@@ -39,6 +48,7 @@ from storage.objectstore.base import ObjectStore
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
+    from pipeline.lake.metrics import RunObserver
     from pipeline.lake.writer import LakeWriter
 
 log = logging.getLogger("strata.lake")
@@ -70,8 +80,10 @@ class LakeRound:
         maintenance: MaintenanceConfig | None = None,
         on_run: Callable[[LakeRun], None] | None = None,
         on_maintained: Callable[[MaintenanceResult], None] | None = None,
+        observer: RunObserver | None = None,
     ) -> None:
         self.metadata = metadata
+        self.observer = observer
         self.store = store
         self.clock = clock
         self.owner = owner
@@ -111,13 +123,19 @@ class LakeRound:
         runs = []
         for name, info in sorted(topics.items()):
             if force or _due(info, rows.get(name), now):
+                started = self.clock.monotonic()
                 try:
-                    runs.append(self.writer().run(info))
+                    run = self.writer().run(info)
                 except ClaimRefused as exc:
                     log.warning("lake table of %s: %s", name, exc.message)
-                    runs.append(LakeRun(name, REFUSED, error=exc.message))
+                    run = LakeRun(name, REFUSED, error=exc.message)
+                runs.append(run)
                 if self.on_run is not None:
-                    self.on_run(runs[-1])
+                    self.on_run(run)
+                if self.observer is not None:
+                    self.observer.observe_run(run, self.clock.monotonic() - started)
+        if self.observer is not None:
+            self._observe_lag(self.observer, list(topics.values()), every_topic=topic is None)
         maintained = [m for name, info in sorted(topics.items()) if (m := self._maintain(info)) is not None]
         return LakeRoundResult(runs, removed, maintained)
 
@@ -134,6 +152,12 @@ class LakeRound:
             if self.on_maintained is not None:
                 self.on_maintained(result)
         return result
+
+    def _observe_lag(self, observer: RunObserver, topics: list[TopicInfo], every_topic: bool) -> None:
+        # No lake-enabled topic: nothing to read (the observer still drops the series of tables gone).
+        rows = {r.topic: r for r in self.metadata.lake_tables()} if topics else {}
+        now = self.clock.now_ms()
+        observer.observe_lag([status_of(self.metadata, info, rows, now) for info in topics], every_topic)
 
     def _topic_exists(self, name: str, row: LakeTableRow) -> bool:
         """Whether the row's own topic (the incarnation created at ``row.topic_created_ms``) still exists,

@@ -156,6 +156,7 @@ class LakeWriter:
             self.clock.now_ms() if run.outcome == COMMITTED else None,
             run.lag_records,
             run.error,
+            request_seen=leased.commit_requested,
         )
         try:
             self.metadata.finish_lake_run(info.name, self.owner, self.clock.now_ms(), result)

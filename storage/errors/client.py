@@ -190,6 +190,15 @@ class InvalidReadOption(StrataError):
     code = 40004
 
 
+class LakeDisabled(StrataError):
+    """A lake action (commit now) on a topic that is not kept as an Iceberg table: its
+    ``strata.iceberg.mode`` is ``disabled``. 422: the request is well formed, and cannot apply to this
+    topic until its lake is enabled."""
+
+    kind = ErrorKind.INVALID
+    code = 42230
+
+
 # --- not found -------------------------------------------------------------------------------------------
 
 

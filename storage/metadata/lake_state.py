@@ -62,6 +62,10 @@ class LakeRunResult:
     commit_ms: int | None  # when a snapshot of this run was committed (None: none was)
     lag_records: int
     error: str | None
+    # Whether a commit was asked for when the run leased the row: only then does the run answer the
+    # request. One asked for while the run was in flight stands, since the run may have read the topic
+    # before it.
+    request_seen: bool = False
 
 
 class LakeStore(Protocol):
@@ -86,8 +90,10 @@ class LakeStore(Protocol):
         ...
 
     def finish_lake_run(self, topic: str, owner: str, now_ms: int, result: LakeRunResult) -> None:
-        """Record the run's status and release the lease; a commit clears ``commit_requested``. Raises
-        LeaseLost, writing nothing, unless ``owner`` holds the lease."""
+        """Record the run's status and release the lease. A run that saw a commit asked for when it leased
+        the row (``result.request_seen``) and learned the table's offsets (``result.committed`` set: it
+        committed, or had nothing to commit) clears ``commit_requested``. Raises LeaseLost, writing
+        nothing, unless ``owner`` holds the lease."""
         ...
 
     def request_lake_commit(self, topic: str) -> bool:

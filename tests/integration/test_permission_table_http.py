@@ -101,6 +101,10 @@ def call(method: str, path: str, need: Need, names: Names) -> Call:
             else txn in [x["transactional_id"] for x in r.json()["transactions"]]
         ),
     }
+    if (method, path) == ("GET", "/v1/lake"):
+        # Only lake-enabled topics are listed: the walk's topic becomes one (no writer runs here).
+        names.meta.update_topic_configs(t, {"strata.iceberg.mode": "raw"})
+        return Call(method, url, shows=lambda r: t in [x["topic"] for x in r.json()["tables"]])
     if need.filters and (method, path) == ("GET", "/v1/compaction/jobs"):
         return Call(method, url + f"?topic={t}")  # naming one topic is refused, as for the others
     if need.filters:

@@ -93,6 +93,10 @@ POSITIVE_REJECTIONS: dict[tuple[str, str], frozenset[int]] = {
     ("GET", "/v1/users"): frozenset(),
     ("PUT", "/v1/users/{user}/scram/{mechanism}"): frozenset({40008, 42206}),
     ("DELETE", "/v1/users/{user}/scram/{mechanism}"): frozenset({40008, 40406}),
+    # 42230: commit now on a topic whose lake is disabled (the shared topic's is).
+    ("GET", "/v1/lake"): frozenset(),
+    ("GET", "/v1/topics/{topic}/lake"): frozenset({40003, 40401}),
+    ("POST", "/v1/topics/{topic}/lake/commit-now"): frozenset({40003, 40401, 42230}),
     ("GET", "/healthz"): frozenset(),
     ("GET", "/readyz"): frozenset(),
     # Last: half of its positive cases delete the shared topic (the fixture below recreates it).
@@ -112,6 +116,8 @@ NOTHING_TO_NEGATE = {
     ("GET", "/v1/cluster"),
     ("DELETE", "/v1/topics/{topic}"),
     ("GET", "/v1/users"),
+    ("GET", "/v1/topics/{topic}/lake"),
+    ("POST", "/v1/topics/{topic}/lake/commit-now"),
 }
 CASES = [
     pytest.param(method, path, mode, id=f"{method} {path} {mode.value}")

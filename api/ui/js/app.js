@@ -10,12 +10,14 @@ import * as compaction from "./compaction.js";
 import * as access from "./access.js";
 import * as transactions from "./transactions.js";
 import * as schemas from "./schemas.js";
+import * as lake from "./lake.js";
 
 const ROUTES = [
   [/^#?\/?$/, overview.render, "overview"],
   [/^#\/topics$/, topics.renderList, "topics"],
   [/^#\/topics\/([^/]+)$/, topics.renderTopic, "topics"],
   [/^#\/topics\/([^/]+)\/records$/, records.render, "topics"],
+  [/^#\/topics\/([^/]+)\/lake$/, lake.render, "topics"],
   [/^#\/schemas$/, schemas.renderList, "schemas"],
   [/^#\/schemas\/([^/]+)$/, schemas.renderSubject, "schemas"],
   [/^#\/groups$/, groups.renderList, "groups"],

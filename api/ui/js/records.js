@@ -6,6 +6,7 @@
 // its bytes as UTF-8 with the reason, and anything else as UTF-8.
 import { api, describe } from "./api.js";
 import { clear, flash, h, num, table, time } from "./dom.js";
+import { tabs } from "./lake.js";
 import { subjectHref } from "./schemas.js";
 
 const decoder = new TextDecoder("utf-8", { fatal: true });
@@ -59,8 +60,7 @@ export async function render(main, [name], query) {
   const topic = await api(`/v1/topics/${enc}`);
   main.append(
     h("h1", {}, "Topic ", h("span", {}, topic.name)),
-    h("div", { class: "tabs" }, h("a", { href: `#/topics/${enc}`, id: "tab-overview" }, "Overview"),
-      h("a", { class: "active", href: `#/topics/${enc}/records`, id: "tab-records" }, "Records")),
+    tabs(name, "tab-records"),
   );
   const partition = h("select", { id: "browse-partition" }, h("option", { value: "" }, "all"),
     topic.partitions.map((p) => h("option", { value: p.partition }, String(p.partition))));

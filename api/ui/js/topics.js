@@ -1,8 +1,10 @@
 // Topics: the paginated list (with stats), create, and one topic's page: partitions, configs (alter with
-// Kafka's names), compaction history and "compact now", add partitions, delete (confirmed).
+// Kafka's names), compaction history and "compact now", add partitions, delete (confirmed). The Records
+// and Lake tabs are records.js and lake.js.
 import { api, describe } from "./api.js";
 import { ago, bytes, clear, confirmAction, flash, h, num, table } from "./dom.js";
 import { lineChart } from "./charts.js";
+import { tabs } from "./lake.js";
 
 const PAGE = 50;
 
@@ -75,8 +77,7 @@ export async function renderTopic(main, [name]) {
   const enc = encodeURIComponent(name);
   main.append(
     h("h1", {}, "Topic ", h("span", { id: "topic-name" }, topic.name)),
-    h("div", { class: "tabs" }, h("a", { class: "active", href: `#/topics/${enc}`, id: "tab-overview" }, "Overview"),
-      h("a", { href: `#/topics/${enc}/records`, id: "tab-records" }, "Records")),
+    tabs(topic.name, "tab-overview"),
   );
   const parts = await api(`/v1/topics/${enc}/partitions`, { query: { limit: 1000 } });
   // Kafka transactions: read_committed readers stop at the last stable offset (an open transaction's start).

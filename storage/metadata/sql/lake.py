@@ -143,7 +143,10 @@ class LakeQueries(SqlBase):
                     now_ms,
                     result.lag_records,
                     result.error,
-                    result.commit_ms is None,
+                    # A run that learned the table's offsets (a commit, or nothing to commit) answers a
+                    # commit asked for before it leased the row; a failed one, or one asked for since,
+                    # stands for the next round.
+                    result.committed is None or not result.request_seen,
                     now_ms,
                     topic,
                     owner,
