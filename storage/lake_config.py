@@ -16,6 +16,12 @@ reads a topic's effective lake settings.
 - ``strata.iceberg.backfill``: ``from_log_start`` (the default: the table gets what the topic already has)
   or ``from_now`` (the first commit starts at the last stable offset).
 - ``strata.iceberg.delete.with.topic``: whether deleting the topic drops its table (default true).
+- ``strata.iceberg.upsert``: whether the writer also keeps the topic's state table (``<table>_state``, one
+  row per live key: ``pipeline/lake/state_writer.py``). Its default derives from the topic's
+  ``cleanup.policy``: true when it includes ``compact``, false otherwise, so DescribeConfigs shows the
+  default the topic actually gets.
+- ``strata.iceberg.upsert.buckets``: the state table's key buckets (1-1024, default 16), the unit a commit
+  rewrites. Fixed when the state table is created (a key's bucket must not move under it).
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ COMMIT_INTERVAL = "strata.iceberg.commit.interval.ms"
 PARTITION_SPEC = "strata.iceberg.partition.spec"
 BACKFILL = "strata.iceberg.backfill"
 DELETE_WITH_TOPIC = "strata.iceberg.delete.with.topic"
+UPSERT = "strata.iceberg.upsert"
+UPSERT_BUCKETS = "strata.iceberg.upsert.buckets"
 
 MODE_DISABLED = "disabled"
 MODE_RAW = "raw"
@@ -49,6 +57,10 @@ DEFAULT_PARTITION_SPEC = "(day(timestamp))"
 # Shown as the table's default where the topic is unknown; ``default_table`` gives the real one.
 TABLE_DEFAULT_PLACEHOLDER = "strata.<topic>"
 DEFAULT_NAMESPACE = "strata"
+DEFAULT_UPSERT_BUCKETS = 16
+MAX_UPSERT_BUCKETS = 1024
+# Read here rather than from storage/topic_config.py, which imports this module.
+_CLEANUP_POLICY, _COMPACT, _DEFAULT_CLEANUP_POLICY = "cleanup.policy", "compact", "delete"
 
 # The time transforms take the record timestamp; bucket takes the key or the partition number.
 TIME_TRANSFORMS = ("year", "month", "day", "hour")
@@ -70,6 +82,20 @@ class PartitionTerm:
 def default_table(topic: str) -> str:
     """``strata.<topic>`` with ``.`` and ``-`` mapped to ``_``."""
     return f"{DEFAULT_NAMESPACE}.{topic.replace('.', '_').replace('-', '_')}"
+
+
+def default_upsert(overrides: Mapping[str, str]) -> str:
+    """``true`` for a topic whose cleanup.policy includes compact, else ``false``."""
+    policy = overrides.get(_CLEANUP_POLICY, _DEFAULT_CLEANUP_POLICY).replace(" ", "").split(",")
+    return "true" if _COMPACT in policy else "false"
+
+
+def derived_defaults(topic: str | None, overrides: Mapping[str, str]) -> dict[str, str]:
+    """The lake defaults that depend on the topic: its table name (when the name is known) and upsert."""
+    out = {UPSERT: default_upsert(overrides)}
+    if topic is not None:
+        out[TABLE] = default_table(topic)
+    return out
 
 
 def parse_mode(raw: str) -> str:
@@ -167,6 +193,12 @@ def _interval(raw: str) -> int:
     return value
 
 
+def _buckets(raw: str) -> int:
+    if not re.fullmatch(r"[0-9]{1,5}", raw) or not 1 <= int(raw) <= MAX_UPSERT_BUCKETS:
+        raise InvalidConfig(f"expected an integer between 1 and {MAX_UPSERT_BUCKETS}, got {raw!r}")
+    return int(raw)
+
+
 def _bool(raw: str) -> str:
     if raw.lower() not in ("true", "false"):
         raise InvalidConfig(f"expected true or false, got {raw!r}")
@@ -181,6 +213,9 @@ LAKE_CONFIGS = {
     PARTITION_SPEC: (_spec_check, DEFAULT_PARTITION_SPEC),
     BACKFILL: (parse_backfill, BACKFILL_FROM_LOG_START),
     DELETE_WITH_TOPIC: (_bool, "true"),
+    # Shown per topic by ``derived_defaults``: true for compacted topics.
+    UPSERT: (_bool, "false"),
+    UPSERT_BUCKETS: (_buckets, str(DEFAULT_UPSERT_BUCKETS)),
 }
 
 
@@ -194,6 +229,8 @@ class LakeTopicConfig:
     partition_spec: tuple[PartitionTerm, ...]
     backfill: str
     delete_with_topic: bool
+    upsert: bool = False
+    upsert_buckets: int = DEFAULT_UPSERT_BUCKETS
 
     @property
     def enabled(self) -> bool:
@@ -211,4 +248,6 @@ class LakeTopicConfig:
             partition_spec=parse_partition_spec(get(PARTITION_SPEC)),
             backfill=get(BACKFILL),
             delete_with_topic=get(DELETE_WITH_TOPIC).lower() == "true",
+            upsert=overrides.get(UPSERT, default_upsert(overrides)).lower() == "true",
+            upsert_buckets=int(get(UPSERT_BUCKETS)),
         )

@@ -65,8 +65,8 @@ INTENDED: tuple[Divergence, ...] = (
     Divergence(
         "lake-configs",
         "Strata's topics take and list the strata.iceberg.* configs, which keep a topic as an Apache Iceberg "
-        "table (mode, table, commit interval, partition spec, backfill, delete with topic). Kafka's broker "
-        "has no such configs.",
+        "table (mode, table, commit interval, partition spec, backfill, delete with topic, upsert and its "
+        "buckets). Kafka's broker has no such configs.",
         ("*/configs/strata.iceberg.*",),
     ),
     Divergence(
