@@ -65,6 +65,8 @@ def cmd_lake_run(args: argparse.Namespace) -> int:
                     offsets = ",".join(f"{p}:{o}" for p, o in sorted(run.offsets.items()))
                     error = f" error: {run.error}" if run.error else ""
                     print(f"{run.topic}: {run.outcome}, {run.rows} rows, offsets {offsets or '-'}{error}")
+                    if run.state is not None:
+                        print(f"{run.topic}: {run.state.describe()}")
                 for topic, outcome in result.removed:
                     print(f"{topic}: {outcome}")
             if not args.loop:

@@ -7,9 +7,9 @@ step is safe with any number of processes doing the same: the jobs are leased pe
 itself is a compare-and-set (``pipeline/lake/writer.py``).
 
 A ``lake_tables`` row whose topic is gone (deleted, or deleted and created again) is handled under the
-row's lease: the table is purged when the old topic had ``strata.iceberg.delete.with.topic=true``, and the
-row forgotten. A topic whose mode went back to ``disabled`` keeps its table (it goes on from the offsets
-in it if enabled again); only its row goes.
+row's lease: the table (and its state table, if any) is purged when the old topic had
+``strata.iceberg.delete.with.topic=true``, and the row forgotten. A topic whose mode went back to
+``disabled`` keeps its table (it goes on from the offsets in it if enabled again); only its row goes.
 """
 
 from __future__ import annotations
@@ -127,12 +127,16 @@ class LakeRound:
         if row.delete_with_topic and not topic_exists:
             from pyiceberg.exceptions import NoSuchTableError
 
+            from pipeline.lake.state_writer import state_table_name
             from pipeline.lake.writer import lake_failures
 
             try:
-                self.writer().catalog.purge_table(row.table_identifier)
-            except NoSuchTableError:
-                pass
+                # The state table too (a topic with upsert on has one; for others there is none).
+                for identifier in (row.table_identifier, state_table_name(row.table_identifier)):
+                    try:
+                        self.writer().catalog.purge_table(identifier)
+                    except NoSuchTableError:
+                        pass
             except lake_failures() as exc:
                 log.warning("dropping the lake table %s failed: %s", row.table_identifier, exc)
                 self.metadata.finish_lake_run(

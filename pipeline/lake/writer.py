@@ -9,7 +9,9 @@ The steps, under the table's lease (``LakeStore.lease_lake_table``):
    the log start, or at the LSO with ``strata.iceberg.backfill=from_now``;
 4. append the rows with the new offsets as the snapshot's ``strata.offsets``, and commit: data and offsets
    are one snapshot, swapped in by the catalog's compare-and-set;
-5. record the outcome in ``lake_tables`` (for display) and release the lease.
+5. with ``strata.iceberg.upsert`` on, bring the state table ``<table>_state`` up to date from the same
+   records (``state_writer``, which has its own offsets and its own exactly-once argument);
+6. record the outcome in ``lake_tables`` (for display) and release the lease.
 
 Why exactly once. A snapshot names its rows and the offsets they end at together, so whatever the table
 holds, the next run starts where its rows end. A writer that crashes before the catalog commit leaves
@@ -26,6 +28,7 @@ commits an empty snapshot carrying them.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pipeline.lake.hooks import CommitHook, NoHook
@@ -38,9 +41,12 @@ from pipeline.lake.runs import (
     UP_TO_DATE,
     LakeRun,
     LakeWriterConfig,
+    StateRun,
 )
 from pipeline.lake.source import Slice, read_slice
+from pipeline.lake.state_writer import SourceRead, StateWriter, state_table_name
 from pipeline.lake.table_layout import partition_spec, raw_schema, to_table_rows
+from pipeline.lake.table_properties import check_topic, ensure_no_retry, new_table_properties
 from storage.clock import Clock
 from storage.errors import LeaseLost, StrataError
 from storage.lake_config import BACKFILL_FROM_NOW, LakeTopicConfig
@@ -54,12 +60,6 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 log = logging.getLogger("strata.lake")
-
-NO_RETRY = {"commit.retry.num-retries": "0"}
-# Which topic a table holds: its name, and when it was created (a topic deleted and created again under the
-# same name is another topic, whose offsets start again at 0).
-TOPIC_PROPERTY = "strata.topic"
-TOPIC_CREATED_PROPERTY = "strata.topic-created-ms"
 
 
 def lake_failures() -> tuple[type[BaseException], ...]:
@@ -116,12 +116,15 @@ class LakeWriter:
         leased = self.metadata.lease_lake_table(claim, self.owner, self.clock.now_ms(), self.config.lease_ms)
         if leased is None:
             return LakeRun(info.name, LEASED_ELSEWHERE)
+        source: SourceRead | None = None
         try:
-            run = self._write(info, lake)
+            run, source = self._write(info, lake)
         except lake_failures() as exc:
             message = exc.message if isinstance(exc, StrataError) else f"{type(exc).__name__}: {exc}"
             log.warning("lake writer of %s failed: %s", info.name, message)
             run = LakeRun(info.name, FAILED, lag_records=leased.lag_records, error=message)
+        if lake.upsert:
+            run = self._write_state(info, lake, source, run)
         committed = run.outcome in (COMMITTED, UP_TO_DATE, LOST_RACE)
         result = LakeRunResult(
             dict(run.offsets) if committed else None,
@@ -136,7 +139,26 @@ class LakeWriter:
             log.warning("lake writer of %s lost its lease; its status was not recorded", info.name)
         return run
 
-    def _write(self, info: TopicInfo, lake: LakeTopicConfig) -> LakeRun:
+    def _write_state(
+        self, info: TopicInfo, lake: LakeTopicConfig, source: SourceRead | None, run: LakeRun
+    ) -> LakeRun:
+        """The state table's commit (``state_writer``), after the topic's table's, under the same lease;
+        its failure is reported with the run's and does not undo the topic's table's commit."""
+        writer = StateWriter(self.metadata, self.store, self.catalog, self.clock, self.owner, self.config)
+        try:
+            state = writer.run(info, lake, source)
+        except lake_failures() as exc:
+            message = exc.message if isinstance(exc, StrataError) else f"{type(exc).__name__}: {exc}"
+            state = StateRun(state_table_name(lake.table), FAILED, error=message)
+        (log.warning if state.outcome == FAILED else log.info)(
+            "lake writer of %s: %s", info.name, state.describe()
+        )
+        error = run.error
+        if state.error is not None:
+            error = "; ".join(e for e in (run.error, f"{state.table}: {state.error}") if e)
+        return replace(run, state=state, error=error)
+
+    def _write(self, info: TopicInfo, lake: LakeTopicConfig) -> tuple[LakeRun, SourceRead | None]:
         table = self.load_or_create(info, lake)
         offsets, snapshot_id = committed_offsets(table)
         # A partition the table has never had starts at the log start (left out), or at the LSO (None).
@@ -145,13 +167,14 @@ class LakeWriter:
             for partition in range(info.partitions):
                 starts.setdefault(partition, None)
         read = read_slice(self.metadata, self.store, info.name, starts, self.config.max_bytes_per_commit)
+        source = SourceRead(starts, read)
         new_offsets = {**offsets, **read.end}
         lag = _lag(read)
         gap = _gap(offsets, read)
         if gap is not None:
             log.warning("lake table of %s: %s", info.name, gap)
         if new_offsets == offsets:
-            return LakeRun(info.name, UP_TO_DATE, offsets, snapshot_id, lag_records=lag)
+            return LakeRun(info.name, UP_TO_DATE, offsets, snapshot_id, lag_records=lag), source
         rows = to_table_rows(read.batches, table.schema())
         transaction = table.transaction()
         transaction.append(rows, snapshot_properties={OFFSETS_PROPERTY: encode_offsets(new_offsets)})
@@ -169,10 +192,10 @@ class LakeWriter:
             table.refresh()
             theirs, theirs_id = committed_offsets(table)
             log.info("lake writer of %s lost a commit race (%s); the table is at %s", info.name, exc, theirs)
-            return LakeRun(info.name, LOST_RACE, theirs, theirs_id, lag_records=lag)
+            return LakeRun(info.name, LOST_RACE, theirs, theirs_id, lag_records=lag), source
         self.hook.after_commit(info.name, table)
         snapshot = table.current_snapshot()
-        return LakeRun(
+        run = LakeRun(
             info.name,
             COMMITTED,
             new_offsets,
@@ -182,6 +205,7 @@ class LakeWriter:
             lag_records=lag,
             error=gap,
         )
+        return run, source
 
     def load_or_create(self, info: TopicInfo, lake: LakeTopicConfig) -> Table:
         """The topic's table: loaded, or created as the topic's configs say. Raises StrataError when the
@@ -194,34 +218,17 @@ class LakeWriter:
         except NoSuchTableError:
             self.catalog.create_namespace_if_not_exists(Catalog.namespace_from(lake.table))
             schema = raw_schema()
-            properties = {
-                **NO_RETRY,
-                "format-version": "2",
-                TOPIC_PROPERTY: info.name,
-                TOPIC_CREATED_PROPERTY: str(info.created_ms),
-            }
             try:
                 table = self.catalog.create_table(
                     lake.table,
                     schema,
                     partition_spec=partition_spec(schema, lake.partition_spec),
-                    properties=properties,
+                    properties=new_table_properties(info),
                 )
             except TableAlreadyExistsError:  # another writer created it first
                 table = self.catalog.load_table(lake.table)
-        owner = table.properties.get(TOPIC_PROPERTY, info.name)
-        created = table.properties.get(TOPIC_CREATED_PROPERTY, str(info.created_ms))
-        if (owner, created) != (info.name, str(info.created_ms)):
-            raise StrataError(
-                f"the Iceberg table {lake.table} holds topic {owner!r} as created at {created} ms, not"
-                f" {info.name!r} as created at {info.created_ms} ms: drop the table, or set"
-                " strata.iceberg.table to another name"
-            )
-        if any(table.properties.get(k) != v for k, v in NO_RETRY.items()):
-            with table.transaction() as transaction:
-                transaction.set_properties(NO_RETRY)
-            table.refresh()
-        return table
+        check_topic(table, lake.table, info)
+        return ensure_no_retry(table)
 
 
 def _lag(read: Slice) -> int:
