@@ -13,6 +13,7 @@ import socket
 import time
 from typing import Any
 
+from strata.lake_backfill import add_backfill_command
 from strata.settings import SETTINGS, load_settings
 
 # The server settings ``strata lake run`` takes too: where the data is, and how the lake writes.
@@ -100,3 +101,4 @@ def add_lake_commands(sub: Any) -> None:
                 help=f"{setting.help} [env {setting.env}]",
             )
     run.set_defaults(func=cmd_lake_run)
+    add_backfill_command(commands)
