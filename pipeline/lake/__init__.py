@@ -9,10 +9,13 @@
 - ``hooks``: the point between the Parquet upload and the catalog commit, for watching and fault injection;
 - ``layouts``: the typed and dead-letter layouts, and a raw batch turned into them (``registry/columns``);
 - ``upsert``: a compacted topic's state table, kept by copy-on-write of the key buckets a commit touches;
-- ``backfill``: a large topic's records written as Parquet by Spark, for ``add_files`` with their offsets.
+- ``state_writer``: the writer's commit of the state table ``<table>_state``, with its own offsets;
+- ``table_properties``: the properties every lake table carries (its topic, no commit retry);
+- ``backfill``: a large topic's records written as Parquet by Spark, for ``add_files`` with their offsets;
+- ``backfill_run``: ``strata lake backfill``: those files committed under the writer's lease.
 
-Built and run by the writer today: raw tables. ``layouts``, ``upsert`` and ``backfill`` are the parts of the
-typed, state and backfilled tables that the writer does not call yet; each is tested on real tables.
+Built and run today: raw tables, state tables (``strata.iceberg.upsert``) and the Spark backfill.
+``layouts`` is the part of the typed tables that the writer does not call yet.
 
 The catalog is pyiceberg's SQL catalog on Strata's metadata database (``storage/lake_catalog.py``); the
 topic configs are ``strata.iceberg.*`` (``storage/lake_config.py``). pyiceberg and pyarrow are

@@ -44,6 +44,7 @@ from storage.objectstore.base import ObjectStore
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
     from pyspark.sql import SparkSession
 
 log = logging.getLogger("strata.lake")
@@ -139,34 +140,51 @@ def run_backfill(
         if heartbeat.lost is not None:
             raise heartbeat.lost
         metadata.heartbeat_lake_table(topic, owner, clock.now_ms(), config.lease_ms)
-        from pyiceberg.exceptions import CommitFailedException
-
-        transaction = table.transaction()
-        properties = {OFFSETS_PROPERTY: encode_offsets(new_offsets)}
-        if files.files:
-            transaction.add_files(list(files.files), snapshot_properties=properties)
-        else:  # the offsets moved without records (aborted transactions, compacted holes)
-            transaction.append(table.schema().as_arrow().empty_table(), snapshot_properties=properties)
-        (hook or NoHook()).before_commit(topic, table)
-        try:
-            table = transaction.commit_transaction()
-        except CommitFailedException as exc:
-            table.refresh()
-            theirs, theirs_id = committed_offsets(table)
-            note = (
-                f"lost the commit race to another writer ({exc}): nothing was appended; the files under"
-                f" {directory} are orphans"
-            )
-            log.warning("lake backfill of %s %s", topic, note)
-            result = LakeRunResult(theirs, theirs_id, None, leased.lag_records, None)
-            return BackfillRun(topic, LOST_RACE, theirs, ranges, directory, len(files.files), theirs_id, note)
-        snapshot = table.current_snapshot()
-        snapshot_id = None if snapshot is None else snapshot.snapshot_id
-        result = LakeRunResult(new_offsets, snapshot_id, clock.now_ms(), 0, None)
-        return BackfillRun(topic, COMMITTED, new_offsets, ranges, directory, len(files.files), snapshot_id)
+        run = _commit(table, topic, files.files, ranges, new_offsets, directory, hook or NoHook())
+        committed_ms = clock.now_ms() if run.outcome == COMMITTED else None
+        lag = 0 if run.outcome == COMMITTED else leased.lag_records
+        result = LakeRunResult(run.offsets, run.snapshot_id, committed_ms, lag, None)
+        return run
     finally:
         heartbeat.stop()
         try:
             metadata.finish_lake_run(topic, owner, clock.now_ms(), result)
         except LeaseLost:
             log.warning("lake backfill of %s lost its lease; its status was not recorded", topic)
+
+
+def _commit(
+    table: Table,
+    topic: str,
+    files: tuple[str, ...],
+    ranges: dict[int, tuple[int, int]],
+    new_offsets: dict[int, int],
+    directory: str,
+    hook: CommitHook,
+) -> BackfillRun:
+    """``files`` added with ``new_offsets`` in one snapshot on the one ``table`` was loaded at; LOST_RACE,
+    with the files left as orphans, when another commit came first."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    transaction = table.transaction()
+    properties = {OFFSETS_PROPERTY: encode_offsets(new_offsets)}
+    if files:
+        transaction.add_files(list(files), snapshot_properties=properties)
+    else:  # the offsets moved without records (aborted transactions, compacted holes)
+        transaction.append(table.schema().as_arrow().empty_table(), snapshot_properties=properties)
+    hook.before_commit(topic, table)
+    try:
+        table = transaction.commit_transaction()
+    except CommitFailedException as exc:
+        table.refresh()
+        theirs, theirs_id = committed_offsets(table)
+        note = (
+            f"lost the commit race to another writer ({exc}): nothing was appended; the files under"
+            f" {directory} are orphans"
+        )
+        log.warning("lake backfill of %s %s", topic, note)
+        return BackfillRun(topic, LOST_RACE, theirs, ranges, directory, len(files), theirs_id, note)
+    hook.after_commit(topic, table)
+    snapshot = table.current_snapshot()
+    snapshot_id = None if snapshot is None else snapshot.snapshot_id
+    return BackfillRun(topic, COMMITTED, new_offsets, ranges, directory, len(files), snapshot_id)

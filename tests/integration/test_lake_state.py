@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Producer
 
 from pipeline.lake.offsets import committed_offsets
+from pipeline.lake.round import DROPPED
 from pipeline.lake.runs import COMMITTED
 from pipeline.lake.state_writer import BUCKETS_PROPERTY, state_table_name
 from pipeline.reader import latest_per_key, read_topic
@@ -175,7 +176,8 @@ def test_the_state_table_equals_the_latest_value_per_key(spark: Any, srv: Runnin
 
 def test_keyless_records_are_not_in_the_state(spark: Any, srv: RunningServer) -> None:
     """A topic that is not compacted, with upsert on: keyless records leave the state alone; a commit of
-    keyless records only moves the state's offsets. The default bucket count applies."""
+        keyless records only moves the state's offsets. The default bucket count applies. Deleting the topic
+    drops the state table with the topic's table."""
     topic = "events.state"
     srv.create_topic(topic, PARTITIONS, **{"strata.iceberg.mode": "raw", "strata.iceberg.upsert": "true"})
     _produce_http(srv, [("k1", "a"), (None, "x"), ("k2", "b"), ("k1", "c"), (None, "y")], topic)
@@ -186,3 +188,10 @@ def test_keyless_records_are_not_in_the_state(spark: Any, srv: RunningServer) ->
     run = _lake_run(srv, topic)
     assert run.state.upsert.keys_changed == 0
     assert len(_check(spark, srv, topic, 16)) == 2
+
+    # Deleting the topic drops both tables.
+    assert srv.client.delete(f"/v1/topics/{topic}").status_code == 204
+    assert srv.runtime.lake_round().run_once(topic).removed == [(topic, DROPPED)]
+    catalog = srv.runtime.lake_round().writer().catalog
+    assert not catalog.table_exists(default_table(topic))
+    assert not catalog.table_exists(state_table_name(default_table(topic)))
