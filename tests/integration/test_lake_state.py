@@ -22,6 +22,7 @@ from pipeline.reader import latest_per_key, read_topic
 from planner.round import CompactionRound
 from storage.lake_config import default_table
 from storage.partitioner import partition_for_key
+from strata.cli import main as cli_main
 from tests.fixtures.server import RunningServer
 from tests.integration.lake_readers import duckdb_connection
 
@@ -174,7 +175,9 @@ def test_the_state_table_equals_the_latest_value_per_key(spark: Any, srv: Runnin
     assert {k: v for k, v, *_ in _check(spark, srv)}[b"a3"] == b"v2-3"
 
 
-def test_keyless_records_are_not_in_the_state(spark: Any, srv: RunningServer) -> None:
+def test_keyless_records_are_not_in_the_state(
+    spark: Any, srv: RunningServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A topic that is not compacted, with upsert on: keyless records leave the state alone; a commit of
         keyless records only moves the state's offsets. The default bucket count applies. Deleting the topic
     drops the state table with the topic's table."""
@@ -184,10 +187,32 @@ def test_keyless_records_are_not_in_the_state(spark: Any, srv: RunningServer) ->
     run = _lake_run(srv, topic)
     assert run.state.upsert.keys_changed == 2
     assert [(k, v) for k, v, *_ in _check(spark, srv, topic, 16)] == [(b"k1", b"c"), (b"k2", b"b")]
-    _produce_http(srv, [(None, "z")], topic)
+    # Through ``strata lake run``, which prints what the state's commit rewrote against its bucket count.
+    _produce_http(srv, [(None, "z"), ("k3", "d")], topic)
+    settings = srv.runtime.settings
+    flags = [
+        "--metadata",
+        settings.metadata_url,
+        "--bucket",
+        settings.bucket_url,
+        "--data-dir",
+        settings.data_dir,
+    ]
+    if settings.s3_endpoint is not None:
+        flags += ["--s3-endpoint", settings.s3_endpoint]
+    capsys.readouterr()
+    assert cli_main(["lake", "run", "--topic", topic, "--force", *flags]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"{topic}: committed, 2 rows"), out
+    assert out[1].startswith(f"{topic}: state table strata.events_state_state: committed, 1 keys changed,"), (
+        out
+    )
+    assert ", 1 of 16 buckets rewritten (0 emptied), " in out[1], out
+    assert len(_check(spark, srv, topic, 16)) == 3
+    _produce_http(srv, [(None, "keyless only")], topic)
     run = _lake_run(srv, topic)
     assert run.state.upsert.keys_changed == 0
-    assert len(_check(spark, srv, topic, 16)) == 2
+    assert len(_check(spark, srv, topic, 16)) == 3
 
     # Deleting the topic drops both tables.
     assert srv.client.delete(f"/v1/topics/{topic}").status_code == 204

@@ -19,6 +19,7 @@ from pipeline.lake.backfill_run import run_backfill
 from pipeline.lake.offsets import committed_offsets
 from pipeline.lake.runs import COMMITTED, LOST_RACE, LakeWriterConfig
 from pipeline.reader import read_topic
+from storage.errors import InvalidConfig
 from storage.lake_config import default_table
 from strata.cli import main as cli_main
 from tests.fixtures.server import RunningServer
@@ -183,3 +184,45 @@ def test_a_backfill_that_loses_the_race_appends_nothing(spark: Any, server: Runn
     assert not any("/data/backfill-" in task.file.file_path for task in table.scan().plan_files())
     _assert_table_is_the_topic(spark, srv, table, topic)
     assert json.loads(table.current_snapshot().summary["strata.offsets"]) == {"0": 12, "1": 12, "2": 12}
+
+
+def test_files_are_split_by_the_partition_spec(spark: Any, server: RunningServer) -> None:
+    """Records over three days and three partitions, into a table partitioned by day and partition: each
+    file Spark writes holds one (day, partition), as add_files needs; a bucket spec is refused up front."""
+    srv, topic = server, "spread"
+    spec = {"strata.iceberg.mode": "raw", "strata.iceberg.partition.spec": "(day(timestamp), partition)"}
+    srv.create_topic(topic, PARTITIONS, **spec)
+    producer = Producer({"bootstrap.servers": srv.kafka_bootstrap})
+    now_ms = int(time.time() * 1000)
+    for i in range(36):
+        day_ms = (i // PARTITIONS % 3) * 86_400_000
+        producer.produce(
+            topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % PARTITIONS, timestamp=now_ms - day_ms
+        )
+    assert producer.flush(30) == 0
+    assert cli_main(["lake", "backfill", "--topic", topic, *_flags(srv)]) == 0
+    table = srv.runtime.lake_round().writer().catalog.load_table(default_table(topic))
+    _assert_table_is_the_topic(spark, srv, table, topic)
+    partitions = {(task.file.partition[0], task.file.partition[1]) for task in table.scan().plan_files()}
+    assert len(partitions) == 9  # 3 days x 3 partitions, each its own files
+
+    bucketed = {"strata.iceberg.mode": "raw", "strata.iceberg.partition.spec": "(bucket(4, key))"}
+    srv.create_topic("bucketed", 1, **bucketed)
+    assert srv.produce("bucketed", [{"key": "a", "value": "b"}]).status_code == 200
+    rt = srv.runtime
+    with pytest.raises(InvalidConfig, match="bucket"):
+        run_backfill(
+            spark,
+            rt.metadata,
+            rt.store,
+            rt.lake_round().writer().catalog,
+            rt.clock,
+            "backfiller",
+            LakeWriterConfig(),
+            rt.settings.metadata_url,
+            rt.settings.bucket_url,
+            "bucketed",
+        )
+    (row,) = [r for r in rt.metadata.lake_tables() if r.topic == "bucketed"]
+    assert row.lease_owner is None  # released
+    assert row.error == "the backfill did not finish"
