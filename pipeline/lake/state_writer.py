@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipeline.lake.hooks import CommitHook, NoHook
 from pipeline.lake.offsets import OFFSETS_PROPERTY, committed_offsets, encode_offsets
 from pipeline.lake.runs import COMMITTED, LOST_RACE, UP_TO_DATE, LakeWriterConfig, StateRun
 from pipeline.lake.source import Slice, read_slice
@@ -107,6 +108,7 @@ class StateWriter:
         clock: Clock,
         owner: str,
         config: LakeWriterConfig,
+        hook: CommitHook | None = None,
     ) -> None:
         self.metadata = metadata
         self.store = store
@@ -114,6 +116,7 @@ class StateWriter:
         self.clock = clock
         self.owner = owner
         self.config = config
+        self.hook: CommitHook = hook or NoHook()
 
     def run(self, info: TopicInfo, lake: LakeTopicConfig, source: SourceRead | None) -> StateRun:
         """One commit of the state table of ``info``. Raises what the lake writer's run catches."""
@@ -140,6 +143,7 @@ class StateWriter:
             return StateRun(identifier, UP_TO_DATE, buckets, offsets, snapshot_id, error=note)
         records = changes_of(read)
         self.metadata.heartbeat_lake_table(info.name, self.owner, self.clock.now_ms(), self.config.lease_ms)
+        self.hook.before_commit(info.name, table)
         try:
             result = commit_upsert(table, records, buckets, {OFFSETS_PROPERTY: encode_offsets(new_offsets)})
         except CommitFailedException as exc:
@@ -149,6 +153,7 @@ class StateWriter:
             theirs, theirs_id = committed_offsets(table)
             log.info("state table %s: lost a commit race (%s); it is at %s", identifier, exc, theirs)
             return StateRun(identifier, LOST_RACE, buckets, theirs, theirs_id, error=note)
+        self.hook.after_commit(info.name, table)
         snapshot = table.current_snapshot()
         return StateRun(
             identifier,

@@ -144,7 +144,9 @@ class LakeWriter:
     ) -> LakeRun:
         """The state table's commit (``state_writer``), after the topic's table's, under the same lease;
         its failure is reported with the run's and does not undo the topic's table's commit."""
-        writer = StateWriter(self.metadata, self.store, self.catalog, self.clock, self.owner, self.config)
+        writer = StateWriter(
+            self.metadata, self.store, self.catalog, self.clock, self.owner, self.config, self.hook
+        )
         try:
             state = writer.run(info, lake, source)
         except lake_failures() as exc:

@@ -3,7 +3,8 @@ updated and tombstoned over several commits, over HTTP and Kafka (with aborted t
 compaction of the topic between them; and keyless records, which the state leaves out. After each commit
 the state table, read by DuckDB, equals ``latest_per_key(read_topic(...))`` computed by Strata's Spark
 pipeline, and its ``strata.offsets`` are the topic's last stable offsets. On both backend pairs (file://
-with SQLite, moto S3 with PostgreSQL)."""
+with SQLite, moto S3 with PostgreSQL). A state commit that loses the race to another writer changes
+nothing, and the state is still exact."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from confluent_kafka import Producer
 
 from pipeline.lake.offsets import committed_offsets
 from pipeline.lake.round import DROPPED
-from pipeline.lake.runs import COMMITTED
-from pipeline.lake.state_writer import BUCKETS_PROPERTY, state_table_name
+from pipeline.lake.runs import COMMITTED, LOST_RACE, LakeWriterConfig
+from pipeline.lake.state_writer import BUCKETS_PROPERTY, STATE_SUFFIX, state_table_name
+from pipeline.lake.writer import LakeWriter
 from pipeline.reader import latest_per_key, read_topic
 from planner.round import CompactionRound
+from storage.clock import SkewedClock
 from storage.lake_config import default_table
 from storage.partitioner import partition_for_key
 from strata.cli import main as cli_main
@@ -31,6 +34,7 @@ pytestmark = pytest.mark.integration
 TOPIC = "accounts.state"
 PARTITIONS = 2
 BUCKETS = 4
+LEASE_MS = 5_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 StateRow = tuple[bytes, bytes, int, int, int]  # key, value, partition, offset, timestamp in microseconds
@@ -220,3 +224,56 @@ def test_keyless_records_are_not_in_the_state(
     catalog = srv.runtime.lake_round().writer().catalog
     assert not catalog.table_exists(default_table(topic))
     assert not catalog.table_exists(state_table_name(default_table(topic)))
+
+
+class _OtherWriterFirst:
+    """Before the state table's commit, the writer's lease runs out, and another writer takes it and
+    commits both tables."""
+
+    def __init__(self, srv: RunningServer, clock: SkewedClock) -> None:
+        self.srv, self.clock = srv, clock
+        self.raced = False
+        self.snapshots = 0  # the state table's, once the other writer committed
+
+    def before_commit(self, topic: str, table: Any) -> None:
+        if table.name()[-1].endswith(STATE_SUFFIX) and not self.raced:
+            self.raced = True
+            self.clock.advance(LEASE_MS / 1000 + 1)
+            (other,) = self.srv.runtime.lake_round().run_once(topic, force=True).runs
+            assert other.state is not None
+            assert other.state.outcome == COMMITTED, other.state
+            self.snapshots = len(
+                self.srv.runtime.lake_round().writer().catalog.load_table(table.name()).snapshots()
+            )
+
+    def after_commit(self, topic: str, table: Any) -> None:
+        pass
+
+
+def test_a_state_commit_that_loses_the_race_changes_nothing(
+    spark: Any, srv: RunningServer, clock: SkewedClock
+) -> None:
+    topic = "raced"
+    srv.create_topic(topic, PARTITIONS, **{"cleanup.policy": "compact", "strata.iceberg.mode": "raw"})
+    _produce_http(srv, [(f"r{i}", f"v1-{i}") for i in range(10)], topic)
+    _lake_run(srv, topic)
+    _produce_http(srv, [("r1", "v2"), ("r2", None), ("r3", "v2"), ("r1", "v3")], topic)
+    rt = srv.runtime
+    catalog = rt.lake_round().writer().catalog
+    hook = _OtherWriterFirst(srv, clock)
+    slow = LakeWriter(
+        rt.metadata, rt.store, catalog, rt.clock, "slow", LakeWriterConfig(lease_ms=LEASE_MS), hook
+    )
+    run = slow.run(rt.metadata.get_topic(topic))
+    assert hook.raced
+    assert run.outcome == COMMITTED, run.error
+    assert run.state is not None
+    assert run.state.outcome == LOST_RACE
+    assert run.state.offsets == _stable(srv, topic)  # the winner's
+    state = catalog.load_table(state_table_name(default_table(topic)))
+    assert len(state.snapshots()) == hook.snapshots  # none from the loser
+    rows = _check(spark, srv, topic, 16)
+    assert {k: v for k, v, *_ in rows}[b"r1"] == b"v3"
+    _produce_http(srv, [("r2", "back"), ("r4", None)], topic)
+    _lake_run(srv, topic)
+    assert len(_check(spark, srv, topic, 16)) == 9
