@@ -27,6 +27,12 @@ reads a topic's effective lake settings.
 - ``strata.iceberg.snapshot.retention.ms``: how long a snapshot stays after a newer one replaced it as the
   table's current one (default seven days); table maintenance (``pipeline/lake/maintenance.py``) expires
   older ones.
+- ``strata.iceberg.upsert``: whether the writer also keeps the topic's state table (``<table>_state``, one
+  row per live key: ``pipeline/lake/state_writer.py``). Its default derives from the topic's
+  ``cleanup.policy``: true when it includes ``compact``, false otherwise, so DescribeConfigs shows the
+  default the topic actually gets.
+- ``strata.iceberg.upsert.buckets``: the state table's key buckets (1-1024, default 16), the unit a commit
+  rewrites. Fixed when the state table is created (a key's bucket must not move under it).
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ MAX_RETENTION_HOLD = "strata.iceberg.max.retention.hold.ms"
 SNAPSHOT_RETENTION = "strata.iceberg.snapshot.retention.ms"
 
 INVALID_RECORD_ACTION = "strata.iceberg.invalid.record.action"
+UPSERT = "strata.iceberg.upsert"
+UPSERT_BUCKETS = "strata.iceberg.upsert.buckets"
 
 MODE_DISABLED = "disabled"
 MODE_RAW = "raw"
@@ -73,6 +81,10 @@ DEFAULT_SNAPSHOT_RETENTION_MS = 7 * DAY_MS
 # Shown as the table's default where the topic is unknown; ``default_table`` gives the real one.
 TABLE_DEFAULT_PLACEHOLDER = "strata.<topic>"
 DEFAULT_NAMESPACE = "strata"
+DEFAULT_UPSERT_BUCKETS = 16
+MAX_UPSERT_BUCKETS = 1024
+# Read here rather than from storage/topic_config.py, which imports this module.
+_CLEANUP_POLICY, _COMPACT, _DEFAULT_CLEANUP_POLICY = "cleanup.policy", "compact", "delete"
 
 # The time transforms take the record timestamp; bucket takes the key or the partition number.
 TIME_TRANSFORMS = ("year", "month", "day", "hour")
@@ -145,6 +157,20 @@ def read_mode(raw: str) -> LakeMode:
             raise InvalidConfig(f"{raw!r} repeats the option {key!r}")
         found[key] = value
     return LakeMode(name, found.get("subject"), found.get("protobuf_name"))
+
+
+def default_upsert(overrides: Mapping[str, str]) -> str:
+    """``true`` for a topic whose cleanup.policy includes compact, else ``false``."""
+    policy = overrides.get(_CLEANUP_POLICY, _DEFAULT_CLEANUP_POLICY).replace(" ", "").split(",")
+    return "true" if _COMPACT in policy else "false"
+
+
+def derived_defaults(topic: str | None, overrides: Mapping[str, str]) -> dict[str, str]:
+    """The lake defaults that depend on the topic: its table name (when the name is known) and upsert."""
+    out = {UPSERT: default_upsert(overrides)}
+    if topic is not None:
+        out[TABLE] = default_table(topic)
+    return out
 
 
 def parse_mode(raw: str) -> str:
@@ -248,6 +274,12 @@ def _interval(raw: str) -> int:
     return value
 
 
+def _buckets(raw: str) -> int:
+    if not re.fullmatch(r"[0-9]{1,5}", raw) or not 1 <= int(raw) <= MAX_UPSERT_BUCKETS:
+        raise InvalidConfig(f"expected an integer between 1 and {MAX_UPSERT_BUCKETS}, got {raw!r}")
+    return int(raw)
+
+
 def _bool(raw: str) -> str:
     if raw.lower() not in ("true", "false"):
         raise InvalidConfig(f"expected true or false, got {raw!r}")
@@ -265,6 +297,9 @@ LAKE_CONFIGS = {
     INVALID_RECORD_ACTION: (parse_action, ACTION_DLQ),
     MAX_RETENTION_HOLD: (_non_negative, str(DEFAULT_MAX_RETENTION_HOLD_MS)),
     SNAPSHOT_RETENTION: (_non_negative, str(DEFAULT_SNAPSHOT_RETENTION_MS)),
+    # Shown per topic by ``derived_defaults``: true for compacted topics.
+    UPSERT: (_bool, "false"),
+    UPSERT_BUCKETS: (_buckets, str(DEFAULT_UPSERT_BUCKETS)),
 }
 
 
@@ -281,6 +316,8 @@ class LakeTopicConfig:
     invalid_record_action: str = ACTION_DLQ
     max_retention_hold_ms: int = DEFAULT_MAX_RETENTION_HOLD_MS
     snapshot_retention_ms: int = DEFAULT_SNAPSHOT_RETENTION_MS
+    upsert: bool = False
+    upsert_buckets: int = DEFAULT_UPSERT_BUCKETS
 
     @property
     def enabled(self) -> bool:
@@ -305,4 +342,6 @@ class LakeTopicConfig:
             invalid_record_action=get(INVALID_RECORD_ACTION),
             max_retention_hold_ms=int(get(MAX_RETENTION_HOLD)),
             snapshot_retention_ms=int(get(SNAPSHOT_RETENTION)),
+            upsert=overrides.get(UPSERT, default_upsert(overrides)).lower() == "true",
+            upsert_buckets=int(get(UPSERT_BUCKETS)),
         )

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from storage.errors import InvalidConfig, InvalidTopicName
-from storage.lake_config import LAKE_CONFIGS, TABLE, default_table
+from storage.lake_config import LAKE_CONFIGS, derived_defaults
 from storage.records import compression
 
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -416,9 +416,9 @@ def _schema_field(overrides: Mapping[str, str], field: str) -> tuple[bool, str, 
 
 def effective_configs(overrides: Mapping[str, str], topic: str | None = None) -> dict[str, str]:
     """All configs with defaults filled in, for display (GET /v1/topics/{t}, DescribeConfigs). With the
-    ``topic``'s name, defaults that derive from it (the lake's table name) are given for that topic."""
+    ``topic``'s name, defaults that derive from it (the lake's table name) are given for that topic; the
+    lake's upsert default follows the overrides' cleanup.policy."""
     merged = {name: default for name, (_, default) in _SPEC.items()}
-    if topic is not None:
-        merged[TABLE] = default_table(topic)
+    merged.update(derived_defaults(topic, overrides))
     merged.update(overrides)
     return merged

@@ -1,7 +1,8 @@
 """The ``strata`` command line: run the server, manage topics, produce and consume.
 
 ``strata serve``, ``compact`` and ``demo`` run in this process (this module), and so do ``scan``,
-``damaged`` and ``quarantine`` (strata/damage_commands.py) and ``lake run`` (strata/lake_commands.py).
+``damaged`` and ``quarantine`` (strata/damage_commands.py) and ``lake`` (strata/lake_commands.py; its
+``backfill``, which starts Spark, in strata/lake_backfill.py).
 Every other command is an HTTP client of a running server (strata/client_commands.py, and
 strata/schema_commands.py for ``schemas``, strata/lake_status_commands.py for ``lake list``, ``show`` and
 ``commit-now``; --url, or STRATA_URL; default http://127.0.0.1:8080).

@@ -16,6 +16,7 @@ import socket
 import time
 from typing import Any
 
+from strata.lake_backfill import add_backfill_command
 from strata.lake_status_commands import add_lake_status_commands
 from strata.settings import SETTINGS, load_settings
 
@@ -73,6 +74,8 @@ def cmd_lake_run(args: argparse.Namespace) -> int:
                     offsets = ",".join(f"{p}:{o}" for p, o in sorted(run.offsets.items()))
                     error = f" error: {run.error}" if run.error else ""
                     print(f"{run.topic}: {run.outcome}, {run.rows} rows, offsets {offsets or '-'}{error}")
+                    if run.state is not None:
+                        print(f"{run.topic}: {run.state.describe()}")
                 for topic, outcome in result.removed:
                     print(f"{topic}: {outcome}")
             if not args.loop:
@@ -107,3 +110,4 @@ def add_lake_commands(sub: Any) -> None:
             )
     run.set_defaults(func=cmd_lake_run)
     add_lake_status_commands(commands)  # list, show, commit-now: over HTTP, against a running server
+    add_backfill_command(commands)

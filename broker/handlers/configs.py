@@ -75,12 +75,14 @@ _TYPES = {
         for name in KNOWN_CONFIGS
         if name.startswith(("confluent.", "redpanda.", "strata.")) and not name.startswith("strata.iceberg.")
     },
-    # The topic as an Iceberg table (storage/lake_config.py): strings, but for its interval and a flag.
+    # The topic as an Iceberg table (storage/lake_config.py): strings, but its interval, flags and buckets.
     **{name: _STRING for name in KNOWN_CONFIGS if name.startswith("strata.iceberg.")},
     "strata.iceberg.commit.interval.ms": _LONG,
     "strata.iceberg.max.retention.hold.ms": _LONG,
     "strata.iceberg.snapshot.retention.ms": _LONG,
     "strata.iceberg.delete.with.topic": _BOOLEAN,
+    "strata.iceberg.upsert": _BOOLEAN,
+    "strata.iceberg.upsert.buckets": _INT,
     "auto.create.topics.enable": _BOOLEAN,
     "num.partitions": _INT,
     "socket.request.max.bytes": _INT,

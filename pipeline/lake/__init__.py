@@ -15,11 +15,13 @@
 - ``typed_writer``: a typed table's commit: the schema lookup, the typed rows and the schema evolution;
 - ``dead_letters``: the dead-letter table ``<table>_dlq``, committed first with offsets of its own;
 - ``upsert``: a compacted topic's state table, kept by copy-on-write of the key buckets a commit touches;
-- ``backfill``: a large topic's records written as Parquet by Spark, for ``add_files`` with their offsets.
+- ``state_writer``: the writer's commit of the state table ``<table>_state``, with its own offsets;
+- ``table_properties``: the properties every lake table carries (its topic, no commit retry);
+- ``backfill``: a large topic's records written as Parquet by Spark, for ``add_files`` with their offsets;
+- ``backfill_run``: ``strata lake backfill``: those files committed under the writer's lease.
 
-Built and run by the writer today: raw and typed tables, and typed tables' dead letters. ``upsert`` and
-``backfill`` are the parts of the state and backfilled tables that the writer does not call yet; each is
-tested on real tables.
+Built and run today: raw and typed tables with typed tables' dead letters, state tables
+(``strata.iceberg.upsert``), the Spark backfill (``strata lake backfill``) and table maintenance.
 
 The catalog is pyiceberg's SQL catalog on Strata's metadata database (``storage/lake_catalog.py``); the
 topic configs are ``strata.iceberg.*`` (``storage/lake_config.py``). pyiceberg and pyarrow are

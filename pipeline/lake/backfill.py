@@ -16,6 +16,13 @@ key) must be required in the files too, or ``add_files`` refuses them; Spark mar
 nullable, so the frame is projected with ``coalesce`` to a literal, which Spark knows is never null. The
 decoders always fill those columns, so the literal is never used.
 
+A partitioned table takes a file only if all of its rows fall in one partition of the table's spec
+(``add_files`` infers the file's partition from its column bounds). So Spark writes the files split by the
+spec's values (``split_by``): a helper column per term (the timestamp's year, month, day or hour in UTC,
+Spark's session time zone, or the Kafka partition) given to ``partitionBy``, which keeps those columns out of
+the files themselves. Bucket terms cannot be inferred from bounds at all (a hash does not keep order):
+``split_columns`` refuses them, and such a table is filled by the continuous writer instead.
+
 Exactly once: the snapshot taken here fixes, per partition, the [start, end) the files hold (read_committed,
 so ``end`` is at most the last stable offset); the caller commits the files and those ranges in one Iceberg
 snapshot, or not at all. Files of a backfill that is never committed are orphans under the table's
@@ -25,13 +32,15 @@ snapshot, or not at all. Files of a backfill that is never committed are orphans
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipeline.options import parse_options
 from pipeline.reader import Decoder, read_snapshot
 from pipeline.snapshot import take_snapshot
+from storage.errors import InvalidConfig
+from storage.lake_config import PartitionTerm
 from storage.metadata import open_metadata_store
 
 if TYPE_CHECKING:
@@ -67,6 +76,30 @@ def _required(frame: DataFrame) -> DataFrame:
     )
 
 
+def split_columns(terms: Sequence[PartitionTerm]) -> list[tuple[str, Column]]:
+    """A helper column per partition term (module doc); InvalidConfig for a bucket term."""
+    from pyspark.sql import functions as F
+
+    ts = F.col("timestamp")
+    columns: list[tuple[str, Column]] = []
+    for i, term in enumerate(terms):
+        if term.transform == "bucket":
+            raise InvalidConfig(
+                f"a table partitioned by bucket({term.buckets}, {term.column}) cannot take files written by"
+                " Spark (Iceberg cannot tell a file's bucket from its bounds): let the continuous lake writer"
+                " fill it, or backfill into a table with another strata.iceberg.partition.spec"
+            )
+        by_term = {
+            "year": F.year(ts),
+            "month": F.date_format(ts, "yyyy-MM"),
+            "day": F.to_date(ts),
+            "hour": F.date_trunc("hour", ts),
+            "identity": F.col(term.column),
+        }
+        columns.append((f"__strata_split_{i}", by_term[term.transform]))
+    return columns
+
+
 @dataclass(frozen=True, slots=True)
 class BackfillFiles:
     """Parquet files (as pyiceberg's FileIO names them: s3:// or file://) and, per partition, the offsets
@@ -94,9 +127,12 @@ def write_backfill(
     starting: Mapping[int, int] | None = None,
     *,
     decoder: Decoder = "jvm",
+    split_by: Sequence[PartitionTerm] = (),
 ) -> BackfillFiles:
     """Writes ``topic`` from ``starting`` (per partition; the log start for partitions not named) up to each
-    partition's last stable offset into ``directory`` (a new directory, s3:// or file://)."""
+    partition's last stable offset into ``directory`` (a new directory, s3:// or file://), each file within
+    one partition of ``split_by`` (the table's partition spec)."""
+    split = split_columns(split_by)  # refuses a bucket spec before any work
     options = {"subscribe": topic, "includeHeaders": "true"}
     if starting:
         options["startingOffsets"] = json.dumps({topic: {str(p): o for p, o in starting.items()}})
@@ -113,7 +149,10 @@ def write_backfill(
     spark.conf.set(_TIMESTAMP_TYPE, "TIMESTAMP_MICROS")
     try:
         target = spark_location(directory)
-        frame.write.mode("errorifexists").parquet(target)
+        writer = frame.withColumns(dict(split)).write if split else frame.write
+        if split:
+            writer = writer.partitionBy(*(name for name, _ in split))
+        writer.mode("errorifexists").parquet(target)
         written = spark.read.parquet(target).inputFiles()
     finally:
         if previous is None:

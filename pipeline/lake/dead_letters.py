@@ -72,7 +72,8 @@ def purge_dead_letters(catalog: Catalog, table: str, topic: str, created_ms: int
     table of that name holding anything else is left alone): whether one was dropped."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    from pipeline.lake.writer import DEAD_LETTERS, LAYOUT_PROPERTY, TOPIC_CREATED_PROPERTY, TOPIC_PROPERTY
+    from pipeline.lake.table_properties import TOPIC_CREATED_PROPERTY, TOPIC_PROPERTY
+    from pipeline.lake.writer import DEAD_LETTERS, LAYOUT_PROPERTY
 
     name = dead_letter_table(table)
     try:

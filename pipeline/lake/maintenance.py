@@ -201,7 +201,8 @@ def maintain_table(
     failed) is logged and returned as the result's error: the next interval tries again."""
     from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 
-    from pipeline.lake.writer import TOPIC_PROPERTY, lake_failures
+    from pipeline.lake.table_properties import TOPIC_PROPERTY
+    from pipeline.lake.writer import lake_failures
 
     lake = LakeTopicConfig.from_overrides(info.name, info.configs)
     failures: tuple[type[BaseException], ...] = (CommitFailedException, *lake_failures())

@@ -15,9 +15,9 @@ the round the lag of every lake-enabled topic it looked at (``storage/lake_statu
 or not.
 
 A ``lake_tables`` row whose topic is gone (deleted, or deleted and created again) is handled under the
-row's lease: the table is purged when the old topic had ``strata.iceberg.delete.with.topic=true``, and the
-row forgotten. A topic whose mode went back to ``disabled`` keeps its table (it goes on from the offsets
-in it if enabled again); only its row goes.
+row's lease: the table (and its state table, if any) is purged when the old topic had
+``strata.iceberg.delete.with.topic=true``, and the row forgotten. A topic whose mode went back to
+``disabled`` keeps its table (it goes on from the offsets in it if enabled again); only its row goes.
 
 After the jobs, each lake-enabled topic's table gets its maintenance (``maintenance.py``: small-file
 rewrite, snapshot expiry, orphan-file cleanup) when this process has not maintained it for
@@ -184,14 +184,18 @@ class LakeRound:
             from pyiceberg.exceptions import NoSuchTableError
 
             from pipeline.lake.dead_letters import purge_dead_letters
+            from pipeline.lake.state_writer import state_table_name
             from pipeline.lake.writer import lake_failures
 
             catalog = self.writer().catalog
             try:
                 purge_dead_letters(catalog, row.table_identifier, row.topic, row.topic_created_ms)
-                catalog.purge_table(row.table_identifier)
-            except NoSuchTableError:
-                pass
+                # The state table too (a topic with upsert on has one; for others there is none).
+                for identifier in (row.table_identifier, state_table_name(row.table_identifier)):
+                    try:
+                        catalog.purge_table(identifier)
+                    except NoSuchTableError:
+                        pass
             except lake_failures() as exc:
                 log.warning("dropping the lake table %s failed: %s", row.table_identifier, exc)
                 self.metadata.finish_lake_run(

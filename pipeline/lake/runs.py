@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipeline.lake.upsert import UpsertResult
 
 # What a run ends with (``LakeRun.outcome``).
 COMMITTED = "committed"
@@ -35,3 +39,29 @@ class LakeRun:
     # Offsets the run had to skip: deleted (by retention past its hold, or DeleteRecords) before the table
     # had them. Counted by ``strata_lake_gap_records_total``.
     gap_records: int = 0
+    state: StateRun | None = None  # the state table's part of the run, for topics with upsert on
+
+
+@dataclass(frozen=True, slots=True)
+class StateRun:
+    """The state table's part of a run (``pipeline/lake/state_writer.py``): its outcome and offsets, and
+    what its commit rewrote against the table's bucket count."""
+
+    table: str
+    outcome: str
+    buckets: int = 0
+    offsets: Mapping[int, int] = field(default_factory=dict)
+    snapshot_id: int | None = None
+    upsert: UpsertResult | None = None
+    error: str | None = None
+
+    def describe(self) -> str:
+        """One line for logs and ``strata lake run``."""
+        text = f"state table {self.table}: {self.outcome}"
+        if self.upsert is not None:
+            u = self.upsert
+            text += (
+                f", {u.keys_changed} keys changed, {u.buckets_rewritten} of {self.buckets} buckets"
+                f" rewritten ({u.buckets_emptied} emptied), {u.rows_written} rows, {u.bytes_written} bytes"
+            )
+        return text + (f", error: {self.error}" if self.error else "")

@@ -43,9 +43,17 @@ KEY, BUCKET, DELETED = "key", "key_bucket", "deleted"
 _ROW = "__row"
 
 
-def create_state_table(catalog: Catalog, identifier: str, value_columns: pa.Schema) -> Table:
-    """The state table, partitioned by ``identity(key_bucket)`` (a bucket is the unit a commit rewrites)."""
-    table = catalog.create_table(identifier, schema=state_columns(value_columns))
+def create_state_table(
+    catalog: Catalog,
+    identifier: str,
+    value_columns: pa.Schema,
+    properties: Mapping[str, str] | None = None,
+) -> Table:
+    """The state table, partitioned by ``identity(key_bucket)`` (a bucket is the unit a commit rewrites),
+    with the table ``properties`` given."""
+    table = catalog.create_table(
+        identifier, schema=state_columns(value_columns), properties=dict(properties or {})
+    )
     with table.update_spec() as update:
         update.add_identity(BUCKET)
     return table
@@ -113,8 +121,11 @@ def commit_upsert(
     schema = table.schema().as_arrow()
     changes = latest_changes(records, buckets)
     if changes.num_rows == 0:
-        # Nothing to commit. Replaying records is harmless here (the same changes give the same rows), so
-        # the offsets move on with the next commit that changes a key.
+        # No key changed (keyless records only, or none): the rows stay, but a snapshot still carries the
+        # ``properties`` (the offsets the state now covers) when there are any, so they stay exact.
+        if properties:
+            with table.transaction() as tx:
+                tx.append(schema.empty_table(), snapshot_properties=dict(properties))
         return UpsertResult(0, 0, 0, 0, 0)
     touched = sorted(set(changes[BUCKET].to_pylist()))
     current = table.scan(row_filter=_in_buckets(touched)).to_arrow()

@@ -43,9 +43,12 @@ from pipeline.lake.runs import (
     UP_TO_DATE,
     LakeRun,
     LakeWriterConfig,
+    StateRun,
 )
 from pipeline.lake.source import Slice, read_slice
+from pipeline.lake.state_writer import SourceRead, StateWriter, state_table_name
 from pipeline.lake.table_layout import dead_letter_schema, partition_spec, raw_rows, raw_schema, to_table_rows
+from pipeline.lake.table_properties import check_topic, ensure_no_retry, new_table_properties
 from storage.clock import Clock
 from storage.errors import LeaseLost, StrataError
 from storage.lake_config import ACTION_DLQ, BACKFILL_FROM_NOW, LakeTopicConfig, dead_letter_table
@@ -64,11 +67,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("strata.lake")
 
-NO_RETRY = {"commit.retry.num-retries": "0"}
-# Which topic a table holds: its name, and when it was created (a topic deleted and created again under the
-# same name is another topic, whose offsets start again at 0).
-TOPIC_PROPERTY = "strata.topic"
-TOPIC_CREATED_PROPERTY = "strata.topic-created-ms"
 # What the table holds: raw rows, typed rows, or dead letters (a table without it is a raw one, as every
 # table was before typed modes). A topic whose mode changes between raw and typed keeps its table, which
 # the writer then refuses rather than mixing layouts.
@@ -143,12 +141,15 @@ class LakeWriter:
         leased = self.metadata.lease_lake_table(claim, self.owner, self.clock.now_ms(), self.config.lease_ms)
         if leased is None:
             return LakeRun(info.name, LEASED_ELSEWHERE)
+        source: SourceRead | None = None
         try:
-            run = self._write(info, lake)
+            run, source = self._write(info, lake)
         except lake_failures() as exc:
             message = exc.message if isinstance(exc, StrataError) else f"{type(exc).__name__}: {exc}"
             log.warning("lake writer of %s failed: %s", info.name, message)
             run = LakeRun(info.name, FAILED, lag_records=leased.lag_records, error=message)
+        if lake.upsert:
+            run = self._write_state(info, lake, source, run)
         committed = run.outcome in (COMMITTED, UP_TO_DATE, LOST_RACE)
         result = LakeRunResult(
             dict(run.offsets) if committed else None,
@@ -164,7 +165,28 @@ class LakeWriter:
             log.warning("lake writer of %s lost its lease; its status was not recorded", info.name)
         return run
 
-    def _write(self, info: TopicInfo, lake: LakeTopicConfig) -> LakeRun:
+    def _write_state(
+        self, info: TopicInfo, lake: LakeTopicConfig, source: SourceRead | None, run: LakeRun
+    ) -> LakeRun:
+        """The state table's commit (``state_writer``), after the topic's table's, under the same lease;
+        its failure is reported with the run's and does not undo the topic's table's commit."""
+        writer = StateWriter(
+            self.metadata, self.store, self.catalog, self.clock, self.owner, self.config, self.hook
+        )
+        try:
+            state = writer.run(info, lake, source)
+        except lake_failures() as exc:
+            message = exc.message if isinstance(exc, StrataError) else f"{type(exc).__name__}: {exc}"
+            state = StateRun(state_table_name(lake.table), FAILED, error=message)
+        (log.warning if state.outcome == FAILED else log.info)(
+            "lake writer of %s: %s", info.name, state.describe()
+        )
+        error = run.error
+        if state.error is not None:
+            error = "; ".join(e for e in (run.error, f"{state.table}: {state.error}") if e)
+        return replace(run, state=state, error=error)
+
+    def _write(self, info: TopicInfo, lake: LakeTopicConfig) -> tuple[LakeRun, SourceRead | None]:
         table = self.load_or_create(info, lake)
         offsets, snapshot_id = committed_offsets(table)
         # A partition the table has never had starts at the log start (left out), or at the LSO (None).
@@ -173,20 +195,21 @@ class LakeWriter:
             for partition in range(info.partitions):
                 starts.setdefault(partition, None)
         read = read_slice(self.metadata, self.store, info.name, starts, self.config.max_bytes_per_commit)
+        source = SourceRead(starts, read)
         new_offsets = {**offsets, **read.end}
         lag = _lag(read)
         gap, gap_records = _gap(offsets, read)
         if gap is not None:
             log.warning("lake table of %s: %s", info.name, gap)
         if new_offsets == offsets:
-            return LakeRun(info.name, UP_TO_DATE, offsets, snapshot_id, lag_records=lag)
+            return LakeRun(info.name, UP_TO_DATE, offsets, snapshot_id, lag_records=lag), source
         properties = {OFFSETS_PROPERTY: encode_offsets(new_offsets)}
         transaction = table.transaction()
         invalid = 0
         if lake.lake_mode.typed:
             typed = self._typed(info, lake, table, read, new_offsets, transaction, properties)
             if isinstance(typed, LakeRun):
-                return replace(typed, lag_records=lag)
+                return replace(typed, lag_records=lag), source
             rows, invalid = typed
         else:
             raw = to_table_rows(read.batches, table.schema())
@@ -203,10 +226,10 @@ class LakeWriter:
         except CommitFailedException as exc:
             # Another writer committed first: never append again on top of it. The table's offsets are
             # what it now says; the next run goes on from there.
-            return replace(self._lost_race(info, table, exc), lag_records=lag)
+            return replace(self._lost_race(info, table, exc), lag_records=lag), source
         self.hook.after_commit(info.name, table)
         snapshot = table.current_snapshot()
-        return LakeRun(
+        run = LakeRun(
             info.name,
             COMMITTED,
             new_offsets,
@@ -218,6 +241,7 @@ class LakeWriter:
             invalid_records=invalid,
             gap_records=gap_records,
         )
+        return run, source
 
     def _typed(
         self,
@@ -274,38 +298,21 @@ class LakeWriter:
         except NoSuchTableError:
             self.catalog.create_namespace_if_not_exists(Catalog.namespace_from(identifier))
             schema, spec = _new_layout(layout, lake)
-            properties = {
-                **NO_RETRY,
-                "format-version": "2",
-                TOPIC_PROPERTY: info.name,
-                TOPIC_CREATED_PROPERTY: str(info.created_ms),
-                LAYOUT_PROPERTY: layout,
-            }
+            properties = {**new_table_properties(info), LAYOUT_PROPERTY: layout}
             try:
                 table = self.catalog.create_table(
                     identifier, schema, partition_spec=spec, properties=properties
                 )
             except TableAlreadyExistsError:  # another writer created it first
                 table = self.catalog.load_table(identifier)
-        owner = table.properties.get(TOPIC_PROPERTY, info.name)
-        created = table.properties.get(TOPIC_CREATED_PROPERTY, str(info.created_ms))
-        if (owner, created) != (info.name, str(info.created_ms)):
-            raise StrataError(
-                f"the Iceberg table {identifier} holds topic {owner!r} as created at {created} ms, not"
-                f" {info.name!r} as created at {info.created_ms} ms: drop the table, or set"
-                " strata.iceberg.table to another name"
-            )
+        check_topic(table, identifier, info)
         held = table.properties.get(LAYOUT_PROPERTY, RAW)
         if held != layout:
             raise StrataError(
                 f"the Iceberg table {identifier} holds {held} rows; strata.iceberg.mode={lake.mode} writes"
                 f" {layout} rows: drop the table, or set strata.iceberg.table to another name"
             )
-        if any(table.properties.get(k) != v for k, v in NO_RETRY.items()):
-            with table.transaction() as transaction:
-                transaction.set_properties(NO_RETRY)
-            table.refresh()
-        return table
+        return ensure_no_retry(table)
 
 
 def _new_layout(layout: str, lake: LakeTopicConfig) -> tuple[Schema, PartitionSpec]:

@@ -66,8 +66,8 @@ INTENDED: tuple[Divergence, ...] = (
         "lake-configs",
         "Strata's topics take and list the strata.iceberg.* configs, which keep a topic as an Apache Iceberg "
         "table (mode: raw or typed from the schema registry, table, commit interval, partition spec, "
-        "backfill, delete with topic, invalid record action, retention hold, snapshot retention). Kafka's "
-        "broker has no such configs.",
+        "backfill, delete with topic, invalid record action, retention hold, snapshot retention, upsert "
+        "and its buckets). Kafka's broker has no such configs.",
         ("*/configs/strata.iceberg.*",),
     ),
     Divergence(

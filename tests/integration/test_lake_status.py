@@ -19,7 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline.lake.runs import COMMITTED, FAILED
-from pipeline.lake.writer import TOPIC_PROPERTY
+from pipeline.lake.table_properties import TOPIC_PROPERTY
 from storage.lake_config import default_table
 from strata.cli import main as cli_main
 from tests.fixtures.server import RunningServer, local_settings, run_server

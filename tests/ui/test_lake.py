@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from pipeline.lake.runs import COMMITTED, FAILED
-from pipeline.lake.writer import TOPIC_PROPERTY
+from pipeline.lake.table_properties import TOPIC_PROPERTY
 from storage.lake_config import default_table
 from tests.fixtures.principals import PASSWORDS, write_principals
 from tests.fixtures.server import RunningServer, local_settings, run_server

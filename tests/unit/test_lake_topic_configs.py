@@ -29,7 +29,7 @@ from tests.unit.test_broker_handlers import (
     incremental_request,
 )
 
-BOOLEAN, STRING, LONG = 1, 2, 5  # DescribeConfigs v3+ config types
+BOOLEAN, STRING, INT, LONG = 1, 2, 3, 5  # DescribeConfigs v3+ config types
 
 
 def test_defaults_keep_the_lake_off_and_name_the_table_after_the_topic() -> None:
@@ -70,6 +70,24 @@ def test_typed_modes_take_redpandas_spelling() -> None:
     assert (config.lake_mode.subject, config.invalid_record_action) == ("s", "drop")
 
 
+def test_upsert_is_on_by_default_for_compacted_topics_only() -> None:
+    for policy, on in (("delete", False), ("compact", True), ("compact, delete", True)):
+        overrides = {"cleanup.policy": policy}
+        config = LakeTopicConfig.from_overrides("t", overrides)
+        assert (config.upsert, config.upsert_buckets) == (on, 16), policy
+        assert effective_configs(overrides, "t")["strata.iceberg.upsert"] == str(on).lower()
+    assert not LakeTopicConfig.from_overrides("t", {}).upsert
+    assert effective_configs({}, "t")["strata.iceberg.upsert.buckets"] == "16"
+    chosen = {
+        "cleanup.policy": "compact",
+        "strata.iceberg.upsert": "false",
+        "strata.iceberg.upsert.buckets": "64",
+    }
+    config = LakeTopicConfig.from_overrides("t", chosen)
+    assert (config.upsert, config.upsert_buckets) == (False, 64)
+    assert LakeTopicConfig.from_overrides("t", {"strata.iceberg.upsert": "TRUE"}).upsert
+
+
 def test_partition_specs() -> None:
     assert parse_partition_spec("()") == ()
     assert parse_partition_spec("(hour(timestamp))") == (PartitionTerm("hour", "timestamp"),)
@@ -103,6 +121,10 @@ def test_partition_specs() -> None:
         ("strata.iceberg.delete.with.topic", "yes", "true or false"),
         ("strata.iceberg.max.retention.hold.ms", "-1", "non-negative"),
         ("strata.iceberg.snapshot.retention.ms", "7d", "non-negative"),
+        ("strata.iceberg.upsert", "on", "true or false"),
+        ("strata.iceberg.upsert.buckets", "0", "between 1 and 1024"),
+        ("strata.iceberg.upsert.buckets", "1025", "between 1 and 1024"),
+        ("strata.iceberg.upsert.buckets", "-3", "between 1 and 1024"),
     ],
 )
 def test_bad_values_are_refused_with_the_reason(name: str, value: str, message: str) -> None:
@@ -124,6 +146,14 @@ async def test_set_and_described_over_the_kafka_admin_apis(broker_parts: BrokerP
     assert entries["strata.iceberg.invalid.record.action"] == ("dlq_table", DEFAULT_CONFIG, STRING)
     assert entries["strata.iceberg.max.retention.hold.ms"] == ("86400000", DEFAULT_CONFIG, LONG)
     assert entries["strata.iceberg.snapshot.retention.ms"] == ("604800000", DEFAULT_CONFIG, LONG)
+    assert entries["strata.iceberg.upsert"] == ("false", DEFAULT_CONFIG, BOOLEAN)
+    assert entries["strata.iceberg.upsert.buckets"] == ("16", DEFAULT_CONFIG, INT)
+    compacted = {"strata.iceberg.mode": "raw", "cleanup.policy": "compact"}
+    created = await call(broker_parts.ctx, create_request("state-v1", 1, 1, compacted))
+    assert created.topics[0].error_code == errors.NONE
+    answer = await call(broker_parts.ctx, describe_request(TOPIC, "state-v1"))
+    entries = {c.name: (c.value, c.config_source, c.config_type) for c in answer.results[0].configs}
+    assert entries["strata.iceberg.upsert"] == ("true", DEFAULT_CONFIG, BOOLEAN)
 
     refused = await call(
         broker_parts.ctx,
