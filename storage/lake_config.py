@@ -91,6 +91,9 @@ TIME_TRANSFORMS = ("year", "month", "day", "hour")
 BUCKET_COLUMNS = ("key", "partition")
 _MAX_BUCKETS = 1 << 20
 _NAME_PART = re.compile(r"[A-Za-z0-9_]{1,255}")
+# 255 less the longest companion suffix ("_state"; "_dlq" is shorter). A Kafka topic name has at most 249
+# characters, so every default table name fits.
+_MAX_TABLE_PART = 255 - len("_state")
 _TERM = re.compile(r"\s*(?:(?P<fn>[a-z]+)\s*\((?P<args>[^()]*)\)|(?P<col>[A-Za-z_]+))\s*")
 
 
@@ -190,6 +193,12 @@ def parse_table(raw: str) -> str:
     if len(parts) < 2 or not all(_NAME_PART.fullmatch(p) for p in parts):
         raise InvalidConfig(
             f"expected namespace.table, each part 1-255 characters of [A-Za-z0-9_], got {raw!r}"
+        )
+    # The table's companions (``<table>_dlq``, ``<table>_state``) must fit the same 255 characters.
+    if len(parts[-1]) > _MAX_TABLE_PART:
+        raise InvalidConfig(
+            f"the table name {parts[-1][:20]}... is {len(parts[-1])} characters: at most {_MAX_TABLE_PART},"
+            " so that its dead-letter and state tables' names fit in 255"
         )
     return raw
 

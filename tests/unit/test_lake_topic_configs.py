@@ -110,6 +110,7 @@ def test_partition_specs() -> None:
         ("strata.iceberg.invalid.record.action", "dlq", "expected one of dlq_table, drop"),
         ("strata.iceberg.table", "orders", "namespace.table"),
         ("strata.iceberg.table", "strata.or-ders", "namespace.table"),
+        ("strata.iceberg.table", "strata." + "t" * 250, "at most 249"),
         ("strata.iceberg.commit.interval.ms", "9999", ">= 10000"),
         ("strata.iceberg.commit.interval.ms", "1m", "64-bit integer"),
         ("strata.iceberg.partition.spec", "day(timestamp)", "parenthesised"),
