@@ -77,6 +77,9 @@ def test_members_join_and_leave_while_records_arrive(
             wait_for(acked_at_least(MESSAGES // 2), 60, "half acked", producer)
             first.send_signal(signal.SIGTERM)  # leaves the group: its partitions move to the second
             first.wait(60)
+            # The rebalance that hands the first's partitions over may end after the last record is read
+            # (the first may have read them all), so wait for it rather than stop the second before it.
+            wait_for(lambda: _owned(second_out) == set(range(PARTITIONS)), 60, "the hand-over", second)
             producer.wait(120)
             acked = acked_events(produced)
             wanted = {(e["partition"], e["offset"]) for e in acked}
@@ -108,6 +111,17 @@ def _read(out: Path) -> set[tuple[int, int]]:
 
 def _assignments(out: Path) -> list[Any]:
     return [e["partitions"] for e in events(out) if e["name"] == "partitions_assigned"]
+
+
+def _owned(out: Path) -> set[int]:
+    """The partitions a member owns now, from its assigned and revoked events in order."""
+    owned: set[int] = set()
+    for e in events(out):
+        if e["name"] == "partitions_assigned":
+            owned |= {p["partition"] for p in e["partitions"]}
+        elif e["name"] == "partitions_revoked":
+            owned -= {p["partition"] for p in e["partitions"]}
+    return owned
 
 
 def _assigned(out: Path) -> bool:
