@@ -9,10 +9,12 @@ partitioned and encoded, plus the memory ``Reservation`` the front door took bef
 (agents/buffer.py). HTTP builds requests with ``prepare`` (agents/encode.py); Kafka clients send encoded
 batches.
 
-Flush trigger: ``flush_interval_ms`` after the first record entered the open buffer, or as soon as the
+Flush trigger: the flush policy of the buffered topics' classes (agents/flush_policy.py): for the
+standard class ``flush_interval_ms`` after the first record entered the open buffer, or as soon as the
 open buffer holds ``flush_bytes``, or once it holds ``flush_idle_bytes`` and nothing more has arrived for
-``flush_idle_ms`` (see ``AgentConfig``). Up to ``inflight_flushes`` flushes may upload/commit at once; the
-buffer keeps filling meanwhile, bounded by ``buffer_bytes`` (open + in flight).
+``flush_idle_ms``; for the low-latency class ``low_latency_ms`` after its first record. Up to
+``inflight_flushes`` flushes may upload/commit at once; the buffer keeps filling meanwhile, bounded by
+``buffer_bytes`` (open + in flight).
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from agents.cache import ObjectCache
 from agents.chunks import ChunksResult, FetchResult
 from agents.encode import ProduceRecord, RequestEncoder
 from agents.fetch import Fetcher
+from agents.flush_policy import FLUSH_CLASSES, LOW_LATENCY, STANDARD, FlushCause, FlushPolicy
 from agents.flusher import Flusher
 from agents.group_coordinator import GroupCoordinator
 from agents.group_model import GroupLimits
+from agents.housekeeping import group_sweep, housekeeping
 from agents.inflight import InflightAppends, append_key
 from agents.metrics import Metrics
 from agents.offsets import RecordOffsets
@@ -43,12 +47,11 @@ from storage.errors import SettingsError, StrataError, Unavailable, UnknownTopic
 from storage.metadata.base import AgentMetadata
 from storage.metadata.rows import PRODUCER_ID_EXPIRATION_MS, TopicInfo
 from storage.objectstore.base import AsyncObjectStore
-from storage.topic_config import TopicConfig
+from storage.topic_config import FLUSH_CLASS, TopicConfig
 
 log = logging.getLogger("strata.agent")
 
 MiB = 1024 * 1024
-HOUSEKEEPING_INTERVAL_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,9 @@ class AgentConfig:
     # acks is answered once the quiet passes, whatever it sent.
     flush_idle_ms: int = 5
     flush_idle_bytes: int = 3 * MiB
+    # The low-latency class's bound, and the class of topics that set none (agents/flush_policy.py).
+    low_latency_ms: int = 20
+    default_flush_class: str = STANDARD
     buffer_bytes: int = 64 * MiB
     cache_bytes: int = 64 * MiB
     # At least this many flushes may upload at once; more when the buffer holds more flush-size files
@@ -97,6 +103,23 @@ class AgentConfig:
             )
         if self.flush_idle_ms < 0:
             raise SettingsError(f"STRATA_FLUSH_IDLE_MS must be 0 (off) or positive, got {self.flush_idle_ms}")
+        if self.low_latency_ms < 0:
+            raise SettingsError(f"STRATA_LOW_LATENCY_MS must be 0 or positive, got {self.low_latency_ms}")
+        if self.default_flush_class not in FLUSH_CLASSES:
+            raise SettingsError(
+                f"STRATA_FLUSH_CLASS must be one of {', '.join(FLUSH_CLASSES)},"
+                f" got {self.default_flush_class!r}"
+            )
+
+    @property
+    def flush_policy(self) -> FlushPolicy:
+        return FlushPolicy(
+            interval_s=self.flush_interval_ms / 1000,
+            flush_bytes=self.flush_bytes,
+            idle_s=self.flush_idle_ms / 1000,
+            idle_bytes=self.flush_idle_bytes,
+            low_latency_s=self.low_latency_ms / 1000,
+        )
 
     @property
     def inflight_flushes(self) -> int:
@@ -160,6 +183,7 @@ class Agent:
         # Flush slots: a count, not a semaphore, so that a size-triggered cut can take one synchronously.
         self._free_slots = config.inflight_flushes
         self._idle_cut = config.flush_idle_ms > 0
+        self._policy = config.flush_policy
         # Set by ``senders_waiting`` until the next append or cut: the idle cut need not wait for quiet.
         self._senders_waiting = False
         self._slot_freed = asyncio.Event()
@@ -173,8 +197,8 @@ class Agent:
     # --- lifecycle ---------------------------------------------------------------------------------------
     async def start(self) -> None:
         self._loop_task = asyncio.create_task(self._flush_loop(), name="strata-flush-loop")
-        self._housekeeping_task = asyncio.create_task(self._housekeeping(), name="strata-housekeeping")
-        self._sweep_task = asyncio.create_task(self._group_sweep(), name="strata-group-sweep")
+        self._housekeeping_task = asyncio.create_task(housekeeping(self), name="strata-housekeeping")
+        self._sweep_task = asyncio.create_task(group_sweep(self), name="strata-group-sweep")
 
     async def close(self) -> None:
         """Flush what is buffered, wait for in-flight flushes, stop the loops."""
@@ -338,8 +362,21 @@ class Agent:
             if self.buffer.open_bytes >= self.config.flush_idle_bytes:
                 self._wakeup.set()
 
+    @property
+    def config_defaults(self) -> dict[str, str]:
+        """Topic configs whose default is this agent's (shown by DescribeConfigs and the HTTP API)."""
+        return {FLUSH_CLASS: self.config.default_flush_class}
+
+    def flush_class(self, topic: str) -> str:
+        """The topic's flush class: its ``strata.flush.class``, else this agent's default."""
+        cached = self._topics.get(topic)
+        chosen = cached.config.flush_class if cached is not None else None
+        return chosen or self.config.default_flush_class
+
     def _enqueue(self, pending: PendingRequest, reservation: Reservation) -> None:
-        self.buffer.add(pending, reservation, self.clock.monotonic())
+        urgent_before = self.buffer.urgent_at
+        urgent = self.flush_class(pending.topic) == LOW_LATENCY
+        self.buffer.add(pending, reservation, self.clock.monotonic(), urgent)
         self._senders_waiting = False
         open_bytes = self.buffer.open_bytes
         full = open_bytes >= self.config.flush_bytes
@@ -347,16 +384,14 @@ class Agent:
             # The size trigger cuts at once. Left to the flush loop's next turn, it let in whatever the
             # event loop read before that turn came: under heavy load, files far past the trigger, too
             # large for the fetch path's whole-file reads.
-            self._cut()
-        elif full or len(self.buffer) == 1:
-            self._wakeup.set()
+            self._cut(FlushCause.STANDARD)
+        elif full or len(self.buffer) == 1 or (urgent and urgent_before is None):
+            self._wakeup.set()  # a new deadline: the buffer's first record, or its first urgent one
         elif self._idle_cut and open_bytes - pending.size < self.config.flush_idle_bytes <= open_bytes:
             self._wakeup.set()  # the idle cut's deadline now applies
 
     # --- flushing ----------------------------------------------------------------------------------------
     async def _flush_loop(self) -> None:
-        interval = self.config.flush_interval_ms / 1000
-        idle = self.config.flush_idle_ms / 1000
         while True:
             if len(self.buffer) == 0:
                 if self._closing:
@@ -367,11 +402,11 @@ class Agent:
             first, last = self.buffer.first_append_at, self.buffer.last_append_at
             assert first is not None  # the buffer is not empty
             assert last is not None
-            deadline = first + interval
-            if self._idle_cut and self.buffer.open_bytes >= self.config.flush_idle_bytes:
-                deadline = min(deadline, last if self._senders_waiting else last + idle)
+            deadline, cause = self._policy.deadline(
+                self.buffer.open_bytes, first, last, self.buffer.urgent_at, self._senders_waiting
+            )
             remaining = deadline - self.clock.monotonic()
-            if remaining > 0 and self.buffer.open_bytes < self.config.flush_bytes and not self._closing:
+            if remaining > 0 and not self._closing:
                 self._wakeup.clear()
                 try:
                     await asyncio.wait_for(self._wakeup.wait(), remaining)
@@ -383,13 +418,19 @@ class Agent:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
             if len(self.buffer):  # unless a size cut took it meanwhile
-                self._cut()
+                self._cut(cause)
 
-    def _cut(self) -> None:
-        """Drain the open buffer into a flush of its own, in a free slot."""
+    def _cut(self, cause: FlushCause) -> None:
+        """Drain the open buffer into a flush of its own, in a free slot; ``cause``: the class it counts
+        under."""
         self._senders_waiting = False
         self._free_slots -= 1
-        self._start_flush(self.buffer.drain())
+        first = self.buffer.first_append_at
+        if first is not None:
+            self.metrics.flush_step_seconds.labels("buffered").observe(self.clock.monotonic() - first)
+        pending = self.buffer.drain()
+        pending.flush_class = cause.value
+        self._start_flush(pending)
 
     def _start_flush(self, pending: PendingFlush) -> None:
         # Not inline in _flush_loop: a local there would keep the last flush's requests (and their bytes,
@@ -407,45 +448,6 @@ class Agent:
             self._slot_freed.set()
             if self.buffer.open_bytes >= self.config.flush_bytes:
                 self._wakeup.set()  # a size cut waited for this slot
-
-    async def _housekeeping(self) -> None:
-        while True:
-            await self.clock.asleep(HOUSEKEEPING_INTERVAL_S)
-            before = self.clock.now_ms() - self.config.idempotency_window_ms
-            try:
-                removed = await asyncio.to_thread(self.metadata.expire_idempotency, before)
-            except Unavailable as exc:
-                log.warning("idempotency expiry skipped: %s", exc.message)
-                continue
-            if removed:
-                log.info("expired %d idempotency keys", removed)
-            before = self.clock.now_ms() - self.config.producer_id_expiration_ms
-            try:
-                removed = await asyncio.to_thread(self.metadata.expire_producers, before)
-            except Unavailable as exc:
-                log.warning("producer state expiry skipped: %s", exc.message)
-                continue
-            if removed:
-                log.info("expired %d producer state rows", removed)
-            try:
-                removed = await self.transactions.expire()
-            except Unavailable as exc:
-                log.warning("transactional id expiry skipped: %s", exc.message)
-                continue
-            if removed:
-                log.info("expired %d transactional ids", removed)
-
-    async def _group_sweep(self) -> None:
-        while True:
-            await self.clock.asleep(self.config.group_sweep_interval_s)
-            try:
-                await self.groups.sweep()
-            except StrataError as exc:  # the store down, or a group changing underneath: next turn
-                log.warning("consumer group sweep skipped: %s", exc.message)
-            try:
-                await self.transactions.sweep()
-            except StrataError as exc:  # the store down: next turn
-                log.warning("transaction timeout sweep skipped: %s", exc.message)
 
     # --- fetch -------------------------------------------------------------------------------------------
     async def fetch(

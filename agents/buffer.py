@@ -106,6 +106,8 @@ class PendingFlush:
     size: int
     seq: int = 0
     layout: FileLayout = field(default_factory=FileLayout)
+    # The flush class its cut counts under (agents/flush_policy.py): its PUTs are that class's cost.
+    flush_class: str = "standard"
 
 
 class Reservation:
@@ -183,6 +185,7 @@ class ProduceBuffer:
     grew: Callable[[], None] | None = None
     first_append_at: float | None = None  # monotonic time of the first record in the open buffer
     last_append_at: float | None = None  # and of the latest
+    urgent_at: float | None = None  # and of its first low-latency request (agents/flush_policy.py)
 
     @property
     def open_bytes(self) -> int:
@@ -243,9 +246,11 @@ class ProduceBuffer:
     def __len__(self) -> int:
         return len(self._requests)
 
-    def add(self, request: PendingRequest, reservation: Reservation, now: float) -> None:
+    def add(
+        self, request: PendingRequest, reservation: Reservation, now: float, urgent: bool = False
+    ) -> None:
         """Queue ``request``, consuming its size of ``reservation``; BufferFull (reservation kept) if it
-        cannot fit.
+        cannot fit. ``urgent``: its topic is of the low-latency flush class.
 
         The request's bytes replace as much of the reservation; only growth beyond what was reserved needs
         admission.
@@ -266,6 +271,8 @@ class ProduceBuffer:
         if self.first_append_at is None:
             self.first_append_at = now
         self.last_append_at = now
+        if urgent and self.urgent_at is None:
+            self.urgent_at = now
 
     def drain(self) -> PendingFlush:
         """Hand the open buffer to the next flush in cut order. Its bytes stay counted until ``release``."""
@@ -275,7 +282,7 @@ class ProduceBuffer:
         self._requests = []
         self._layout = FileLayout()
         self._open_bytes = 0
-        self.first_append_at = self.last_append_at = None
+        self.first_append_at = self.last_append_at = self.urgent_at = None
         return flush
 
     def release(self, flush: PendingFlush) -> None:

@@ -99,7 +99,7 @@ class Flusher:
                 if not requests:
                     return
                 try:
-                    await self._write_and_commit(flush.seq, requests, built)
+                    await self._write_and_commit(flush.seq, requests, built, flush.flush_class)
                     return
                 except IdempotencyConflict as conflict:
                     requests = self._answer_duplicates(requests, conflict)
@@ -200,7 +200,7 @@ class Flusher:
         raise AssertionError("unreachable")
 
     async def _write_and_commit(
-        self, seq: int, requests: list[PendingRequest], built: BuiltFile | None
+        self, seq: int, requests: list[PendingRequest], built: BuiltFile | None, flush_class: str
     ) -> None:
         batches = [req.batches for req in requests]
         if built is None:
@@ -214,6 +214,8 @@ class Flusher:
             joined = body_bytes(built.pieces)
             built.rebase(batches, joined)
         await self.store.put(key, built.pieces if joined is None else joined)
+        uploaded = self.clock.monotonic()
+        self.metrics.flush_puts.labels(flush_class).inc()
         spans = [built.spans(i, req.batches) for i, req in enumerate(requests)]
         entries = [
             IdempotencyEntry(req.idempotency_key, req.topic, _placements(spans[i], req.request.order))
@@ -223,8 +225,12 @@ class Flusher:
         producers = built.producer_batches(batches)
         new_file = NewFile(key, built.size, LEVEL_INGEST, self.clock.now_ms())
         await self.sequencer.wait_turn(seq)
+        turn = self.clock.monotonic()
         result = await self._commit(new_file, built.chunks, entries, producers)
         await self.sequencer.done(seq)
+        self.metrics.observe_flush_steps(
+            upload=uploaded - started, turn=turn - uploaded, commit=self.clock.monotonic() - turn
+        )
         # Committed: from here on the records are durable and visible, so waiters may be acknowledged.
         if joined is not None:
             self.cache.put_file(key, joined)

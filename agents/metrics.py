@@ -13,9 +13,32 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from agents.flush_policy import FLUSH_CLASSES
 from storage.objectstore.base import REQUEST_KINDS, RequestCounters
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.5, 0.75, 1, 2.5, 5, 10, 30)
+# A flush's steps take from a fraction of a millisecond (a commit on SQLite) to a PUT's time.
+_STEP_BUCKETS = (0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1, 5)
+
+
+def _flush_class_metrics(r: CollectorRegistry) -> tuple[Counter, Histogram]:
+    """Flush classes (agents/flush_policy.py): each flush's PUTs count under the class whose rule cut it, so
+    that a class's request cost can be told apart; and the time a flush spends in each step of the produce
+    round trip, from its first request's arrival to its commit."""
+    puts = Counter(
+        "strata_flush_puts", "Flush PUTs, by the flush class whose rule cut the flush", ["class"], registry=r
+    )
+    for flush_class in FLUSH_CLASSES:
+        puts.labels(flush_class)
+    steps = Histogram(
+        "strata_flush_step_seconds",
+        "Time a flush spent in each step: buffered (first request's arrival to the cut), upload (the"
+        " file's write, fsync included, or PUT), turn (waiting for earlier flushes to commit), commit",
+        ["step"],
+        buckets=_STEP_BUCKETS,
+        registry=r,
+    )
+    return puts, steps
 
 
 class _RequestCollector(Collector):
@@ -129,6 +152,7 @@ class Metrics:
         self.flush_seconds = Histogram(
             "strata_flush_seconds", "Upload + commit time of a flush", buckets=_LATENCY_BUCKETS, registry=r
         )
+        self.flush_puts, self.flush_step_seconds = _flush_class_metrics(r)
         # Transactions (agents/transactions.py): ends by outcome (commit, abort, timeout: the sweep's aborts),
         # EndTxn's latency, and what the last sweep saw of the transactions open on every agent.
         self.txn_ends = Counter("strata_txn_ends", "Transactions ended, by outcome", ["outcome"], registry=r)
@@ -163,6 +187,12 @@ class Metrics:
 
     def schema_cache(self, cache: str, hit: bool) -> None:
         self.schema_counts.add(("cache", cache, "hit" if hit else "miss"), 1)
+
+    def observe_flush_steps(self, *, upload: float, turn: float, commit: float) -> None:
+        steps = self.flush_step_seconds
+        steps.labels("upload").observe(upload)
+        steps.labels("turn").observe(turn)
+        steps.labels("commit").observe(commit)
 
     def observe_flush(self, *, nbytes: int, nrecords: int, npartitions: int, seconds: float) -> None:
         self.flushes.inc()

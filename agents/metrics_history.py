@@ -7,7 +7,9 @@ rates between two consecutive samples:
 - produce latency p50 and p99 over the interval, from the delta of the HTTP and Kafka produce histograms'
   buckets, interpolated within a bucket as Prometheus' ``histogram_quantile`` does;
 - object-store PUTs and GETs per second, and the monthly request cost they would come to at the configured
-  prices (S3's list prices by default: requests are what object storage bills a log for, beside bytes).
+  prices (S3's list prices by default: requests are what object storage bills a log for, beside bytes);
+- flush PUTs per second by the flush class that cut them (agents/flush_policy.py), so that the cost of
+  low-latency topics shows apart from the standard class's.
 
 Invariants: points are in time order, at most ``capacity`` of them; a point is only made from two samples,
 so the first sample after start yields none; counters that went backwards (a registry swapped in a test)
@@ -53,6 +55,7 @@ class Point:
     puts_per_s: float
     gets_per_s: float
     monthly_cost_usd: float
+    flush_puts_per_s: dict[str, float]  # by flush class
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,14 @@ class _Raw:
     buckets: tuple[tuple[float, float], ...]  # (upper bound, cumulative count), both histograms summed
     puts: int
     gets: int
+    flush_puts: dict[str, float]
+
+
+def _by_label(counter: Counter, label: str) -> dict[str, float]:
+    """A labelled counter's values by one label, through the public collect()."""
+    return {
+        s.labels[label]: s.value for f in counter.collect() for s in f.samples if s.name.endswith("_total")
+    }
 
 
 def _total(counter: Counter) -> float:
@@ -133,6 +144,7 @@ class MetricsHistory:
             buckets=_buckets((m.produce_latency, m.kafka_produce_latency)),
             puts=snapshot[PUT],
             gets=snapshot[GET],
+            flush_puts=_by_label(m.flush_puts, "class"),
         )
 
     def sample(self, now_ms: int) -> Point | None:
@@ -158,6 +170,9 @@ class MetricsHistory:
             puts_per_s=puts,
             gets_per_s=gets,
             monthly_cost_usd=self.prices.monthly_cost(puts, gets),
+            flush_puts_per_s={
+                c: rate(n, last.flush_puts.get(c, 0.0)) for c, n in sorted(raw.flush_puts.items())
+            },
         )
         self._points.append(point)
         return point

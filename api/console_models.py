@@ -58,6 +58,12 @@ class MetricsPointOut(BaseModel):
     puts_per_s: float
     gets_per_s: float
     monthly_cost_usd: float = Field(description="the interval's request rates over a 30-day month")
+    flush_puts_per_s: dict[str, float] = Field(
+        description="flush PUTs per second by the flush class whose rule cut them (standard, low-latency)"
+    )
+    flush_monthly_cost_usd: dict[str, float] = Field(
+        description="each flush class's PUTs over a 30-day month at the PUT price"
+    )
 
 
 class MetricsHistoryOut(BaseModel):

@@ -144,18 +144,31 @@ def _produce_rows(rows: Rows, codec: str, p: dict[str, Any], ceiling: dict[str, 
             )
 
 
-def _latency_rows(rows: Rows, lat: dict[str, Any]) -> None:
+def _latency_rows(rows: Rows, lat: dict[str, Any], backend: str) -> None:
+    """One flush class's latency phase; the standard class keeps the figures' names from before classes."""
     rate = f"{lat.get('rate_mib_offered', 0):g} MiB/s"
+    flush_class = lat.get("flush_class", "standard")
+    suffix = "" if flush_class == "standard" else f", {flush_class} topic"
     if lat.get("error") or lat["latency_ms"]["p50"] is None:
-        rows.add(f"ack latency at {rate}", lat.get("error", "no acknowledgement"), ok=False)
+        rows.add(f"ack latency at {rate}{suffix}", lat.get("error", "no acknowledgement"), ok=False)
         return
-    for q, bar in (("p50", targets.PRODUCE_P50_MS), ("p99", targets.PRODUCE_P99_MS)):
+    bars = (
+        (targets.PRODUCE_P50_MS, targets.PRODUCE_P99_MS)
+        if flush_class == "standard"
+        else (targets.LOW_LATENCY_P50_MS[backend], targets.LOW_LATENCY_P99_MS[backend])
+    )
+    for q, bar in zip(("p50", "p99"), bars, strict=True):
         value = lat["latency_ms"][q]
-        rows.add(f"ack latency {q} at {rate}", round(value, 1), "ms", bar, measured=value, area="kafka")
-    rows.add("latency phase acknowledged", round(lat["mib_s"], 1), "MiB/s")
+        rows.add(
+            f"ack latency {q} at {rate}{suffix}", round(value, 1), "ms", bar, measured=value, area="kafka"
+        )
+    rows.add(f"PUTs per second at {rate}{suffix}", round(lat["puts_s"], 1), "/s", area="kafka")
+    steps = "; ".join(f"{k} {v:.1f}" if v is not None else f"{k} -" for k, v in lat["steps_ms"].items())
+    rows.add(f"flush steps at {rate}{suffix}, mean ms", steps, area="kafka")
+    rows.add(f"latency phase acknowledged{suffix}", round(lat["mib_s"], 1), "MiB/s")
     missing = lat["unfinished"] + sum(lat["errors"].values())
-    rows.add("latency phase: records never acknowledged", missing, "", targets.MISSING_ACKS)
-    rows.add("latency phase requests: sent; mean KiB; most awaiting an answer", wire(lat))
+    rows.add(f"latency phase: records never acknowledged{suffix}", missing, "", targets.MISSING_ACKS)
+    rows.add(f"latency phase requests: sent; mean KiB; most awaiting an answer{suffix}", wire(lat))
 
 
 def _puts_rows(rows: Rows, pf: dict[str, Any]) -> None:
@@ -227,8 +240,8 @@ def evaluate(
         rows.add("HTTP path agent CPU per MiB (same run, local)", value, "" if "error" in http else "ms")
     elif r.get("produce"):
         rows.add("HTTP path agent CPU per MiB, local", committed_http_cpu())
-    if r.get("latency") is not None:
-        _latency_rows(rows, r["latency"])
+    for lat in (r.get("latency") or {}).values():
+        _latency_rows(rows, lat, r["backend"])
     if r.get("puts") is not None:
         _puts_rows(rows, r["puts"])
     for topic, f in r.get("fetch", {}).items():
@@ -263,6 +276,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--rate-mib", type=float, default=20.0, help="latency phase: offered MiB/s (total)")
     add("--latency-linger-ms", type=float, default=5.0)
     add("--latency-duration", type=float, default=None, help="default: --duration")
+    add("--latency-classes", default="standard,low-latency", help="latency phase: one run per flush class")
     add("--flush-interval-ms", type=int, default=250)
     add("--buffer-bytes", type=int, default=64 * MiB)
     add("--consumers", type=int, default=2, help="consumer processes for the catch-up")
@@ -284,6 +298,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.phases or not set(args.phases) <= set(PHASES):
         parser.error(f"--phases takes some of {', '.join(PHASES)}")
     args.compression = [c for c in args.compression.split(",") if c]
+    args.latency_classes = [c for c in args.latency_classes.split(",") if c]
     return args
 
 

@@ -110,19 +110,35 @@ def produce_phase(
     return result
 
 
-def latency_phase(args: argparse.Namespace, agent: Agent, extra_pids: dict[str, int]) -> dict[str, Any]:
-    """``--rate-mib`` offered at a fixed rate, uncompressed: produce() -> acknowledgement of every record."""
+def latency_topic(flush_class: str) -> str:
+    return f"bench-latency-{flush_class}"
+
+
+def latency_phase(
+    args: argparse.Namespace, agent: Agent, extra_pids: dict[str, int], flush_class: str
+) -> dict[str, Any]:
+    """``--rate-mib`` offered at a fixed rate, uncompressed, to a topic of ``flush_class``: produce() ->
+    acknowledgement of every record, the PUTs per second it cost, and the flushes' steps."""
+    topic = latency_topic(flush_class)
+    metrics.create_topics(agent.url, [topic], args.partitions, {"strata.flush.class": flush_class})
     before = metrics.scrape(agent.url)
     cpu = CpuWindow({"agent": agent.pid, **extra_pids})
     duration = args.latency_duration or args.duration
     load = KafkaLoad(
         "none", args.producers, duration, rate_mib=args.rate_mib, linger_ms=args.latency_linger_ms
     )
-    result = run_producers(args, bootstrap_of(agent), topic_name("none"), load, cpu.mark_start, cpu.mark_end)
+    started = time.monotonic()
+    result = run_producers(args, bootstrap_of(agent), topic, load, cpu.mark_start, cpu.mark_end)
     metrics.wait_buffer_empty(agent.url)
-    result.update(metrics.flush_figures(before, metrics.scrape(agent.url)))
+    after = metrics.scrape(agent.url)
+    elapsed = time.monotonic() - started
+    result.update(metrics.flush_figures(before, after))
+    result["puts_s"] = (metrics.puts(after) - metrics.puts(before)) / elapsed
+    result["class_puts"] = metrics.class_puts(before, after, flush_class)
+    result["steps_ms"] = metrics.flush_steps_ms(before, after)
     result["cpu_cores"] = cpu.cores()
     result["linger_ms"] = args.latency_linger_ms
+    result["flush_class"] = flush_class
     return result
 
 
@@ -211,10 +227,10 @@ def _producing(
                 written.append(topic_name(codec))
     if "latency" in args.phases:
         linger = args.latency_linger_ms
-        log(f"[{backend}] ack latency at {args.rate_mib:g} MiB/s offered, linger.ms {linger:g}")
-        out["latency"] = latency_phase(args, agent, extra_pids)
-        if out["latency"].get("acked") and topic_name("none") not in written:
-            written.append(topic_name("none"))
+        out["latency"] = {}
+        for flush_class in args.latency_classes:
+            log(f"[{backend}] ack latency at {args.rate_mib:g} MiB/s, linger.ms {linger:g}, {flush_class}")
+            out["latency"][flush_class] = latency_phase(args, agent, extra_pids, flush_class)
     return written
 
 

@@ -48,10 +48,28 @@ def delta(before: Scrape, after: Scrape, name: str) -> float:
     return after.get(name, 0.0) - before.get(name, 0.0)
 
 
-def delta_mean(before: Scrape, after: Scrape, histogram: str) -> float | None:
-    """Mean of a Prometheus histogram's observations between two scrapes."""
-    count = delta(before, after, histogram + "_count")
-    return delta(before, after, histogram + "_sum") / count if count else None
+def delta_mean(before: Scrape, after: Scrape, histogram: str, labels: str = "") -> float | None:
+    """Mean of a Prometheus histogram's observations between two scrapes; ``labels``: one series of it,
+    as the text format writes them (``{step="upload"}``)."""
+    count = delta(before, after, histogram + "_count" + labels)
+    return delta(before, after, histogram + "_sum" + labels) / count if count else None
+
+
+FLUSH_STEPS = ("buffered", "upload", "turn", "commit")
+
+
+def flush_steps_ms(before: Scrape, after: Scrape) -> dict[str, float | None]:
+    """Mean milliseconds a flush spent in each step of the round trip (agents/metrics.py)."""
+    out: dict[str, float | None] = {}
+    for step in FLUSH_STEPS:
+        mean = delta_mean(before, after, "strata_flush_step_seconds", f'{{step="{step}"}}')
+        out[step] = None if mean is None else mean * 1000
+    return out
+
+
+def class_puts(before: Scrape, after: Scrape, flush_class: str) -> float:
+    """Flush PUTs counted under ``flush_class`` between two scrapes."""
+    return delta(before, after, f'strata_flush_puts_total{{class="{flush_class}"}}')
 
 
 def max_bucket(m: Scrape, histogram: str) -> str | None:
@@ -89,11 +107,14 @@ def wait_buffer_empty(base_url: str, timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
-def create_topics(url: str, topics: list[str], partitions: int) -> None:
-    """Create ``topics`` over HTTP with ``partitions`` split evenly among them."""
+def create_topics(
+    url: str, topics: list[str], partitions: int, configs: dict[str, str] | None = None
+) -> None:
+    """Create ``topics`` over HTTP with ``partitions`` split evenly among them, and ``configs``."""
     per_topic = max(1, partitions // len(topics))
     for topic in topics:
-        r = httpx.post(url + "/v1/topics", json={"name": topic, "partitions": per_topic}, timeout=30.0)
+        body = {"name": topic, "partitions": per_topic, "configs": configs or {}}
+        r = httpx.post(url + "/v1/topics", json=body, timeout=30.0)
         if r.status_code != 201:
             raise RuntimeError(f"creating topic {topic} failed: {r.status_code} {r.text[:500]}")
 

@@ -37,6 +37,10 @@ HTTP_PRODUCE_LOCAL_MIB_S = Target(">=", 60.0, "MiB/s")  # the same load on a loc
 HTTP_CEILING_RATIO = Target(">=", 60.0, "%")  # of the bare FastAPI app under the same load
 PRODUCE_P50_MS = Target("<=", 200.0, "ms")
 PRODUCE_P99_MS = Target("<=", 350.0, "ms")
+# A low-latency topic at 20 MiB/s (agents/flush_policy.py): on a local directory a flush is a write, an
+# fsync and a commit; on S3 (moto) one PUT more.
+LOW_LATENCY_P50_MS = {"local": Target("<=", 15.0, "ms"), "s3": Target("<=", 60.0, "ms")}
+LOW_LATENCY_P99_MS = {"local": Target("<=", 50.0, "ms"), "s3": Target("<=", 150.0, "ms")}
 PUTS_PER_FLUSH = Target("=", 1.0)
 PUTS_PER_S = Target("<=", 4.0, "/s")
 IDLE_PUTS = Target("=", 0.0)

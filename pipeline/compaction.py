@@ -8,8 +8,8 @@ compare-and-set as a local runner. So Spark adds parallelism, not a new code pat
 a lease that expires, and any runner (Spark or not) re-runs the job.
 
 This module knows nothing of the front doors: the caller passes a ``SparkCompactionConfig``
-(``strata.runtime.spark_compaction_config`` builds it from settings). The spark-submit entry point is
-``scripts/spark_compact.py``.
+(``strata.component_configs.spark_compaction_config`` builds it from settings). The spark-submit entry
+point is ``scripts/spark_compact.py``.
 """
 
 from __future__ import annotations

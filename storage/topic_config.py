@@ -28,6 +28,13 @@ MAX_DECOMPRESSED_MESSAGE_BYTES = 2**31 - 9
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
 
+# The flush classes (agents/flush_policy.py): how long a topic's records may wait for others to share
+# their flush's PUT.
+FLUSH_CLASS = "strata.flush.class"
+STANDARD = "standard"
+LOW_LATENCY = "low-latency"
+FLUSH_CLASSES = (STANDARD, LOW_LATENCY)
+
 
 def validate_topic_name(name: str) -> str:
     """Kafka's rule: [a-zA-Z0-9._-]{1,249}, and not "." or ".."."""
@@ -205,6 +212,12 @@ def _throttled_replicas(raw: str) -> str:
     return raw
 
 
+def _flush_class(raw: str) -> str:
+    if raw not in FLUSH_CLASSES:
+        raise InvalidConfig(f"must be one of {', '.join(FLUSH_CLASSES)}, got {raw!r}")
+    return raw
+
+
 def _policy(raw: str) -> str:
     if raw.replace(" ", "") not in _CLEANUP_POLICIES:
         raise InvalidConfig(f"cleanup.policy must be delete, compact or compact,delete; got {raw!r}")
@@ -245,6 +258,9 @@ _SPEC: dict[str, tuple[Callable[[str], object], str]] = {
     ),
     **_schema_configs(KEY),
     **_schema_configs(VALUE),
+    # Unset, a topic takes its agent's default class (STRATA_FLUSH_CLASS), which DescribeConfigs shows
+    # as the default (``effective_configs``' ``defaults``); this default is for a caller without an agent.
+    FLUSH_CLASS: (_flush_class, STANDARD),
 }
 # Kafka topic configs that mean nothing here (no segments, no local flush, no replicas), accepted and
 # stored with Kafka's validation so that existing tooling that sets them works, and reported by
@@ -326,6 +342,8 @@ class TopicConfig:
     value_subject_strategy: str = DEFAULT_STRATEGY
     key_validation_level: str = VALIDATION_LEVELS[0]
     value_validation_level: str = VALIDATION_LEVELS[0]
+    # The topic's own flush class; None: its agent's default.
+    flush_class: str | None = None
 
     @property
     def schema_validation(self) -> bool:
@@ -396,6 +414,7 @@ class TopicConfig:
             value_subject_strategy=value[1],
             key_validation_level=key[2],
             value_validation_level=value[2],
+            flush_class=overrides.get(FLUSH_CLASS),
         )
 
 
@@ -414,11 +433,15 @@ def _schema_field(overrides: Mapping[str, str], field: str) -> tuple[bool, str, 
     return on.lower() == "true", subject_strategy(strategy), level
 
 
-def effective_configs(overrides: Mapping[str, str], topic: str | None = None) -> dict[str, str]:
+def effective_configs(
+    overrides: Mapping[str, str], topic: str | None = None, defaults: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """All configs with defaults filled in, for display (GET /v1/topics/{t}, DescribeConfigs). With the
     ``topic``'s name, defaults that derive from it (the lake's table name) are given for that topic; the
-    lake's upsert default follows the overrides' cleanup.policy."""
+    lake's upsert default follows the overrides' cleanup.policy. ``defaults``: the agent's own defaults
+    for configs that have one (the flush class), in place of the built-in ones."""
     merged = {name: default for name, (_, default) in _SPEC.items()}
+    merged.update(defaults or {})
     merged.update(derived_defaults(topic, overrides))
     merged.update(overrides)
     return merged

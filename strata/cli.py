@@ -125,7 +125,7 @@ def _compact_on_spark(args: argparse.Namespace, settings: Settings) -> int:
 
     from pipeline.compaction import compact_on_spark
     from pipeline.session import spark_session
-    from strata.runtime import spark_compaction_config
+    from strata.component_configs import spark_compaction_config
 
     spark = spark_session(
         master=args.spark_master, app_name="strata-compact", s3_endpoint=settings.s3_endpoint

@@ -79,6 +79,23 @@ SETTINGS: tuple[Setting, ...] = (
         " costs no request; 3 MiB on S3, where it costs a PUT)",
     ),
     Setting(
+        "flush_class",
+        "STRATA_FLUSH_CLASS",
+        str,
+        None,
+        "The flush class of topics that set no strata.flush.class: standard or low-latency (default:"
+        " low-latency on a local directory, standard on S3)",
+        choices=("standard", "low-latency"),
+    ),
+    Setting(
+        "low_latency_ms",
+        "STRATA_LOW_LATENCY_MS",
+        int,
+        None,
+        "The longest a low-latency topic's record waits for its flush to be cut (default: 1 on a local"
+        " directory, 20 on S3)",
+    ),
+    Setting(
         "group_initial_rebalance_delay_ms",
         "STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS",
         int,

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from planner.throttle import check_rate
 from storage.errors import SettingsError
+from storage.topic_config import LOW_LATENCY, STANDARD
 from strata.setting_table import ROLES as ROLES
 from strata.setting_table import SETTINGS as SETTINGS
 from strata.setting_table import SETTINGS_BY_ENV as SETTINGS_BY_ENV
@@ -23,6 +24,11 @@ from strata.setting_table import parse_bool as parse_bool
 
 # The idle cut's floor on an object store that charges per request (see Settings.idle_flush_floor).
 S3_IDLE_FLUSH_FLOOR = 3 * MiB
+# The low-latency class's bound (agents/flush_policy.py): on a local directory a flush is a file write and a
+# commit, so a millisecond lets the requests read in one turn of the event loop share it; on S3 about one
+# small PUT's time, since a flush cut sooner would only wait behind the uploads in flight.
+LOCAL_LOW_LATENCY_MS = 1
+S3_LOW_LATENCY_MS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +44,8 @@ class Settings:
     flush_bytes: int = 8 * MiB
     flush_idle_ms: int = 5
     flush_idle_bytes: int | None = None
+    flush_class: str | None = None
+    low_latency_ms: int | None = None
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
@@ -107,7 +115,27 @@ class Settings:
         milliseconds; on S3 every flush is a PUT, and the floor keeps a trickle to one PUT per interval."""
         if self.flush_idle_bytes is not None:
             return self.flush_idle_bytes
-        return 0 if self.bucket_url.startswith("file://") else S3_IDLE_FLUSH_FLOOR
+        return 0 if self.local_bucket else S3_IDLE_FLUSH_FLOOR
+
+    @property
+    def local_bucket(self) -> bool:
+        return self.bucket_url.startswith("file://")
+
+    @property
+    def default_flush_class(self) -> str:
+        """``flush_class``, or its default for the bucket: low-latency on a local directory, where a flush
+        costs no request and ``make run`` answers a producer within milliseconds; standard on S3, where
+        every flush is a PUT."""
+        if self.flush_class is not None:
+            return self.flush_class
+        return LOW_LATENCY if self.local_bucket else STANDARD
+
+    @property
+    def low_latency_bound_ms(self) -> int:
+        """``low_latency_ms``, or its default for the bucket."""
+        if self.low_latency_ms is not None:
+            return self.low_latency_ms
+        return LOCAL_LOW_LATENCY_MS if self.local_bucket else S3_LOW_LATENCY_MS
 
     @property
     def metadata_url(self) -> str:

@@ -95,6 +95,10 @@ async def metrics_history(
                 puts_per_s=round(p.puts_per_s, 4),
                 gets_per_s=round(p.gets_per_s, 4),
                 monthly_cost_usd=round(p.monthly_cost_usd, 4),
+                flush_puts_per_s={c: round(n, 4) for c, n in p.flush_puts_per_s.items()},
+                flush_monthly_cost_usd={
+                    c: round(prices.monthly_cost(n, 0.0), 4) for c, n in p.flush_puts_per_s.items()
+                },
             )
             for p in history.points(since_ms)
         ],

@@ -36,7 +36,7 @@ async def topic_out(ctx: HttpContext, name: str, *, with_configs: bool = True) -
     levels = await asyncio.to_thread(meta.level_stats, name)
     return models.TopicOut(
         name=info.name,
-        configs=effective_configs(info.configs, info.name) if with_configs else {},
+        configs=effective_configs(info.configs, info.name, ctx.agent.config_defaults) if with_configs else {},
         partitions=[
             models.PartitionInfo(
                 partition=s.partition,

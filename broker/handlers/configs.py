@@ -111,7 +111,7 @@ async def _describe(ctx: BrokerContext, resource: Any) -> Any:
             ctx.require(_DESCRIBE.need(TOPIC_RESOURCE), resource.resource_name)
             name = validate_topic_name(resource.resource_name)
             info = await asyncio.to_thread(ctx.metadata.get_topic, name)
-            values = effective_configs(info.configs, name)
+            values = effective_configs(info.configs, name, ctx.agent.config_defaults)
             sources = {k: _DYNAMIC_TOPIC_CONFIG if k in info.configs else _DEFAULT_CONFIG for k in values}
             read_only = False
         elif resource.resource_type == BROKER:

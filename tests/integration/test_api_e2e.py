@@ -199,7 +199,7 @@ def test_concurrent_duplicates_on_one_agent_get_one_write(server: RunningServer)
 
 
 def test_one_put_per_flush_and_none_when_idle(server_factory: Callable[..., Any]) -> None:
-    with server_factory(flush_interval_ms=300) as srv:
+    with server_factory(flush_interval_ms=300, flush_class="standard") as srv:
         srv.create_topic("a", partitions=16)
         srv.create_topic("b", partitions=16)
         before = srv.runtime.counters.get(PUT)
@@ -226,7 +226,9 @@ def test_one_put_per_flush_and_none_when_idle(server_factory: Callable[..., Any]
 
 def test_buffer_full_is_429_with_retry_after(server_factory: Callable[..., Any]) -> None:
     # The idle cut off: the first request must wait in the buffer for the interval.
-    with server_factory(flush_interval_ms=3000, flush_idle_ms=0, buffer_bytes=4096) as srv:
+    with server_factory(
+        flush_interval_ms=3000, flush_idle_ms=0, buffer_bytes=4096, flush_class="standard"
+    ) as srv:
         srv.create_topic("full")
         first: dict[str, Any] = {}
         thread = threading.Thread(
@@ -330,7 +332,9 @@ def test_corrupt_object_is_a_clear_error_never_garbage(
 def test_overload_is_refused_before_the_body_is_read_and_nothing_leaks(
     server_factory: Callable[..., Any],
 ) -> None:
-    with server_factory(flush_interval_ms=2000, flush_idle_ms=0, buffer_bytes=18_000) as srv:
+    with server_factory(
+        flush_interval_ms=2000, flush_idle_ms=0, buffer_bytes=18_000, flush_class="standard"
+    ) as srv:
         srv.create_topic("adm")
         first: dict[str, Any] = {}
         thread = threading.Thread(

@@ -159,9 +159,11 @@ def test_cluster_view_reports_the_stores_health(tmp_path: Path) -> None:
 
 def test_metrics_history_shows_produce_and_requests(tmp_path: Path) -> None:
     with run_server(local_settings(tmp_path, metrics_sample_ms=100)) as srv:
-        srv.create_topic("m")
+        srv.create_topic("m")  # the agent's default class on a local directory: low-latency
+        srv.create_topic("s", **{"strata.flush.class": "standard"})
         for _ in range(5):
             assert srv.produce("m", [{"value": "x" * 10_000}] * 20).status_code == 200
+        assert srv.produce("s", [{"value": "y"}]).status_code == 200
         srv.read_all("m", 0)
         deadline = time.monotonic() + 10
         while True:
@@ -169,7 +171,9 @@ def test_metrics_history_shows_produce_and_requests(tmp_path: Path) -> None:
             points = body["points"]
             produced = [p for p in points if p["produce_mib_s"] > 0]
             fetched = [p for p in points if p["fetch_mib_s"] > 0]
-            if produced and fetched:
+            # Each flush's PUT counts under the class that cut it, with its cost at the PUT price.
+            classes = {c for p in points for c, n in p["flush_puts_per_s"].items() if n > 0}
+            if produced and fetched and classes == {"standard", "low-latency"}:
                 break
             assert time.monotonic() < deadline, points
             time.sleep(0.1)
@@ -177,6 +181,11 @@ def test_metrics_history_shows_produce_and_requests(tmp_path: Path) -> None:
         assert body["prices"] == {"put_per_1000": 0.005, "get_per_1000": 0.0004}
         assert any(p["puts_per_s"] > 0 and p["monthly_cost_usd"] > 0 for p in points)
         assert any(p["produce_p99_ms"] is not None for p in produced)
+        for p in points:
+            assert p["flush_monthly_cost_usd"] == {
+                c: pytest.approx(n * 0.005 / 1000 * 30 * 24 * 3600, rel=1e-3, abs=1e-3)
+                for c, n in p["flush_puts_per_s"].items()
+            }
         last = points[-1]["ts_ms"]
         # The sampler goes on every 100 ms, so points taken since may come back, and only those.
         later = srv.client.get("/v1/metrics/history", params={"since_ms": last + 1}).json()["points"]

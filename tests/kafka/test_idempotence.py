@@ -103,7 +103,7 @@ def test_kafka_python_default_idempotent_producer_writes_every_record_once(broke
 def test_kafka_python_retries_after_timeouts_are_written_once(kafka_factory: Callable[..., Any]) -> None:
     # Flushes take longer than the client waits, so it gives up on requests and resends their batches
     # (same producer id, epoch and sequence) while the first copies are still being committed.
-    with kafka_factory(flush_interval_ms=1200) as broker:
+    with kafka_factory(flush_interval_ms=1200, flush_class="standard") as broker:
         broker.runtime.metadata.create_topic("retry", 2, {}, 0)
         producer = KafkaProducer(
             bootstrap_servers=broker.bootstrap,
@@ -239,7 +239,7 @@ def test_batches_with_a_producer_id_need_a_sequence(broker: RunningBroker) -> No
 def test_a_resend_while_the_original_is_in_flight_follows_it(kafka_factory: Callable[..., Any]) -> None:
     # A long flush interval puts the original and its resend (from another connection, as after a
     # reconnect) in the same flush: the resend waits for the original and gets the same offset.
-    with kafka_factory(flush_interval_ms=600) as broker:
+    with kafka_factory(flush_interval_ms=600, flush_class="standard") as broker:
         broker.runtime.metadata.create_topic("inflight", 1, {}, 0)
         with Wire(broker.port) as setup:
             assert send(setup, "inflight", {0: producer_batch(0, 0, 0, [b"before"])}) == {0: (0, 0)}
@@ -265,7 +265,9 @@ def test_an_idempotent_producer_at_its_in_flight_limit_is_flushed_without_waitin
     """With its 5 requests unanswered an idempotent producer can send nothing more, and the listener says
     so (broker/waiting.py): the flush is cut at once. Here the interval and the idle cut's quiet period are
     a minute, so without that word every round of 5 requests would wait a minute."""
-    with kafka_factory(flush_interval_ms=60_000, flush_idle_ms=60_000, flush_idle_bytes=1) as broker:
+    with kafka_factory(
+        flush_interval_ms=60_000, flush_idle_ms=60_000, flush_idle_bytes=1, flush_class="standard"
+    ) as broker:
         broker.runtime.metadata.create_topic("limit", 1, {}, 0)
         producer = Producer(
             {
@@ -298,7 +300,9 @@ def test_only_an_idempotent_producers_five_unanswered_requests_cut_at_once(
     plain = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
     plain.append(0, timestamp=1_700_000_000_000, key=b"k", value=b"plain", headers=[])
     plain_batch = bytes(plain.build())
-    with kafka_factory(flush_interval_ms=60_000, flush_idle_ms=60_000, flush_idle_bytes=1) as broker:
+    with kafka_factory(
+        flush_interval_ms=60_000, flush_idle_ms=60_000, flush_idle_bytes=1, flush_class="standard"
+    ) as broker:
         broker.runtime.metadata.create_topic("five", 1, {}, 0)
         with Wire(broker.port, timeout=1.0) as wire:
             wire.send(*(Wire.frame(produce("five", {0: plain_batch}), i) for i in range(5)))

@@ -18,7 +18,7 @@ from pipeline.reader import latest_per_key, read_topic
 from planner.round import CompactionRound
 from planner.stats import JobOutcome
 from storage.errors import UnknownPartition, UnknownTopic
-from strata.runtime import spark_compaction_config
+from strata.component_configs import spark_compaction_config
 from strata.settings import Settings
 from tests.fixtures.server import RunningServer, local_settings, run_server
 

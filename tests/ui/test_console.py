@@ -59,6 +59,9 @@ def test_operator_scenario(browser: Browser, srv: RunningServer, screenshot_dir:
     expect(page.locator("#card-metadata .value")).to_have_text("healthy")
     expect(page.locator("#card-agents .value")).to_have_text("1")
     expect(page.locator(".chart canvas").first).to_be_visible()
+    # Flush PUTs by class, with what a local directory costs for them.
+    expect(page.locator("#card-classes")).to_contain_text("low-latency")
+    expect(page.locator("#card-classes")).to_contain_text("flushes cost no request")
 
     # Create a compacted topic from the form.
     page.click("text=Topics")

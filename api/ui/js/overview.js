@@ -1,5 +1,6 @@
 // Overview: agents, topics, this agent's throughput and produce latency, object-store requests and their
-// monthly cost, and the metadata store's health. Refreshed every sampling interval.
+// monthly cost (flush PUTs by flush class too), and the metadata store's health. Refreshed every sampling
+// interval.
 import { api, describe } from "./api.js";
 import { append, card, clear, h, num, table } from "./dom.js";
 import { lineChart } from "./charts.js";
@@ -36,12 +37,22 @@ function fixed(v, digits = 2) {
   return v === null || v === undefined ? "–" : v.toFixed(digits);
 }
 
+// What the low-latency class costs: on S3 each of its flushes is a PUT that the standard class would have
+// batched with more records; on a local directory a flush costs no request.
+function flushClassNote(kind, lowLatencyCost) {
+  if (kind !== "s3") return "a local directory: flushes cost no request";
+  return `low-latency topics: $${lowLatencyCost.toFixed(2)}/month of PUTs (they flush more often than standard ones)`;
+}
+
 function draw(body, cluster, history) {
   const points = history.points;
   const meta = cluster.metadata;
   const recent = points.slice(-12);  // the last minute at the default 5 s interval
   const mean = (f) => (recent.length ? recent.reduce((s, p) => s + p[f], 0) / recent.length : 0);
   const cost = mean("monthly_cost_usd");
+  const byClass = (field, cls) =>
+    recent.length ? recent.reduce((s, p) => s + (p[field][cls] || 0), 0) / recent.length : 0;
+  const classes = ["standard", "low-latency"];
   clear(body).append(
     h("div", { class: "cards" },
       card("Agents", num(cluster.agents.length), cluster.cluster_mode ? "cluster view" : "this agent only", "card-agents"),
@@ -51,6 +62,9 @@ function draw(body, cluster, history) {
       card("Object store", `${fixed(mean("puts_per_s"))} PUT/s`, `${fixed(mean("gets_per_s"))} GET/s · ${cluster.object_store.kind}`, "card-requests"),
       card("Request cost", `$${cost.toFixed(2)}/month`,
         `at $${history.prices.put_per_1000}/1k PUT, $${history.prices.get_per_1000}/1k GET`, "card-cost"),
+      card("Flush PUTs by class",
+        classes.map((c) => `${c} ${fixed(byClass("flush_puts_per_s", c))}/s`).join(" · "),
+        flushClassNote(cluster.object_store.kind, byClass("flush_monthly_cost_usd", "low-latency")), "card-classes"),
       card("Metadata store", meta.ok ? "healthy" : "down",
         meta.ok ? `${meta.backend} · ${meta.latency_ms} ms` : `${meta.backend}: ${meta.message} (${meta.error_code})`, "card-metadata"),
     ),
@@ -66,6 +80,7 @@ function draw(body, cluster, history) {
       lineChart("Produce latency (ms)", times, series([["p50", "produce_p50_ms"], ["p99", "produce_p99_ms"]])),
       lineChart("Object-store requests (/s)", times, series([["PUT", "puts_per_s"], ["GET", "gets_per_s"]])),
       lineChart("Request cost (USD/month)", times, series([["estimate", "monthly_cost_usd"]])),
+      lineChart("Flush PUTs by class (/s)", times, classes.map((c) => ({ label: c, values: points.map((p) => p.flush_puts_per_s[c] || 0) }))),
     ),
     h("h2", {}, "Agents"),
     table(

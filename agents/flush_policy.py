@@ -1,0 +1,69 @@
+"""When the open buffer is cut into a flush: the flush policy, and the topic classes it serves.
+
+Every flush is one file and one PUT, whatever topics it holds; what differs between classes is how long a
+record may wait in the open buffer for others to share its PUT.
+
+- **standard** (``strata.flush.class=standard``): a record waits at most ``flush_interval_ms``; the
+  buffer is also cut at ``flush_bytes``, and by the idle cut: once it holds ``flush_idle_bytes`` and no
+  request has come for ``flush_idle_ms``, or at once when every sender is known to wait for its acks
+  (``senders_waiting``, broker/waiting.py). On S3 this keeps PUTs near one per interval under a trickle.
+- **low-latency** (``strata.flush.class=low-latency``): a record waits at most ``low_latency_ms``, a few
+  milliseconds on a local directory and about one PUT's time on S3 (a flush cut sooner would only queue
+  behind the uploads in flight). Records of standard topics buffered at that moment ride in the same file:
+  they cost no PUT of their own, and the cut is counted as the low-latency class's.
+
+So a low-latency record never waits behind the standard interval, and a standard topic never pays for
+low-latency PUTs: every cut is counted under the one class whose deadline (or size) caused it
+(``FlushCause``), which the metrics and the console's cost view report per class.
+
+The policy is pure: it reads the buffer's times and sizes and answers a deadline, so the flush loop
+(agents/agent.py) keeps the waiting and the cutting, and the rules are testable without a loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from storage.topic_config import FLUSH_CLASSES, LOW_LATENCY, STANDARD
+
+__all__ = ["FLUSH_CLASSES", "LOW_LATENCY", "STANDARD", "FlushCause", "FlushPolicy"]
+
+
+class FlushCause(StrEnum):
+    """Which class a cut is counted under: the one whose rule made it."""
+
+    STANDARD = STANDARD
+    LOW_LATENCY = LOW_LATENCY
+
+
+@dataclass(frozen=True, slots=True)
+class FlushPolicy:
+    interval_s: float
+    flush_bytes: int
+    idle_s: float  # 0: no idle cut
+    idle_bytes: int
+    low_latency_s: float
+
+    def deadline(
+        self,
+        open_bytes: int,
+        first_at: float,
+        last_at: float,
+        urgent_at: float | None,
+        senders_waiting: bool,
+    ) -> tuple[float, FlushCause]:
+        """The monotonic time the open buffer is due to be cut, and the class the cut counts under.
+
+        ``first_at`` and ``last_at``: arrival of the buffer's first and latest request; ``urgent_at``: of
+        its first low-latency request (None: it holds none). A full buffer is due now (the size rule is
+        the standard class's: every class's records fill it).
+        """
+        if open_bytes >= self.flush_bytes:
+            return first_at, FlushCause.STANDARD
+        due = first_at + self.interval_s
+        if self.idle_s > 0 and open_bytes >= self.idle_bytes:
+            due = min(due, last_at if senders_waiting else last_at + self.idle_s)
+        if urgent_at is not None and urgent_at + self.low_latency_s < due:
+            return urgent_at + self.low_latency_s, FlushCause.LOW_LATENCY
+        return due, FlushCause.STANDARD

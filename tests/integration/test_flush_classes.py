@@ -1,0 +1,93 @@
+"""Flush classes on one agent (agents/flush_policy.py): a low-latency topic's records are flushed within
+their bound whatever the standard interval, standard records buffered at that moment ride in the same file,
+and each PUT counts under the class that cut it. Times here are wide (the interval is a minute) so that a
+slow machine cannot make a test pass or fail by timing alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+
+import pytest
+
+from agents.agent import Agent, AgentConfig
+from agents.buffer import PartitionBatch, ProduceRequest
+from agents.metrics import Metrics
+from agents.offsets import FIRST_RECORD
+from storage import records
+from storage.clock import SystemClock
+from storage.errors import SettingsError
+from storage.metadata import open_metadata_store
+from storage.objectstore.local import LocalAsyncObjectStore
+from storage.topic_config import FLUSH_CLASS, LOW_LATENCY, STANDARD
+
+pytestmark = pytest.mark.integration
+
+MINUTE_MS = 60_000
+
+
+async def _agent(tmp_path: Path, config: AgentConfig) -> tuple[Agent, LocalAsyncObjectStore]:
+    store = LocalAsyncObjectStore(tmp_path / "bucket")
+    metadata = open_metadata_store(f"sqlite:///{tmp_path / 'm.db'}")
+    metadata.create_topic("std", 2, {}, 0)
+    metadata.create_topic("fast", 2, {FLUSH_CLASS: LOW_LATENCY}, 0)
+    metadata.create_topic("pinned", 2, {FLUSH_CLASS: STANDARD}, 0)
+    agent = Agent(config, store, metadata, Metrics(store.counters), SystemClock(), random.Random(1))
+    await agent.start()
+    for topic in ("std", "fast", "pinned"):
+        await agent.topic(topic)  # as the front doors do before they enqueue
+    return agent, store
+
+
+def _enqueue(agent: Agent, topic: str, partition: int = 0) -> asyncio.Future[object]:
+    batch = records.encode_batch([records.Record(0, 1000, b"k", b"v" * 100)])
+    request = ProduceRequest(
+        topic, [PartitionBatch(topic, partition, memoryview(batch), 1, 1000, 1000)], FIRST_RECORD
+    )
+    return agent.enqueue(request, agent.buffer.reserve(request.size))  # type: ignore[return-value]
+
+
+def _puts(agent: Agent, flush_class: str) -> float:
+    value = agent.metrics.registry.get_sample_value("strata_flush_puts_total", {"class": flush_class})
+    assert value is not None
+    return value
+
+
+async def test_low_latency_cuts_at_its_bound_and_standard_rides_along(tmp_path: Path) -> None:
+    config = AgentConfig(flush_interval_ms=MINUTE_MS, flush_idle_ms=0, low_latency_ms=50)
+    agent, store = await _agent(tmp_path, config)
+    try:
+        standard = _enqueue(agent, "std")
+        await asyncio.sleep(0.5)  # ten low-latency bounds: a standard record alone waits for the minute
+        assert not standard.done()
+        fast = [_enqueue(agent, "fast", p) for p in (0, 1, 0)]  # within one bound: one file
+        await asyncio.wait_for(asyncio.gather(standard, *fast), 10)
+        assert store.counters.get("PUT") == 1
+        assert (_puts(agent, LOW_LATENCY), _puts(agent, STANDARD)) == (1, 0)
+    finally:
+        await agent.close()
+
+
+async def test_the_agent_default_class_applies_to_topics_without_one(tmp_path: Path) -> None:
+    config = AgentConfig(
+        flush_interval_ms=MINUTE_MS, flush_idle_ms=0, low_latency_ms=20, default_flush_class=LOW_LATENCY
+    )
+    agent, _ = await _agent(tmp_path, config)
+    try:
+        await asyncio.wait_for(_enqueue(agent, "std"), 10)  # no class of its own: the agent's
+        pinned = _enqueue(agent, "pinned")  # standard by its own config
+        await asyncio.sleep(0.5)
+        assert not pinned.done()
+        assert agent.config_defaults == {FLUSH_CLASS: LOW_LATENCY}
+    finally:
+        await agent.close()
+    assert (_puts(agent, LOW_LATENCY), _puts(agent, STANDARD)) == (1, 1)  # close flushed the pinned one
+
+
+def test_an_unknown_default_class_is_refused() -> None:
+    with pytest.raises(SettingsError, match="STRATA_FLUSH_CLASS"):
+        AgentConfig(default_flush_class="fastest")
+    with pytest.raises(SettingsError, match="STRATA_LOW_LATENCY_MS"):
+        AgentConfig(low_latency_ms=-1)

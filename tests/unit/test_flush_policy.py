@@ -1,0 +1,35 @@
+"""The flush policy's deadlines and the class each cut counts under (agents/flush_policy.py)."""
+
+from __future__ import annotations
+
+from agents.flush_policy import FlushCause, FlushPolicy
+
+POLICY = FlushPolicy(interval_s=0.25, flush_bytes=8000, idle_s=0.005, idle_bytes=3000, low_latency_s=0.02)
+
+
+def test_standard_records_wait_for_the_interval() -> None:
+    assert POLICY.deadline(100, 10.0, 10.1, None, False) == (10.25, FlushCause.STANDARD)
+
+
+def test_a_low_latency_record_brings_the_cut_forward_and_owns_it() -> None:
+    # Standard records since 10.0, the first low-latency one at 10.1: due at 10.12, counted low-latency.
+    due, cause = POLICY.deadline(100, 10.0, 10.1, 10.1, False)
+    assert (round(due, 6), cause) == (10.12, FlushCause.LOW_LATENCY)
+
+
+def test_a_standard_rule_due_first_keeps_the_cut_standard() -> None:
+    # The interval falls before the low-latency bound: the cut is the standard class's.
+    assert POLICY.deadline(100, 10.0, 10.24, 10.24, False) == (10.25, FlushCause.STANDARD)
+    # The idle cut over its floor (quiet since 10.1) falls before it too.
+    due, cause = POLICY.deadline(4000, 10.0, 10.1, 10.1, False)
+    assert (round(due, 6), cause) == (10.105, FlushCause.STANDARD)
+
+
+def test_a_full_buffer_is_due_at_once_as_standard() -> None:
+    assert POLICY.deadline(8000, 10.0, 10.1, 10.1, False) == (10.0, FlushCause.STANDARD)
+
+
+def test_senders_waiting_over_the_floor_is_due_at_the_last_arrival() -> None:
+    assert POLICY.deadline(4000, 10.0, 10.1, None, True) == (10.1, FlushCause.STANDARD)
+    # Below the floor the word changes nothing.
+    assert POLICY.deadline(100, 10.0, 10.1, None, True) == (10.25, FlushCause.STANDARD)
