@@ -30,6 +30,7 @@ class KafkaLoad:
     queue_mib: int | None = None
     drain_timeout: float = 30.0
     schema_id: int = 0  # values framed as Avro strings of this registered schema (bench.kafka_loadgen)
+    idempotence: bool = False
 
 
 def _producer_cmds(args: argparse.Namespace, bootstrap: str, topic: str, load: KafkaLoad) -> list[list[str]]:
@@ -46,6 +47,8 @@ def _producer_cmds(args: argparse.Namespace, bootstrap: str, topic: str, load: K
         cmd += ["--drain-timeout", str(load.drain_timeout)]
         if load.schema_id:
             cmd += ["--schema-id", str(load.schema_id)]
+        if load.idempotence:
+            cmd += ["--idempotence"]
         cmds.append(cmd)
     return cmds
 

@@ -8,11 +8,12 @@
 Writes one JSON object to ``--out``. The orchestrator starts several of these so that no generator shares
 a GIL with another or with the server it measures.
 
-produce: ``--instances`` Producer objects (acks=all, idempotence off, murmur2 partitioner as Java's
-client) fed round-robin by one loop. Records have ``--value-bytes`` values (a pool of words or random
-characters, built before the clock starts; with ``--schema-id``, each framed as Confluent's Avro serializer
-frames a record of one string field with that id, for bench.schema_validation_bench) and 7-byte keys
-``k000123`` from ``--key-count`` keys, so they spread over every partition.
+produce: ``--instances`` Producer objects (acks=all, idempotence off unless ``--idempotence``, murmur2
+partitioner as Java's client) fed round-robin by one loop. Records have ``--value-bytes`` values (a pool
+of words or random characters, built before the clock starts; with ``--schema-id``, each framed as
+Confluent's Avro serializer frames a record of one string field with that id, for
+bench.schema_validation_bench) and 7-byte keys ``k000123`` from ``--key-count`` keys, so they spread
+over every partition.
 Once ready the process creates ``OUT.ready`` and waits for ``--start-file`` to hold the wall-clock time T
 of the measured window (written when every process is ready); it starts producing at once, and what is
 acknowledged before T is warm-up.
@@ -107,7 +108,7 @@ def producer_config(args: argparse.Namespace) -> dict[str, Any]:
         "bootstrap.servers": args.bootstrap,
         "client.id": f"strata-bench-{args.seed}",
         "acks": "all",
-        "enable.idempotence": False,
+        "enable.idempotence": args.idempotence,
         "compression.type": args.compression,
         "linger.ms": args.linger_ms,
         "batch.size": args.batch_bytes,
@@ -317,6 +318,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     sub = parser.add_subparsers(dest="mode", required=True)
     prod = sub.add_parser("produce")
     prod.add_argument("--compression", default="none")
+    prod.add_argument("--idempotence", action="store_true", help="an idempotent producer (5 in flight)")
     prod.add_argument("--rate-mib", type=float, default=0.0, help="offered MiB/s; 0 = closed loop")
     prod.add_argument("--instances", type=int, default=1, help="Producer objects in this process")
     prod.add_argument("--value-bytes", type=int, default=1024)

@@ -31,6 +31,7 @@ AREAS = {
     "spark": "Spark read",
     "transactions": "transactions",
     "memory": "memory",
+    "round-trip": "the acknowledgement round trip",
 }
 
 

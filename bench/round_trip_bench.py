@@ -1,0 +1,176 @@
+"""One idempotent producer's acknowledgement round trip: its throughput, its latency at half that rate, and
+where the round trip's time goes.
+
+    python -m bench.round_trip_bench [--backend local|s3|both] [--duration 15] [--tree DIR]
+    python -m bench.round_trip_bench --backend local --duration 2 --warmup 0.5        # smoke run
+
+An idempotent producer keeps at most 5 requests unanswered per connection, and an answer waits for the
+flush's commit, so one producer's throughput is its bytes in flight over the round trip. The load is the
+peer benchmark's: one librdkafka process (bench/kafka_loadgen.py ``--idempotence``), 1 KiB values,
+acks=all, linger.ms 20, batch.size 1 MiB, ``--partitions`` 12, uncompressed. One ``strata serve --role
+agent`` per backend, run from ``--tree`` (this tree by default: another tree measures the previous code
+back to back) with its defaults but for the store and ``--kafka-lanes``:
+1. saturation: closed loop for ``--duration`` after ``--warmup``: acknowledged MiB/s, ack p50/p99 (which
+   include the client's queue), PUTs per MiB, the agent's CPU per MiB, the agent's mean Kafka produce
+   latency (admission to answer: its share of the round trip) and the mean of each flush step
+   (``strata_flush_step_seconds``: buffered, upload, turn, commit), and the mean flush size;
+2. half rate: the same producer offered half the saturating rate: ack p50/p99.
+Targets: on a local directory at least 300 MiB/s, and p99 at most 250 ms at half rate; on S3 (moto, in its
+own process) at most 0.15 PUT per MiB.
+
+Every process binds 127.0.0.1 and is stopped at the end. Results: a table per backend on stdout, JSON under
+bench/results/; with ``--figures``, the page's figures (area: round trip) under bench/figures/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import metrics
+from bench.harness import ROOT, AgentSpec, log, start_agent, stop_proc
+from bench.harness import backend_stores as stores
+from bench.kafka_load import KafkaLoad, run_producers
+from bench.probes import CpuWindow, cpu_ms_per_mib
+from bench.results import Rows, add_output_args, finish_run, markdown_table, page_figures, run_header
+from bench.targets import Target
+
+TOPIC = "round-trip"
+ONE_PRODUCER_LOCAL_MIB_S = Target(">=", 300.0, "MiB/s")
+HALF_RATE_P99_LOCAL_MS = Target("<=", 250.0, "ms")
+PUTS_PER_MIB_S3 = Target("<=", 0.15)
+
+
+def _window(
+    args: argparse.Namespace, agent_url: str, bootstrap: str, pid: int, extra: dict[str, int], rate: float
+) -> dict[str, Any]:
+    """One producer for ``--duration`` (closed loop, or ``rate`` MiB/s offered), with the agent's view."""
+    before = metrics.scrape(agent_url)
+    cpu = CpuWindow({"agent": pid, **extra})
+    load = KafkaLoad("none", 1, args.duration, rate_mib=rate, idempotence=True)
+    result = run_producers(args, bootstrap, TOPIC, load, cpu.mark_start, cpu.mark_end)
+    metrics.wait_buffer_empty(agent_url)
+    after = metrics.scrape(agent_url)
+    result.update(metrics.flush_figures(before, after))
+    stored = result["stored_mib"]
+    result["puts_per_mib"] = result["puts"] / stored if stored else None
+    result["steps_ms"] = metrics.flush_steps_ms(before, after)
+    mean = metrics.delta_mean(before, after, "strata_kafka_produce_latency_seconds")
+    result["agent_produce_ms"] = None if mean is None else mean * 1000
+    result["cpu_cores"] = cpu.cores()
+    return result
+
+
+def run_backend(args: argparse.Namespace, backend: str, workdir: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {"backend": backend}
+    with stores(backend, workdir, ["strata-round-trip"]) as ((store_args,), extra):
+        serve = ["--role", "agent", "--log-level", "warning", *store_args]
+        serve += ["--kafka-lanes", str(args.lanes)]
+        spec = AgentSpec(serve, kafka_ports=args.lanes, tree=Path(args.tree).resolve())
+        agent = start_agent(spec, workdir, f"agent-{backend}")
+        try:
+            assert agent.bootstrap is not None
+            metrics.create_topics(agent.url, [TOPIC], args.partitions)
+            log(f"[{backend}] one idempotent producer, closed loop, {args.duration:g} s")
+            full = _window(args, agent.url, agent.bootstrap, agent.pid, extra, 0.0)
+            out["saturation"] = full
+            half = round(full["mib_s"] / 2, 1)
+            log(f"[{backend}] the same producer at half that rate, {half:g} MiB/s")
+            out["half"] = _window(args, agent.url, agent.bootstrap, agent.pid, extra, half)
+        finally:
+            stop_proc(agent.proc, "agent")
+    return out
+
+
+def evaluate(r: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = Rows()
+    local = r["backend"] == "local"
+    label = "local" if local else "S3 (moto)"
+    area = "round-trip"
+    full, half = r["saturation"], r["half"]
+    bar = ONE_PRODUCER_LOCAL_MIB_S if local else None
+    rows.add(f"one idempotent producer, {label}", round(full["mib_s"], 1), "MiB/s", bar, area=area)
+    lat = full["latency_ms"]
+    rows.add(f"ack p50 / p99 at saturation, {label}", f"{lat['p50']:.0f} / {lat['p99']:.0f}", "ms", area=area)
+    hl = half["latency_ms"]
+    rows.add(
+        f"ack p50 at half rate ({half['rate_mib_offered']:g} MiB/s), {label}",
+        round(hl["p50"], 1),
+        "ms",
+        area=area,
+    )
+    bar = HALF_RATE_P99_LOCAL_MS if local else None
+    rows.add(f"ack p99 at half rate, {label}", round(hl["p99"], 1), "ms", bar, measured=hl["p99"], area=area)
+    ppm = full["puts_per_mib"]
+    bar = None if local else PUTS_PER_MIB_S3
+    rows.add(
+        f"PUTs per MiB at saturation, {label}", None if ppm is None else round(ppm, 3), "", bar, area=area
+    )
+    rows.add(
+        f"agent CPU per MiB, {label}", cpu_ms_per_mib(full["cpu_cores"].get("agent"), full["mib_s"]), "ms"
+    )
+    agent_ms = full["agent_produce_ms"]
+    rows.add(
+        f"agent's produce latency at saturation (admission to answer), {label}",
+        None if agent_ms is None else round(agent_ms, 1),
+        "ms",
+        area=area,
+    )
+    steps = "; ".join(f"{k} {v:.1f}" if v is not None else f"{k} -" for k, v in full["steps_ms"].items())
+    rows.add(f"flush steps at saturation, mean ms, {label}", steps, area=area)
+    mpf = full["mib_per_flush"]
+    rows.add(
+        f"MiB per flush at saturation, {label}", None if mpf is None else round(mpf, 2), "MiB", area=area
+    )
+    return rows.rows
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add = parser.add_argument
+    add("--backend", choices=("local", "s3", "both"), default="both")
+    add("--partitions", type=int, default=12)
+    add("--duration", type=float, default=15.0, help="each measured window, s")
+    add("--warmup", type=float, default=2.0)
+    add("--value-bytes", type=int, default=1024)
+    add("--lanes", type=int, default=1, help="the agent's --kafka-lanes")
+    add("--tree", default=str(ROOT), help="the source tree the agent runs from")
+    add_output_args(parser, "round_trip_bench")
+    args = parser.parse_args(argv)
+    # What bench.kafka_load's producers read from the command line of bench.kafka_bench: the peer load.
+    args.value_kind, args.linger_ms, args.batch_bytes, args.queue_mib = "text", 20.0, 1_048_576, 64
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    tree = Path(args.tree).resolve()
+    report = run_header("round_trip_bench", argv, ("agents", "broker", "storage", "strata"), tree=tree)
+    report["params"] = vars(args)
+    started = time.monotonic()
+    backends = ["local", "s3"] if args.backend == "both" else [args.backend]
+    rows: list[dict[str, Any]] = []
+    figures: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="strata-rt-bench-") as tmp:
+        for backend in backends:
+            (Path(tmp) / backend).mkdir()
+            result = run_backend(args, backend, Path(tmp) / backend)
+            report[backend] = result
+            backend_rows = evaluate(result)
+            rows += backend_rows
+            figures += page_figures(backend_rows)
+    report["targets"] = rows
+    report["elapsed_s"] = round(time.monotonic() - started, 1)
+    finish_run(report, args, lambda r: print(markdown_table(r["targets"])), figures)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
