@@ -60,7 +60,7 @@ import httpx
 
 from bench import report as page
 from bench import targets
-from bench.harness import MiB, log
+from bench.harness import ROOT, MiB, log
 from bench.kafka_phases import ceiling_phase, http_compare, run_backend, topic_name
 from bench.probes import cpu_ms_per_mib, other_cores
 from bench.results import (
@@ -292,6 +292,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--overload-buffer-bytes", type=int, default=64 * MiB)
     add("--http-compare", action="store_true", help="also run bench.produce_fetch's HTTP produce")
     add("--keep", action="store_true", help="keep the temporary directory (logs, data)")
+    add("--tree", default=str(ROOT), help="the tree the agents run from (another: back to back)")
     add_output_args(parser, "kafka_bench")
     args = parser.parse_args(argv)
     args.phases = [p for p in PHASES if p in set(args.phases.split(","))]
@@ -327,7 +328,8 @@ def run_all(args: argparse.Namespace, report: dict[str, Any], workdir: Path) -> 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    report = run_header("kafka_bench", argv, ("agents", "api", "broker", "storage", "planner", "strata"))
+    packages = ("agents", "api", "broker", "storage", "planner", "strata")
+    report = run_header("kafka_bench", argv, packages, tree=Path(args.tree).resolve())
     report.update({"params": vars(args), "ceiling": {}, "backends": {}, "http": None})
     workdir = Path(tempfile.mkdtemp(prefix="strata-kbench-"))
     started = time.monotonic()

@@ -48,7 +48,7 @@ def kafka_agent(
     """``strata serve --role agent`` with HTTP and Kafka; room for up to 8 lanes (STRATA_KAFKA_LANES)."""
     serve = ["--num-partitions", str(args.partitions), "--role", "agent", "--log-level", "warning"]
     serve += ["--flush-interval-ms", str(args.flush_interval_ms), "--buffer-bytes", str(buffer_bytes), *store]
-    return start_agent(AgentSpec(serve, kafka_ports=8), workdir, name, data)
+    return start_agent(AgentSpec(serve, kafka_ports=8, tree=Path(args.tree).resolve()), workdir, name, data)
 
 
 def bootstrap_of(agent: Agent) -> str:
