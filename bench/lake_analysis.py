@@ -1,7 +1,6 @@
 """The lake benchmark's arithmetic, apart from its processes so that it can be tested alone: commits seen by
 polling a table's status, the steady rate and CPU cost between them, the lag over a window, the files one
-commit wrote by kind, a histogram's quantiles between two scrapes, and the share of key buckets a commit of
-``k`` random keys is expected to touch.
+commit wrote by kind, and the share of key buckets a commit of ``k`` random keys is expected to touch.
 
 Why commits, not the window's edges: a writer commits once per ``strata.iceberg.commit.interval.ms``, so
 bytes committed inside a fixed window swing by a whole commit with where its edges fall. Measured from one
@@ -146,26 +145,7 @@ def describe_files(counted: Mapping[str, Mapping[str, int]]) -> str:
     return f"{total_files(counted)} ({parts})" if parts else "0"
 
 
-# --- histograms and buckets ---------------------------------------------------------------------------------
-def histogram_quantiles(
-    before: Mapping[str, float], after: Mapping[str, float], histogram: str, qs: Sequence[float]
-) -> dict[float, float | None]:
-    """The ``qs`` quantiles, in ms, of a Prometheus histogram's observations between two scrapes, each as
-    the upper bound of the bucket that holds it (None without observations; inf past the last bound)."""
-    prefix = histogram + '_bucket{le="'
-    buckets = []
-    for name, value in after.items():
-        if name.startswith(prefix):
-            bound = name[len(prefix) :].split('"', 1)[0]
-            buckets.append((float("inf") if bound == "+Inf" else float(bound), value - before.get(name, 0.0)))
-    buckets.sort()
-    total = buckets[-1][1] if buckets else 0.0
-    out: dict[float, float | None] = {}
-    for q in qs:
-        out[q] = next((b * 1000 for b, n in buckets if n >= q * total), None) if total > 0 else None
-    return out
-
-
+# --- buckets ---------------------------------------------------------------------------------
 def expected_bucket_share(buckets: int, keys: int) -> float:
     """The expected share of ``buckets`` that ``keys`` keys drawn uniformly touch: 1 - (1 - 1/B)^k."""
     return 1.0 - (1.0 - 1.0 / buckets) ** keys

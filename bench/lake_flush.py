@@ -29,7 +29,7 @@ from typing import Any
 from bench import metrics
 from bench.harness import AgentSpec, Proc, log, start_agent, stop_proc
 from bench.kafka_load import KafkaLoad, run_producers
-from bench.lake_analysis import Commit, commits_seen, histogram_quantiles
+from bench.lake_analysis import Commit, commits_seen
 from bench.lake_common import (
     StatusPoller,
     create_topic,
@@ -98,7 +98,7 @@ def _window(
     load = KafkaLoad("none", args.producers, args.flush_duration, rate_mib=args.flush_rate_mib)
     produced = run_producers(with_warmup(args, args.flush_warmup), bootstrap, topic, load, start, end)
     before, after = scrapes["before"], scrapes["after"]
-    quantiles = histogram_quantiles(before, after, FLUSH, (0.5, 0.99))
+    quantiles = metrics.histogram_quantiles(before, after, FLUSH, (0.5, 0.99))
     mean_s = metrics.delta_mean(before, after, FLUSH)
     latency = produced["latency_ms"]
     return {

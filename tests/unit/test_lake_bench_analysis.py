@@ -1,6 +1,7 @@
 """The lake benchmark's arithmetic (bench/lake_analysis.py): commits seen by polling, the steady rate and CPU
 cost between the first and last commit of a window, the lag over a window, the files of a commit by table
-and kind, a histogram's quantiles between two scrapes, and the expected share of buckets touched."""
+and kind, and the expected share of buckets touched; and a histogram's quantiles between two scrapes
+(bench/metrics.py), which its flush phase and bench.txn_bench read."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from bench.lake_analysis import (
     commits_seen,
     describe_files,
     expected_bucket_share,
-    histogram_quantiles,
     lag_summary,
     new_files,
     steady,
 )
+from bench.metrics import histogram_quantiles
 
 
 def sample(at: float, snapshot: str | None, committed: int, cpu: float, lag: int = 0) -> Sample:
