@@ -145,7 +145,7 @@ def describe_files(counted: Mapping[str, Mapping[str, int]]) -> str:
     return f"{total_files(counted)} ({parts})" if parts else "0"
 
 
-# --- buckets ---------------------------------------------------------------------------------
+# --- buckets ------------------------------------------------------------------------------------------------
 def expected_bucket_share(buckets: int, keys: int) -> float:
     """The expected share of ``buckets`` that ``keys`` keys drawn uniformly touch: 1 - (1 - 1/B)^k."""
     return 1.0 - (1.0 - 1.0 / buckets) ** keys

@@ -105,26 +105,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
     # What bench.kafka_load's producers read from the command line of bench.kafka_bench.
-    args.value_bytes, args.value_kind, args.linger_ms, args.batch_bytes, args.queue_mib = (
-        1024,
-        "text",
-        5.0,
-        1_000_000,
-        64,
-    )
+    args.value_bytes, args.value_kind = 1024, "text"
+    args.linger_ms, args.batch_bytes, args.queue_mib = 5.0, 1_000_000, 64
     return args
 
 
 def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows = Rows()
-    for phase, add in (
-        ("raw", raw_rows),
-        ("typed", typed_rows),
-        ("upsert", upsert_rows),
-        ("flush", flush_rows),
-    ):
-        if phase in results:
-            add(rows, results[phase])
+    adders = {"raw": raw_rows, "typed": typed_rows, "upsert": upsert_rows, "flush": flush_rows}
+    for phase, phase_results in results.items():
+        adders[phase](rows, phase_results)
     return rows.rows
 
 
