@@ -1,4 +1,5 @@
-"""An agent's Prometheus metrics as the benchmarks read them: scrapes, counter deltas, histogram means.
+"""An agent's Prometheus metrics as the benchmarks read them: scrapes, counter deltas, histogram means and
+quantiles.
 
 The text format is parsed by hand (name, space, value per line) because the benchmarks need nothing but
 the samples of a few counters and histograms; every sample keeps its labels in its name, as in
@@ -10,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -80,6 +82,25 @@ def max_bucket(m: Scrape, histogram: str) -> str | None:
         if name.startswith(histogram + '_bucket{le="') and value >= count > 0:
             bounds.append(name.split('le="', 1)[1].rstrip('"}'))
     return min(bounds, key=float) if bounds else None
+
+
+def histogram_quantiles(
+    before: Mapping[str, float], after: Mapping[str, float], histogram: str, qs: Sequence[float]
+) -> dict[float, float | None]:
+    """The ``qs`` quantiles, in ms, of a Prometheus histogram's observations between two scrapes, each as
+    the upper bound of the bucket that holds it (None without observations; inf past the last bound)."""
+    prefix = histogram + '_bucket{le="'
+    buckets = []
+    for name, value in after.items():
+        if name.startswith(prefix):
+            bound = name[len(prefix) :].split('"', 1)[0]
+            buckets.append((float("inf") if bound == "+Inf" else float(bound), value - before.get(name, 0.0)))
+    buckets.sort()
+    total = buckets[-1][1] if buckets else 0.0
+    out: dict[float, float | None] = {}
+    for q in qs:
+        out[q] = next((b * 1000 for b, n in buckets if n >= q * total), None) if total > 0 else None
+    return out
 
 
 def flush_figures(before: Scrape, after: Scrape) -> dict[str, Any]:

@@ -97,3 +97,15 @@ def worker_rss(map_mib: float) -> Target:
 
 # --- the Spark reader (bench.spark_read_bench) --------------------------------------------------------------
 SPARK_RATIO = Target(">=", 50.0, "%")  # of Spark's own binaryFile read of the same objects
+
+# --- the lake (bench.lake_bench) ----------------------------------------------------------------------------
+LAKE_RATE_MIB_S = 50.0  # the produce rate a raw table must keep up with on the 2-core machine
+LAKE_KEEP_UP_RATIO = Target(">=", 95.0, "%")  # committed MiB/s over produced, over whole commit intervals
+# One core of the writer keeps up with the rate above: MiB committed per CPU second of its process.
+LAKE_MIB_PER_CPU_S = Target(">=", LAKE_RATE_MIB_S, "MiB")
+
+
+def lake_lag_s(interval_ms: int) -> Target:
+    """The largest lag over a window: the commit interval, and as long again for the commit itself and the
+    round that finds it due."""
+    return Target("<=", 2 * interval_ms / 1000, "s")

@@ -33,6 +33,7 @@ import httpx
 
 from bench.group_views import StoreWrites
 from bench.harness import AgentSpec, bench_env, log, module_cmd, start_agent, stop_proc
+from bench.metrics import histogram_quantiles, scrape
 from bench.probes import percentile
 from bench.results import Rows, add_output_args, finish_run, markdown_table, page_figures, run_header
 from bench.targets import END_TXN_P99_MS, TXN_THROUGHPUT_RATIO
@@ -145,19 +146,8 @@ def _window(args: argparse.Namespace, bootstrap: str, topic: str, mode: str) -> 
 
 def _end_txn_quantiles(url: str) -> tuple[float | None, float | None]:
     """p50 and p99 of strata_txn_end_seconds, in ms, as the upper bounds of their buckets."""
-    buckets: list[tuple[float, float]] = []
-    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
-        if line.startswith("strata_txn_end_seconds_bucket"):
-            bound = line.split('le="', 1)[1].split('"', 1)[0]
-            buckets.append((float("inf") if bound == "+Inf" else float(bound), float(line.rsplit(" ", 1)[1])))
-    total = buckets[-1][1] if buckets else 0.0
-    if not total:
-        return None, None
-
-    def quantile(q: float) -> float:
-        return next(b for b, count in buckets if count >= q * total) * 1000
-
-    return quantile(0.5), quantile(0.99)
+    quantiles = histogram_quantiles({}, scrape(url), "strata_txn_end_seconds", (0.5, 0.99))
+    return quantiles[0.5], quantiles[0.99]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,104 @@
+"""The lake benchmark's raw phase: a raw table kept up to date at a steady produce rate.
+
+One ``strata serve --role agent`` on the embedded default (local directory, SQLite; Kafka on a free port),
+a topic of ``--partitions`` partitions with ``strata.iceberg.mode=raw`` and ``--interval-ms`` as its
+commit interval, and the writer as ``strata lake run --loop`` in a process of its own (a round every
+500 ms) with ``--lake-max-bytes-per-commit`` set to each of ``--raw-caps-mib`` in turn (a fresh agent and
+topic for each). ``--producers`` librdkafka processes (``bench.kafka_loadgen``, acks=all) offer
+``--raw-rate-mib`` MiB/s of 1 KiB records for ``--raw-warmup`` + ``--raw-duration`` seconds, while the
+table's status (``GET /v1/topics/{t}/lake``, the lag as ``storage/lake_status.py`` computes it) and the
+writer's CPU (``/proc/<pid>/stat``) are polled every 250 ms.
+
+Figures, over the commits the writer recorded inside the window (``bench.lake_analysis.steady``): the MiB/s
+committed (records times the producers' key+value bytes) against the MiB/s acknowledged, the MiB committed
+per CPU second of the writer process, and the lag (offsets and seconds) over the window's polls: its mean,
+largest and last. A commit reads at most the cap, and a topic is due again a commit interval after its last
+run ended, so the table follows at most the cap per (interval + a commit's own time) of stored batches,
+whatever the writer's CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.harness import AgentSpec, MiB, log, start_agent, stop_proc
+from bench.kafka_load import KafkaLoad, run_producers
+from bench.lake_analysis import commits_seen, lag_summary, steady
+from bench.lake_common import (
+    StatusPoller,
+    create_topic,
+    lake_configs,
+    start_writer,
+    wait_for_commit,
+    with_warmup,
+)
+from bench.probes import CpuWindow, RssSampler
+
+TOPIC = "lake-raw"
+
+
+def raw_phase(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    return {str(cap): _run(args, workdir, cap) for cap in args.raw_caps_mib}
+
+
+def _run(args: argparse.Namespace, workdir: Path, cap_mib: int) -> dict[str, Any]:
+    name = f"raw-cap{cap_mib}"
+    log(
+        f"[raw] {args.raw_rate_mib:g} MiB/s offered, commit interval {args.interval_ms} ms, cap {cap_mib} MiB"
+    )
+    agent = start_agent(
+        AgentSpec(["--role", "agent", "--log-level", "warning"], kafka_ports=1), workdir, name
+    )
+    writer = None
+    try:
+        assert agent.bootstrap is not None
+        create_topic(agent.url, TOPIC, args.partitions, lake_configs(args.interval_ms))
+        writer = start_writer(agent.data_dir, workdir, f"{name}-writer", TOPIC, cap_mib * MiB)
+        # The table made (an empty commit of the empty topic) before the load, so that the window sees
+        # steady commits, not the writer's start.
+        wait_for_commit(agent.url, TOPIC, 120)
+        window: dict[str, float] = {}
+        cpu = CpuWindow({"writer": writer.pid, "agent": agent.pid})
+
+        def start() -> None:
+            window["start"] = time.time()
+            cpu.mark_start()
+
+        def end() -> None:
+            window["end"] = time.time()
+            cpu.mark_end()
+
+        load = KafkaLoad("none", args.producers, args.raw_duration, rate_mib=args.raw_rate_mib)
+        with StatusPoller(agent.url, TOPIC, writer.pid) as poller, RssSampler(writer.pid) as rss:
+            produced = run_producers(
+                with_warmup(args, args.raw_warmup), agent.bootstrap, TOPIC, load, start, end
+            )
+        if writer.popen.poll() is not None:
+            raise RuntimeError(f"the lake writer exited with {writer.popen.returncode}:\n{writer.tail()}")
+    finally:
+        if writer is not None:
+            stop_proc(writer, "raw")
+        stop_proc(agent.proc, "raw")
+    shutil.rmtree(agent.data_dir, ignore_errors=True)  # gigabytes of records; the figures are taken
+    commits = commits_seen(poller.samples)
+    measured = steady(commits, window["start"], window["end"])
+    record_bytes = produced["record_bytes"] or 0
+    return {
+        "cap_mib": cap_mib,
+        "interval_ms": args.interval_ms,
+        "produced": produced,
+        "window": window,
+        "cpu_cores": cpu.cores(),
+        "writer_peak_rss_mib": round(rss.peak_kib / 1024, 1),
+        "commits_seen": len(commits),
+        "steady": None if measured is None else asdict(measured),
+        "committed_mib_s": None if measured is None else measured.mib_s(record_bytes),
+        "mib_per_writer_cpu_s": None if measured is None else measured.mib_per_cpu_s(record_bytes),
+        "lag": lag_summary(poller.samples, window["start"], window["end"]),
+        "status_poll_errors": poller.errors,
+    }
