@@ -24,7 +24,7 @@ class LakePartitionOut(BaseModel):
 class LakeRunOut(BaseModel):
     """The writer's last recorded run of the table."""
 
-    at_ms: int
+    at_ms: int = Field(description="when the run began: the commit interval counts from here")
     lag_records: int = Field(description="the lag the run left behind, as it measured it")
     error: str | None
 

@@ -30,6 +30,7 @@ _LAKE_SETTINGS = frozenset(
         "metadata",
         "job_lease_ms",
         "lake_max_bytes_per_commit",
+        "lake_write_buffer_bytes",
         "lake_maintenance_interval_ms",
         "lake_orphan_grace_ms",
         "worker_interval_ms",
@@ -47,6 +48,7 @@ def cmd_lake_run(args: argparse.Namespace) -> int:
     from storage.objectstore import open_object_store
 
     settings = load_settings({s.name: getattr(args, s.name, None) for s in SETTINGS})
+    clock = SystemClock()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     metadata = open_metadata_store(settings.metadata_url)
     store = open_object_store(
@@ -61,9 +63,11 @@ def cmd_lake_run(args: argparse.Namespace) -> int:
             s3_endpoint=settings.s3_endpoint,
             s3_region=settings.s3_region,
         ),
-        SystemClock(),
+        clock,
         owner=f"{socket.gethostname()}:{os.getpid()}:lake-run",
-        config=LakeWriterConfig(settings.lake_max_bytes_per_commit, settings.job_lease_ms),
+        config=LakeWriterConfig(
+            settings.lake_max_bytes_per_commit, settings.job_lease_ms, settings.lake_write_buffer_bytes
+        ),
         maintenance=MaintenanceConfig(settings.lake_maintenance_interval_ms, settings.lake_orphan_grace_ms),
     )
     try:
@@ -80,7 +84,11 @@ def cmd_lake_run(args: argparse.Namespace) -> int:
                     print(f"{topic}: {outcome}")
             if not args.loop:
                 return 1 if any(run.error for run in result.runs) else 0
-            time.sleep(settings.worker_interval_ms / 1000)
+            # The next round when a table is due, or after the worker interval (round.py's doc).
+            wait = settings.worker_interval_ms / 1000
+            if result.next_due_ms is not None:
+                wait = min(wait, max(0.0, (result.next_due_ms - clock.now_ms()) / 1000))
+            time.sleep(wait)
     finally:
         lake.close()
         store.close()

@@ -137,7 +137,11 @@ class Runtime:
                 ),
                 self.clock,
                 owner=f"{socket.gethostname()}:{os.getpid()}:{self.rng.getrandbits(32):08x}",
-                config=LakeWriterConfig(settings.lake_max_bytes_per_commit, settings.job_lease_ms),
+                config=LakeWriterConfig(
+                    settings.lake_max_bytes_per_commit,
+                    settings.job_lease_ms,
+                    settings.lake_write_buffer_bytes,
+                ),
                 maintenance=MaintenanceConfig(
                     settings.lake_maintenance_interval_ms, settings.lake_orphan_grace_ms
                 ),

@@ -261,7 +261,16 @@ SETTINGS: tuple[Setting, ...] = (
         "STRATA_LAKE_MAX_BYTES_PER_COMMIT",
         int,
         256 * MiB,
-        "Chunk bytes one lake commit reads at most (a table catching up takes several commits)",
+        "Chunk bytes one lake commit reads at most (a table catching up takes several commits, back to back)",
+    ),
+    Setting(
+        "lake_write_buffer_bytes",
+        "STRATA_LAKE_WRITE_BUFFER_BYTES",
+        int,
+        64 * MiB,
+        "Chunk bytes the lake writer reads and writes at once: a commit goes in pieces of this size, each"
+        " written as its own data file(s), so the writer's memory is bounded by it (docs/lake.md), not by"
+        " the commit's size",
     ),
     Setting(
         "lake_maintenance_interval_ms",

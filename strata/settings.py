@@ -74,6 +74,7 @@ class Settings:
     job_lease_ms: int = 60_000
     lake: bool = True
     lake_max_bytes_per_commit: int = 256 * MiB
+    lake_write_buffer_bytes: int = 64 * MiB
     lake_maintenance_interval_ms: int = 3_600_000
     lake_orphan_grace_ms: int = 86_400_000
     l0_merge_files: int = 8
@@ -184,6 +185,8 @@ def load_settings(
         raise SettingsError(f"STRATA_COMPACTION_MAX_READ_BYTES_PER_SECOND: {exc.message}") from None
     if settings.lake_max_bytes_per_commit < 1:
         raise SettingsError("STRATA_LAKE_MAX_BYTES_PER_COMMIT: at least 1")
+    if settings.lake_write_buffer_bytes < MiB:
+        raise SettingsError("STRATA_LAKE_WRITE_BUFFER_BYTES: at least 1 MiB")
     if settings.lake_maintenance_interval_ms < 0:
         raise SettingsError("STRATA_LAKE_MAINTENANCE_INTERVAL_MS: not negative")
     # The grace must outlast any lake writer's upload-to-commit time, or its files would be taken for

@@ -19,7 +19,9 @@ mode. The cases:
 - two writers: each loaded the dead-letter table before its commit, and the catalog's compare-and-set
   accepts one commit per snapshot, so the second one's dead-letter commit fails and it stops, as a lost
   main commit does; one that loaded it after the first's commit skips those rows.
-A run with no dead letters to add leaves the table alone, so it is created by the first refusal only.
+A run with no dead letters to add leaves the table alone, so it is created by the first refusal only. A
+run's letters are written a piece of the read at a time (``DeadLetterAppend``) and committed in one
+snapshot, so the argument is the same as for one append.
 The case that is not exactly once: the registry or the topic's configs changing between a run's two
 commits (a schema registered after the run refused records for lacking it) turns the rerun's refusals
 into typed rows, while they stay dead letters too.
@@ -40,9 +42,8 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 
-def unheld(table: Table, rows: pa.Table) -> pa.Table:
-    """``rows`` (``layouts.DEAD_LETTER``) less those below the table's own committed offsets."""
-    held, _ = committed_offsets(table)
+def unheld(held: Mapping[int, int], rows: pa.Table) -> pa.Table:
+    """``rows`` (``layouts.DEAD_LETTER``) less those below the table's own committed offsets ``held``."""
     if not held:
         return rows
     partitions = rows.column("partition").to_pylist()
@@ -51,20 +52,35 @@ def unheld(table: Table, rows: pa.Table) -> pa.Table:
     return rows.take(pa.array(keep, pa.int64()))
 
 
-def commit_dead_letters(table: Table, rows: pa.Table, read_end: Mapping[int, int]) -> Table | None:
-    """Append ``rows`` not held yet, with the offsets ``read_end`` reached, in one snapshot: the table as
-    committed, or None when it held them all. Raises pyiceberg's CommitFailedException when another
-    writer committed to it first."""
-    new = unheld(table, rows)
-    if new.num_rows == 0:
-        return None
-    held, _ = committed_offsets(table)
-    offsets = {p: max(held.get(p, 0), read_end.get(p, 0)) for p in {*held, *read_end}}
-    transaction = table.transaction()
-    transaction.append(
-        new.cast(table.schema().as_arrow()), snapshot_properties={OFFSETS_PROPERTY: encode_offsets(offsets)}
-    )
-    return transaction.commit_transaction()
+class DeadLetterAppend:
+    """One commit's dead letters, added a piece at a time (each written as data files at once, so the
+    writer holds one piece's letters, not the commit's), then committed in one snapshot with the offsets
+    the read reached."""
+
+    def __init__(self, table: Table, read_end: Mapping[int, int]) -> None:
+        from pipeline.lake.append import FileAppend
+
+        self.table = table
+        self._held, _ = committed_offsets(table)
+        self._read_end = dict(read_end)
+        self._transaction = table.transaction()
+        self._files = FileAppend(table, self._transaction)
+        self._columns = table.schema().as_arrow()
+
+    def add(self, rows: pa.Table) -> None:
+        """Write ``rows`` not held yet (``layouts.DEAD_LETTER``)."""
+        self._files.write(unheld(self._held, rows).cast(self._columns))
+
+    def commit(self) -> Table | None:
+        """The rows added, with the offsets, in one snapshot: the table as committed, or None when there
+        was nothing to add. Raises pyiceberg's CommitFailedException when another writer committed to it
+        first."""
+        if self._files.rows == 0:
+            return None
+        held, ends = self._held, self._read_end
+        offsets = {p: max(held.get(p, 0), ends.get(p, 0)) for p in {*held, *ends}}
+        self._files.append({OFFSETS_PROPERTY: encode_offsets(offsets)})
+        return self._transaction.commit_transaction()
 
 
 def purge_dead_letters(catalog: Catalog, table: str, topic: str, created_ms: int) -> bool:

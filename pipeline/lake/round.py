@@ -1,10 +1,22 @@
 """One lake round: a job for every lake-enabled topic that is due, and the tables of deleted topics dropped.
 
 The worker role runs it after each compaction round (``strata/loop.py``), and ``strata lake run`` runs one
-by hand. A topic is due once its ``strata.iceberg.commit.interval.ms`` has passed since its table's last
-run, or when a commit was asked for (``LakeStore.request_lake_commit``); ``force`` runs every topic. Every
-step is safe with any number of processes doing the same: the jobs are leased per table, and the commit
-itself is a compare-and-set (``pipeline/lake/writer.py``).
+by hand. Every step is safe with any number of processes doing the same: the jobs are leased per table,
+and the commit itself is a compare-and-set (``pipeline/lake/writer.py``).
+
+When a topic is due (``due_at``), so that under steady load the table lags by about its commit interval,
+as the commit interval of Kafka Connect's Iceberg sink and Redpanda's Iceberg lag target are meant:
+- once ``strata.iceberg.commit.interval.ms`` has passed since its table's last run BEGAN (the row's
+  ``last_run_ms``), not since it ended: a commit that takes a while does not push the next one later;
+- at once when the last run is behind: it committed, and the byte cap (``lake_max_bytes_per_commit``) cut
+  its read short. Such a run records the offsets it left for later as its lag (``LakeRun.lag_records``; a
+  read that was not cut short leaves none, since it reads up to the LSO it found), and no error. So a table
+  with more to commit than one commit takes commits back to back until it has caught up, whatever its
+  interval;
+- at once when a commit was asked for (``LakeStore.request_lake_commit``), or when it has never run.
+``force`` runs every topic. The round's result says when the next topic is due by its row
+(``next_due_ms``), so that the loops running rounds (``strata/loop.py``, ``strata lake run --loop``) start
+the next round then rather than a whole worker interval later (``_next_due`` says what it leaves to them).
 
 A commit asked for (``commit_requested``, set by ``POST /v1/topics/{topic}/lake/commit-now``) makes the topic
 due at the next round; the request is cleared by the first run begun after it that brings the table up to
@@ -63,6 +75,9 @@ class LakeRoundResult:
     runs: list[LakeRun]
     removed: list[tuple[str, str]]  # (topic, DROPPED or FORGOTTEN)
     maintained: list[MaintenanceResult] = field(default_factory=list)
+    # When the next of the round's topics is due (``due_at``, clock ms); None: none is, or only rows that
+    # another writer holds.
+    next_due_ms: int | None = None
 
 
 class LakeRound:
@@ -137,7 +152,25 @@ class LakeRound:
         if self.observer is not None:
             self._observe_lag(self.observer, list(topics.values()), every_topic=topic is None)
         maintained = [m for name, info in sorted(topics.items()) if (m := self._maintain(info)) is not None]
-        return LakeRoundResult(runs, removed, maintained)
+        return LakeRoundResult(runs, removed, maintained, self._next_due(list(topics.values())))
+
+    def _next_due(self, topics: list[TopicInfo]) -> int | None:
+        """When the first of ``topics`` is due by its row as the round's runs left it. Rows that have not
+        run (a topic new or refused), and rows another writer holds, are left to the loops' interval, and a
+        commit asked for wakes the loop itself: none of them makes a loop spin on a run that failed."""
+        if not topics:
+            return None
+        rows = {r.topic: r for r in self.metadata.lake_tables()}
+        now = self.clock.now_ms()
+        times = []
+        for info in topics:
+            row = rows.get(info.name)
+            if row is None or row.last_run_ms is None:
+                continue
+            if row.lease_owner is not None and (row.lease_expires_ms or 0) > now:
+                continue  # in flight elsewhere
+            times.append(due_at(info, row))
+        return min(times, default=None)
 
     def _maintain(self, info: TopicInfo) -> MaintenanceResult | None:
         """The table's maintenance, if this process has not done it for the interval; None if not due or
@@ -217,5 +250,19 @@ class LakeRound:
 def _due(info: TopicInfo, row: LakeTableRow | None, now: int) -> bool:
     if row is None or row.last_run_ms is None or row.commit_requested:
         return True
-    interval = LakeTopicConfig.from_overrides(info.name, info.configs).commit_interval_ms
-    return now - row.last_run_ms >= interval
+    return due_at(info, row) <= now
+
+
+def due_at(info: TopicInfo, row: LakeTableRow) -> int:
+    """When the topic of a row that has run is due by its interval (clock ms; 0: at once, behind), the
+    module's doc says why."""
+    if row.last_run_ms is None or behind(row):
+        return 0
+    return row.last_run_ms + LakeTopicConfig.from_overrides(info.name, info.configs).commit_interval_ms
+
+
+def behind(row: LakeTableRow) -> bool:
+    """Whether the row's last run left more than one commit takes: a lag, which only a read the byte cap
+    cut short leaves, and no error (a failed run keeps the lag it found, and waits for its interval). A run
+    that lost its commit race counts too: the winner committed what it read, and no more."""
+    return row.lag_records > 0 and row.error is None

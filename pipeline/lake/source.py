@@ -1,21 +1,30 @@
-"""What one lake commit reads of a topic: per partition, [from, last stable offset), capped in bytes.
+"""What one lake commit reads of a topic: per partition, [from, last stable offset), capped in bytes, and
+read in pieces of bounded size.
 
 The ranges come from ``pipeline.snapshot.take_snapshot`` (read_committed: below each partition's LSO, the
 batches of aborted transactions dropped), the rows from ``pipeline.decode.decode_file`` with headers: the
 same snapshot and decoder ``read_topic`` uses, so the table and ``read_topic`` agree row for row.
 
-The cap (``max_bytes``, of chunk bytes) keeps one commit's memory bounded when a table starts on a large
-topic or falls behind: chunks are taken a partition at a time in turn, each partition from its start, so
-every partition moves forward. A partition's new offset is then the end of the last chunk taken (or the
-range's end if all were), never a guess: the rows committed cover exactly [from, new offset). At least one
-chunk is taken, however large, so a commit always makes progress.
+Two bounds, for two reasons:
+- the commit's cap (``max_bytes``, of chunk bytes: ``lake_max_bytes_per_commit``) bounds how much one
+  snapshot adds, and so how long a commit holds its lease and how much a lost race wastes. Chunks are
+  taken a partition at a time in turn, each partition from its start, so every partition moves forward. A
+  partition's new offset is then the end of the last chunk taken (or the range's end if all were), never a
+  guess: the rows committed cover exactly [from, new offset). At least one chunk is taken, however large,
+  so a commit always makes progress;
+- the piece (``piece_bytes``: ``lake_write_buffer_bytes``) bounds the writer's memory. ``Slice.pieces``
+  fetches and decodes the chunks taken a piece at a time, and the writer turns each piece into data files
+  before it asks for the next one (``append.FileAppend``), so what it holds at once is one piece, whatever
+  the cap. A piece is a run of the chunks taken, in object order, whose byte spans add up to at most
+  ``piece_bytes`` (a single chunk larger than that is a piece of its own).
 
-Each object is read with one ranged GET spanning the chunks taken from it.
+Each object is read with one ranged GET per piece spanning the chunks taken from it: one GET per object
+unless the chunks taken from one object span more than a piece.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -32,19 +41,38 @@ _Chunk = tuple[str, ChunkTask]  # (object key, chunk)
 
 
 @dataclass(frozen=True, slots=True)
+class Span:
+    """One ranged GET: bytes [low, high) of the object ``key``, holding the chunks ``tasks``."""
+
+    key: str
+    low: int
+    high: int
+    tasks: tuple[ChunkTask, ...]
+
+    @property
+    def size(self) -> int:
+        return self.high - self.low
+
+
+Piece = tuple[Span, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Slice:
     """One commit's read: ``start`` and ``end`` per partition (the rows are [start, end)), ``stable`` the
-    partitions' last stable offsets when read (for the lag), the decoded rows and the chunk bytes read."""
+    partitions' last stable offsets when read (for the lag), the chunk bytes taken, and the pieces to fetch
+    them in (nothing is fetched until ``pieces`` is iterated)."""
 
     start: Mapping[int, int]
     end: Mapping[int, int]
     stable: Mapping[int, int]
-    batches: list[pa.RecordBatch]
+    plan: tuple[Piece, ...]
     chunk_bytes: int
 
-    @property
-    def rows(self) -> int:
-        return sum(b.num_rows for b in self.batches)
+    def pieces(self, store: ObjectStore) -> Iterator[list[pa.RecordBatch]]:
+        """The decoded rows, a piece at a time: each piece's batches (one per object span)."""
+        for piece in self.plan:
+            yield [_decode(store, span) for span in piece]
 
 
 def read_slice(
@@ -53,9 +81,10 @@ def read_slice(
     topic: str,
     starts: Mapping[int, int | None],
     max_bytes: int,
+    piece_bytes: int,
 ) -> Slice:
-    """Read ``topic`` from ``starts`` (partition -> first offset; None: the partition's LSO, for
-    ``from_now``; a partition left out starts at its log start)."""
+    """Plan the read of ``topic`` from ``starts`` (partition -> first offset; None: the partition's LSO,
+    for ``from_now``; a partition left out starts at its log start). ``store`` is not read here."""
     stable = {s.partition: s.last_stable_offset for s in metadata.partition_states(topic)}
     options = ReadOptions(
         assign={topic: tuple(sorted(stable))},
@@ -72,7 +101,7 @@ def read_slice(
     taken, ends, total = _take(by_partition, ranges, max_bytes)
     start = {p: r[0] for p, r in ranges.items()}
     stable_now = {p: max(ranges[p][1], stable[p]) for p in ranges}
-    return Slice(start, ends, stable_now, _decode(store, taken), total)
+    return Slice(start, ends, stable_now, plan_pieces(taken, piece_bytes), total)
 
 
 def _take(
@@ -109,15 +138,43 @@ def _take(
     return taken, ends, total
 
 
-def _decode(store: ObjectStore, chunks: list[_Chunk]) -> list[pa.RecordBatch]:
+def plan_pieces(chunks: list[_Chunk], piece_bytes: int) -> tuple[Piece, ...]:
+    """``chunks`` as pieces: the spans of each object (by key, then position), each at most ``piece_bytes``
+    long unless one chunk is longer, packed in order into pieces whose spans add up to at most
+    ``piece_bytes`` (or hold one span)."""
     by_key: dict[str, list[ChunkTask]] = {}
     for key, task in chunks:
         by_key.setdefault(key, []).append(task)
-    batches = []
+    spans: list[Span] = []
     for key, tasks in sorted(by_key.items()):
-        low = min(t.position for t in tasks)
-        high = max(t.position + t.length for t in tasks)
-        content = store.get_range(key, low, high)
-        shifted = [replace(t, position=t.position - low) for t in sorted(tasks, key=lambda t: t.position)]
-        batches.append(decode_file(content, shifted, True, object_key=key))
-    return batches
+        group: list[ChunkTask] = []
+        for task in sorted(tasks, key=lambda t: t.position):
+            if group and task.position + task.length - group[0].position > piece_bytes:
+                spans.append(_span(key, group))
+                group = []
+            group.append(task)
+        spans.append(_span(key, group))
+    pieces: list[Piece] = []
+    piece: list[Span] = []
+    size = 0
+    for span in spans:
+        if piece and size + span.size > piece_bytes:
+            pieces.append(tuple(piece))
+            piece, size = [], 0
+        piece.append(span)
+        size += span.size
+    if piece:
+        pieces.append(tuple(piece))
+    return tuple(pieces)
+
+
+def _span(key: str, tasks: list[ChunkTask]) -> Span:
+    low = min(t.position for t in tasks)
+    high = max(t.position + t.length for t in tasks)
+    return Span(key, low, high, tuple(tasks))
+
+
+def _decode(store: ObjectStore, span: Span) -> pa.RecordBatch:
+    content = store.get_range(span.key, span.low, span.high)
+    shifted = [replace(t, position=t.position - span.low) for t in span.tasks]
+    return decode_file(content, shifted, True, object_key=span.key)

@@ -71,11 +71,13 @@ def state_table_name(table: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SourceRead:
-    """What the topic's table read in this run: the starts it asked for (``read_slice``'s ``starts``)
-    and the slice it got. The state reuses it when its own offsets are those starts."""
+    """What the topic's table read in this run: the starts it asked for (``read_slice``'s ``starts``),
+    the slice it got, and the slice's records reduced to the state's changes (``StateChanges``), kept as
+    it read the pieces. The state uses them when its own offsets are those starts."""
 
     starts: Mapping[int, int | None]
     read: Slice
+    changes: pa.Table
 
 
 def _value_columns() -> pa.Schema:
@@ -84,17 +86,35 @@ def _value_columns() -> pa.Schema:
     return pa.schema([pa.field("value", pa.binary())])
 
 
-def changes_of(read: Slice) -> pa.Table:
-    """The slice's records as ``commit_upsert`` takes them: the state's columns but ``key_bucket``, and
-    ``deleted`` (a null value: a tombstone)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+class StateChanges:
+    """A read's records as ``commit_upsert`` takes them, reduced to one change per key as the pieces come
+    (``upsert.reduce_changes``): what it holds is the keys changed, not the records read. Columns: the
+    state's but ``key_bucket``, and ``deleted`` (a null value: a tombstone)."""
 
-    from pipeline.lake.table_layout import raw_schema, to_table_rows
+    def __init__(self) -> None:
+        self._changes = self._records([])
 
-    rows = to_table_rows(read.batches, raw_schema())
-    records = rows.select(["key", "partition", "offset", "timestamp", "value"])
-    return records.append_column("deleted", pc.is_null(records["value"]).cast(pa.bool_()))
+    def add(self, batches: list[pa.RecordBatch]) -> None:
+        """One piece's decoded batches."""
+        import pyarrow as pa
+
+        from pipeline.lake.upsert import reduce_changes
+
+        self._changes = reduce_changes(pa.concat_tables([self._changes, self._records(batches)]))
+
+    def table(self) -> pa.Table:
+        return self._changes
+
+    @staticmethod
+    def _records(batches: list[pa.RecordBatch]) -> pa.Table:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from pipeline.lake.table_layout import raw_schema, to_table_rows
+
+        rows = to_table_rows(batches, raw_schema())
+        records = rows.select(["key", "partition", "offset", "timestamp", "value"])
+        return records.append_column("deleted", pc.is_null(records["value"]).cast(pa.bool_()))
 
 
 class StateWriter:
@@ -135,13 +155,24 @@ class StateWriter:
             )
         offsets, snapshot_id = committed_offsets(table)
         if source is not None and dict(source.starts) == offsets:
-            read = source.read
+            read, records = source.read, source.changes
         else:
-            read = read_slice(self.metadata, self.store, info.name, offsets, self.config.max_bytes_per_commit)
+            config = self.config
+            read = read_slice(
+                self.metadata,
+                self.store,
+                info.name,
+                offsets,
+                config.max_bytes_per_commit,
+                config.write_buffer_bytes,
+            )
+            changes = StateChanges()
+            for piece in read.pieces(self.store):
+                changes.add(piece)
+            records = changes.table()
         new_offsets = {**offsets, **read.end}
         if new_offsets == offsets:
             return StateRun(identifier, UP_TO_DATE, buckets, offsets, snapshot_id, error=note)
-        records = changes_of(read)
         self.metadata.heartbeat_lake_table(info.name, self.owner, self.clock.now_ms(), self.config.lease_ms)
         self.hook.before_commit(info.name, table)
         try:

@@ -22,13 +22,17 @@ dead letters with the reason, and the table keeps advancing past them: nothing a
 the writer. The table's columns are read from its Iceberg schema through Arrow (large types made plain,
 field ids dropped, so ``merge`` matches by name as ``union_by_name`` does).
 
-Exactly once. Each group is its own append in the one transaction (pyiceberg projects each onto the
-table's columns, nulls where the group's schema lacks one, where one concatenated append would need Arrow to
-cast nested structs onto merged ones), and only the last append carries ``strata.offsets``: the
-transaction is committed whole by the catalog's compare-and-set or not at all, so the writer's argument
-(``writer.py``) holds as in raw mode. A snapshot in the middle of such a commit has no offsets of its own:
-a reader that time-travels to it finds the previous commit's (``offsets.committed_offsets``), a bound its
-rows reach, never one they fall short of. Tombstones have no row in an append table.
+Pieces. A commit is read in pieces (``source.py``) to bound the writer's memory: each piece is planned
+on its own (``plan_piece``) onto the columns the pieces before it left, with the decoding looked up once
+for the whole commit (``decoding_for``), and its steps applied before the next piece is read.
+
+Exactly once. Each group's rows become data files of their own as the group comes (``append.FileAppend``:
+pyiceberg projects each onto the table's columns, nulls where the group's schema lacks one, where one
+concatenated write would need Arrow to cast nested structs onto merged ones), written against the schema
+the transaction has evolved to by then. All of a commit's files are then appended in one snapshot that
+carries ``strata.offsets``, after the schema updates, in the one transaction that the catalog's
+compare-and-set commits whole or not at all, so the writer's argument (``writer.py``) holds as in raw mode.
+Tombstones have no row in an append table.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table, Transaction
 
+    from pipeline.lake.append import FileAppend
     from registry.formats.base import ParsedSchema
     from registry.service import SchemaRegistry
     from storage.metadata.schema_store import SchemaStore
@@ -127,7 +132,7 @@ def table_columns(table: Table) -> pa.Schema:
 
 @dataclass
 class TypedPlan:
-    """One commit of a typed table: each step evolves the columns (when ``evolve_to`` is set) then appends
+    """One piece of a typed commit: each step evolves the columns (when ``evolve_to`` is set) then appends
     ``rows``; ``dead_letters`` (in ``layouts.DEAD_LETTER``) are the records without a typed row."""
 
     columns: pa.Schema  # the table's columns after the last step
@@ -139,37 +144,49 @@ class TypedPlan:
     def rows(self) -> int:
         return sum(rows.num_rows for _, rows in self.steps)
 
-    def apply(self, transaction: Transaction, properties: dict[str, str]) -> None:
-        """The steps into ``transaction``, ``properties`` on the last append (an empty one when no row)."""
-        if not self.steps:
-            transaction.append(self.columns.empty_table(), snapshot_properties=properties)
-            return
-        for i, (evolve_to, rows) in enumerate(self.steps):
+    def apply(self, transaction: Transaction, files: FileAppend) -> None:
+        """The steps into ``transaction``: each evolution as a schema update, each step's rows as data
+        files (``files``, which the commit appends in its one snapshot)."""
+        for evolve_to, rows in self.steps:
             if evolve_to is not None:
                 with transaction.update_schema() as update:
                     update.union_by_name(evolve_to)
-            last = i == len(self.steps) - 1
-            transaction.append(rows, snapshot_properties=properties if last else {})
+            files.write(rows)
+
+
+# How a commit decodes values: with the schema each value's framing names (None), with one schema (Fixed),
+# or not at all (the reason its values are refused: the subject has no schema).
+Decoding = Fixed | str | None
+
+
+def decoding_for(lookup: SchemaLookup, mode: LakeMode, topic: str) -> Decoding:
+    """The commit's decoding, looked up once per commit (every piece of it decodes alike)."""
+    if mode.name != MODE_LATEST:
+        return None
+    subject = mode.value_subject(topic)
+    try:
+        return Fixed(lookup.latest_id(subject), mode.protobuf_name)
+    except (SubjectNotFound, VersionNotFound, InvalidSubject) as exc:
+        return f"the subject {subject!r} has no schema to decode the value with: {exc.message}"
 
 
 def plan_typed(
     columns: pa.Schema, raw: pa.Table, lookup: SchemaLookup, mode: LakeMode, topic: str
 ) -> TypedPlan:
     """``raw`` (``layouts.RAW``, in offset order) as the steps of one commit onto a table of ``columns``."""
+    return plan_piece(columns, raw, lookup, decoding_for(lookup, mode, topic))
+
+
+def plan_piece(columns: pa.Schema, raw: pa.Table, lookup: SchemaLookup, decoding: Decoding) -> TypedPlan:
+    """``raw`` (one piece of a commit, in offset order) as steps onto a table of ``columns``."""
     plan = TypedPlan(columns)
-    values = raw.column("value")
-    fixed = None
-    if mode.name == MODE_LATEST:
-        subject = mode.value_subject(topic)
-        try:
-            fixed = Fixed(lookup.latest_id(subject), mode.protobuf_name)
-        except (SubjectNotFound, VersionNotFound, InvalidSubject) as exc:
-            reason = f"the subject {subject!r} has no schema to decode the value with: {exc.message}"
-            refused = [(i, reason) for i, v in enumerate(values.is_null().to_pylist()) if not v]
-            plan.dead_letters = dead_letter_rows(raw, refused)
-            plan.tombstones = raw.num_rows - len(refused)
-            return plan
-    converted = typed_batches(raw, TypedRows(lookup.parsed), fixed)
+    if isinstance(decoding, str):
+        values = raw.column("value")
+        refused = [(i, decoding) for i, v in enumerate(values.is_null().to_pylist()) if not v]
+        plan.dead_letters = dead_letter_rows(raw, refused)
+        plan.tombstones = raw.num_rows - len(refused)
+        return plan
+    converted = typed_batches(raw, TypedRows(lookup.parsed), decoding)
     plan.tombstones = converted.tombstones
     incompatible: list[tuple[int, str]] = []
     for batch in converted.batches:

@@ -75,16 +75,24 @@ def buckets_of(keys: pa.Array, buckets: int) -> pa.Array:
     return pa.array([partition_for_key(k, buckets) for k in keys.to_pylist()], pa.int32())
 
 
-def latest_changes(records: pa.Table, buckets: int) -> pa.Table:
-    """One change per key (the record with its highest offset), with its bucket; keyless records dropped.
-    ``records`` has the state's columns but ``key_bucket``, and ``deleted``."""
+def reduce_changes(records: pa.Table) -> pa.Table:
+    """One record per key, the one with its highest offset; keyless records dropped. Applied again to the
+    union of its results and more records, it gives what it gives on all of them at once (the highest
+    offset per key is the highest of the highests), which is how a commit read in pieces keeps only the
+    changes, not the records (``state_writer.StateChanges``)."""
     keyed = records.filter(pc.is_valid(records[KEY]))
     if keyed.num_rows == 0:
-        return keyed.append_column(BUCKET, pa.array([], pa.int32()))
+        return keyed
     ordered = keyed.take(pc.sort_indices(keyed, [(KEY, "ascending"), ("offset", "descending")]))
     ordered = ordered.append_column(_ROW, pa.array(range(ordered.num_rows), pa.int64()))
     firsts = ordered.group_by(KEY).aggregate([(_ROW, "min")])[f"{_ROW}_min"]
-    winners = ordered.take(firsts).drop_columns([_ROW])
+    return ordered.take(firsts).drop_columns([_ROW])
+
+
+def latest_changes(records: pa.Table, buckets: int) -> pa.Table:
+    """One change per key (``reduce_changes``), with its bucket. ``records`` has the state's columns but
+    ``key_bucket``, and ``deleted``."""
+    winners = reduce_changes(records)
     return winners.append_column(BUCKET, buckets_of(winners[KEY], buckets))
 
 

@@ -5,11 +5,15 @@ The steps, under the table's lease (``LakeStore.lease_lake_table``):
 1. load the table, or create it (Iceberg v2, the raw layout of ``table_layout``, the topic's partition
    spec, ``commit.retry.num-retries=0``);
 2. read its committed offsets from the current snapshot's summary (``offsets``);
-3. read each partition from there to its LSO (``source``); a partition the table has never had starts at
-   the log start, or at the LSO with ``strata.iceberg.backfill=from_now``;
-4. append the rows with the new offsets as the snapshot's ``strata.offsets``, and commit: data and offsets
-   are one snapshot, swapped in by the catalog's compare-and-set;
-5. record the outcome in ``lake_tables`` (for display) and release the lease.
+3. plan the read of each partition from there to its LSO, up to the commit's byte cap (``source``); a
+   partition the table has never had starts at the log start, or at the LSO with
+   ``strata.iceberg.backfill=from_now``;
+4. read it a piece at a time (``lake_write_buffer_bytes``), each piece's rows written as data files at
+   once (``append``), so that the writer's memory holds one piece whatever the commit's size, and the
+   lease extended after each piece;
+5. append every data file in one snapshot with the new offsets as its ``strata.offsets``, and commit: data
+   and offsets are one snapshot, swapped in by the catalog's compare-and-set;
+6. record the outcome in ``lake_tables`` (for display) and release the lease.
 
 Why exactly once. A snapshot names its rows and the offsets they end at together, so whatever the table
 holds, the next run starts where its rows end. A writer that crashes before the catalog commit leaves
@@ -30,9 +34,11 @@ whose own commit is exactly once too (``dead_letters``), or are only counted wit
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from pipeline.lake.append import FileAppend
 from pipeline.lake.hooks import CommitHook, NoHook
 from pipeline.lake.offsets import OFFSETS_PROPERTY, committed_offsets, encode_offsets
 from pipeline.lake.runs import (
@@ -46,7 +52,7 @@ from pipeline.lake.runs import (
     StateRun,
 )
 from pipeline.lake.source import Slice, read_slice
-from pipeline.lake.state_writer import SourceRead, StateWriter, state_table_name
+from pipeline.lake.state_writer import SourceRead, StateChanges, StateWriter, state_table_name
 from pipeline.lake.table_layout import dead_letter_schema, partition_spec, raw_rows, raw_schema, to_table_rows
 from pipeline.lake.table_properties import check_topic, ensure_no_retry, new_table_properties
 from storage.clock import Clock
@@ -58,6 +64,7 @@ from storage.metadata.rows import TopicInfo
 from storage.objectstore.base import ObjectStore
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyiceberg.catalog import Catalog
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
@@ -138,7 +145,8 @@ class LakeWriter:
         """One job for the topic ``info``: lease, write, record, release."""
         lake = LakeTopicConfig.from_overrides(info.name, info.configs)
         claim = LakeClaim(info.name, lake.table, lake.mode, lake.delete_with_topic, info.created_ms)
-        leased = self.metadata.lease_lake_table(claim, self.owner, self.clock.now_ms(), self.config.lease_ms)
+        started = self.clock.now_ms()
+        leased = self.metadata.lease_lake_table(claim, self.owner, started, self.config.lease_ms)
         if leased is None:
             return LakeRun(info.name, LEASED_ELSEWHERE)
         source: SourceRead | None = None
@@ -158,6 +166,7 @@ class LakeWriter:
             run.lag_records,
             run.error,
             request_seen=leased.commit_requested,
+            started_ms=started,
         )
         try:
             self.metadata.finish_lake_run(info.name, self.owner, self.clock.now_ms(), result)
@@ -194,30 +203,43 @@ class LakeWriter:
         if lake.backfill == BACKFILL_FROM_NOW:
             for partition in range(info.partitions):
                 starts.setdefault(partition, None)
-        read = read_slice(self.metadata, self.store, info.name, starts, self.config.max_bytes_per_commit)
-        source = SourceRead(starts, read)
+        config = self.config
+        read = read_slice(
+            self.metadata,
+            self.store,
+            info.name,
+            starts,
+            config.max_bytes_per_commit,
+            config.write_buffer_bytes,
+        )
         new_offsets = {**offsets, **read.end}
         lag = _lag(read)
         gap, gap_records = _gap(offsets, read)
         if gap is not None:
             log.warning("lake table of %s: %s", info.name, gap)
+        changes = StateChanges() if lake.upsert else None
         if new_offsets == offsets:
-            return LakeRun(info.name, UP_TO_DATE, offsets, snapshot_id, lag_records=lag), source
-        properties = {OFFSETS_PROPERTY: encode_offsets(new_offsets)}
+            return LakeRun(info.name, UP_TO_DATE, offsets, snapshot_id, lag_records=lag), _source(
+                starts, read, changes
+            )
         transaction = table.transaction()
+        files = FileAppend(table, transaction)
+        pieces = self._pieces(info, read, changes)
         invalid = 0
         if lake.lake_mode.typed:
-            typed = self._typed(info, lake, table, read, new_offsets, transaction, properties)
+            typed = self._typed(info, lake, table, pieces, new_offsets, transaction, files)
             if isinstance(typed, LakeRun):
-                return replace(typed, lag_records=lag), source
-            rows, invalid = typed
+                return replace(typed, lag_records=lag), _source(starts, read, changes)
+            invalid = typed
         else:
-            raw = to_table_rows(read.batches, table.schema())
-            transaction.append(raw, snapshot_properties=properties)
-            rows = raw.num_rows
+            schema = table.schema()
+            for piece in pieces:
+                files.write(to_table_rows(piece, schema))
+        files.append({OFFSETS_PROPERTY: encode_offsets(new_offsets)})
+        source = _source(starts, read, changes)
         # A writer that lost its lease stops here: another one has the table now. (Leases are judged by
         # each writer's clock, so two may still overlap: the catalog's compare-and-set decides then.)
-        self.metadata.heartbeat_lake_table(info.name, self.owner, self.clock.now_ms(), self.config.lease_ms)
+        self._heartbeat(info)
         self.hook.before_commit(info.name, table)
         from pyiceberg.exceptions import CommitFailedException
 
@@ -234,7 +256,7 @@ class LakeWriter:
             COMMITTED,
             new_offsets,
             None if snapshot is None else snapshot.snapshot_id,
-            rows=rows,
+            rows=files.rows,
             chunk_bytes=read.chunk_bytes,
             lag_records=lag,
             error=gap,
@@ -243,40 +265,61 @@ class LakeWriter:
         )
         return run, source
 
+    def _pieces(
+        self, info: TopicInfo, read: Slice, changes: StateChanges | None
+    ) -> Iterator[list[pa.RecordBatch]]:
+        """The slice's pieces in turn, each also reduced into the state's ``changes`` (when the topic has a
+        state table), and the lease extended after each: a commit of many pieces may outlast one lease."""
+        for piece in read.pieces(self.store):
+            if changes is not None:
+                changes.add(piece)
+            yield piece
+            self._heartbeat(info)
+
+    def _heartbeat(self, info: TopicInfo) -> None:
+        self.metadata.heartbeat_lake_table(info.name, self.owner, self.clock.now_ms(), self.config.lease_ms)
+
     def _typed(
         self,
         info: TopicInfo,
         lake: LakeTopicConfig,
         table: Table,
-        read: Slice,
+        pieces: Iterator[list[pa.RecordBatch]],
         new_offsets: dict[int, int],
         transaction: Transaction,
-        properties: dict[str, str],
-    ) -> tuple[int, int] | LakeRun:
-        """A typed commit's steps into ``transaction``, its dead letters committed first (``dead_letters``):
-        (typed rows, records refused), or the run's end when the dead-letter commit lost a race."""
+        files: FileAppend,
+    ) -> int | LakeRun:
+        """A typed commit's steps into ``transaction`` and ``files``, a piece at a time, its dead letters
+        committed first (``dead_letters``): the records refused, or the run's end when the dead-letter
+        commit lost a race."""
         from pyiceberg.exceptions import CommitFailedException
 
-        from pipeline.lake.dead_letters import commit_dead_letters
-        from pipeline.lake.typed_writer import plan_typed, table_columns
+        from pipeline.lake.dead_letters import DeadLetterAppend
+        from pipeline.lake.typed_writer import decoding_for, plan_piece, table_columns
 
-        plan = plan_typed(
-            table_columns(table), raw_rows(read.batches), self.schemas(), lake.lake_mode, info.name
-        )
-        refused = plan.dead_letters.num_rows
-        if refused and lake.invalid_record_action == ACTION_DLQ:
-            self.metadata.heartbeat_lake_table(
-                info.name, self.owner, self.clock.now_ms(), self.config.lease_ms
-            )
-            dlq = self._open(info, dead_letter_table(lake.table), DEAD_LETTERS, lake)
+        decoding = decoding_for(self.schemas(), lake.lake_mode, info.name)
+        columns = table_columns(table)
+        letters: DeadLetterAppend | None = None
+        refused = 0
+        for piece in pieces:
+            plan = plan_piece(columns, raw_rows(piece), self.schemas(), decoding)
+            plan.apply(transaction, files)
+            columns = plan.columns
+            refused += plan.dead_letters.num_rows
+            if plan.dead_letters.num_rows and lake.invalid_record_action == ACTION_DLQ:
+                if letters is None:
+                    dlq = self._open(info, dead_letter_table(lake.table), DEAD_LETTERS, lake)
+                    letters = DeadLetterAppend(dlq, new_offsets)
+                letters.add(plan.dead_letters)
+        if letters is not None:
+            self._heartbeat(info)
             try:
-                commit_dead_letters(dlq, plan.dead_letters, new_offsets)
+                letters.commit()
             except CommitFailedException as exc:
                 return self._lost_race(info, table, exc)
         if refused:
             log.info("lake table of %s: %d records have no typed row", info.name, refused)
-        plan.apply(transaction, properties)
-        return plan.rows, refused
+        return refused
 
     def _lost_race(self, info: TopicInfo, table: Table, exc: Exception) -> LakeRun:
         table.refresh()
@@ -323,6 +366,11 @@ def _new_layout(layout: str, lake: LakeTopicConfig) -> tuple[Schema, PartitionSp
         return typed_schema(lake.partition_spec)
     schema = raw_schema() if layout == RAW else dead_letter_schema()
     return schema, partition_spec(schema, lake.partition_spec)
+
+
+def _source(starts: Mapping[int, int | None], read: Slice, changes: StateChanges | None) -> SourceRead | None:
+    """What the state writer may reuse of a read whose pieces were all read (None without a state)."""
+    return None if changes is None else SourceRead(starts, read, changes.table())
 
 
 def _lag(read: Slice) -> int:

@@ -33,7 +33,7 @@ class LakeTableRow:
     committed_offsets: Mapping[int, int] = field(default_factory=dict)  # partition -> next offset
     last_snapshot_id: int | None = None
     last_commit_ms: int | None = None
-    last_run_ms: int | None = None
+    last_run_ms: int | None = None  # when the last run began (its lease was taken)
     lag_records: int = 0
     error: str | None = None
     lease_owner: str | None = None
@@ -66,6 +66,8 @@ class LakeRunResult:
     # request. One asked for while the run was in flight stands, since the run may have read the topic
     # before it.
     request_seen: bool = False
+    # When the run began: the row's ``last_run_ms``, from which the commit interval counts (None: now).
+    started_ms: int | None = None
 
 
 class LakeStore(Protocol):

@@ -132,14 +132,15 @@ class LakeQueries(SqlBase):
             changed = tx.execute(
                 "UPDATE lake_tables SET committed_offsets = COALESCE(?, committed_offsets),"
                 " last_snapshot_id = COALESCE(?, last_snapshot_id),"
-                " last_commit_ms = COALESCE(?, last_commit_ms), last_run_ms = ?, lag_records = ?,"
-                " error = ?, lease_owner = NULL, lease_expires_ms = NULL,"
+                " last_commit_ms = COALESCE(?, last_commit_ms), last_run_ms = COALESCE(?, ?),"
+                " lag_records = ?, error = ?, lease_owner = NULL, lease_expires_ms = NULL,"
                 " commit_requested = (commit_requested AND ?),"
                 " updated_ms = ? WHERE topic = ? AND lease_owner = ?",
                 (
                     committed,
                     result.snapshot_id,
                     result.commit_ms,
+                    result.started_ms,
                     now_ms,
                     result.lag_records,
                     result.error,
