@@ -13,13 +13,16 @@ Two bounds, for two reasons:
   guess: the rows committed cover exactly [from, new offset). At least one chunk is taken, however large,
   so a commit always makes progress;
 - the piece (``piece_bytes``: ``lake_write_buffer_bytes``) bounds the writer's memory. ``Slice.pieces``
-  fetches and decodes the chunks taken a piece at a time, and the writer turns each piece into data files
-  before it asks for the next one (``append.FileAppend``), so what it holds at once is one piece, whatever
-  the cap. A piece is a run of the chunks taken, in object order, whose byte spans add up to at most
-  ``piece_bytes`` (a single chunk larger than that is a piece of its own).
+  fetches and decodes the chunks taken a span at a time and hands them over as pieces of about
+  ``piece_bytes`` of decoded rows (Arrow bytes, not chunk bytes: a compressed chunk decodes to several
+  times its size), and the writer turns each piece into data files before it asks for the next one
+  (``append.FileAppend``), so what it holds at once is one piece, whatever the cap. A piece ends at the
+  first span that takes it to ``piece_bytes`` or past, so it is at most ``piece_bytes`` and one span.
 
-Each object is read with one ranged GET per piece spanning the chunks taken from it: one GET per object
-unless the chunks taken from one object span more than a piece.
+A span is one ranged GET: a run of the chunks taken from one object (by position) of at most
+``piece_bytes / SPANS_PER_PIECE`` chunk bytes (a single larger chunk is a span of its own), so that a
+span's rows, decompressed, seldom outgrow a piece themselves. One GET per object, then, unless the chunks
+taken from it span more than that.
 """
 
 from __future__ import annotations
@@ -54,25 +57,36 @@ class Span:
         return self.high - self.low
 
 
-Piece = tuple[Span, ...]
+SPANS_PER_PIECE = 4
 
 
 @dataclass(frozen=True, slots=True)
 class Slice:
     """One commit's read: ``start`` and ``end`` per partition (the rows are [start, end)), ``stable`` the
-    partitions' last stable offsets when read (for the lag), the chunk bytes taken, and the pieces to fetch
-    them in (nothing is fetched until ``pieces`` is iterated)."""
+    partitions' last stable offsets when read (for the lag), the chunk bytes taken, the spans to fetch
+    them in and the pieces' size (nothing is fetched until ``pieces`` is iterated)."""
 
     start: Mapping[int, int]
     end: Mapping[int, int]
     stable: Mapping[int, int]
-    plan: tuple[Piece, ...]
+    spans: tuple[Span, ...]
     chunk_bytes: int
+    piece_bytes: int
 
     def pieces(self, store: ObjectStore) -> Iterator[list[pa.RecordBatch]]:
-        """The decoded rows, a piece at a time: each piece's batches (one per object span)."""
-        for piece in self.plan:
-            yield [_decode(store, span) for span in piece]
+        """The decoded rows, a piece at a time: the batches (one per span) of about ``piece_bytes``
+        (Arrow bytes). The list yielded is the caller's: clearing it lets its batches go."""
+        piece: list[pa.RecordBatch] = []
+        size = 0
+        for span in self.spans:
+            batch = _decode(store, span)
+            piece.append(batch)
+            size += batch.nbytes
+            if size >= self.piece_bytes:
+                yield piece
+                piece, size = [], 0
+        if piece:
+            yield piece
 
 
 def read_slice(
@@ -101,7 +115,8 @@ def read_slice(
     taken, ends, total = _take(by_partition, ranges, max_bytes)
     start = {p: r[0] for p, r in ranges.items()}
     stable_now = {p: max(ranges[p][1], stable[p]) for p in ranges}
-    return Slice(start, ends, stable_now, plan_pieces(taken, piece_bytes), total)
+    spans = plan_spans(taken, max(1, piece_bytes // SPANS_PER_PIECE))
+    return Slice(start, ends, stable_now, spans, total, piece_bytes)
 
 
 def _take(
@@ -138,10 +153,9 @@ def _take(
     return taken, ends, total
 
 
-def plan_pieces(chunks: list[_Chunk], piece_bytes: int) -> tuple[Piece, ...]:
-    """``chunks`` as pieces: the spans of each object (by key, then position), each at most ``piece_bytes``
-    long unless one chunk is longer, packed in order into pieces whose spans add up to at most
-    ``piece_bytes`` (or hold one span)."""
+def plan_spans(chunks: list[_Chunk], span_bytes: int) -> tuple[Span, ...]:
+    """``chunks`` as spans: the chunks of each object (by key, then position) in runs of at most
+    ``span_bytes`` from the first chunk's start to the last one's end (or one chunk, when longer)."""
     by_key: dict[str, list[ChunkTask]] = {}
     for key, task in chunks:
         by_key.setdefault(key, []).append(task)
@@ -149,23 +163,12 @@ def plan_pieces(chunks: list[_Chunk], piece_bytes: int) -> tuple[Piece, ...]:
     for key, tasks in sorted(by_key.items()):
         group: list[ChunkTask] = []
         for task in sorted(tasks, key=lambda t: t.position):
-            if group and task.position + task.length - group[0].position > piece_bytes:
+            if group and task.position + task.length - group[0].position > span_bytes:
                 spans.append(_span(key, group))
                 group = []
             group.append(task)
         spans.append(_span(key, group))
-    pieces: list[Piece] = []
-    piece: list[Span] = []
-    size = 0
-    for span in spans:
-        if piece and size + span.size > piece_bytes:
-            pieces.append(tuple(piece))
-            piece, size = [], 0
-        piece.append(span)
-        size += span.size
-    if piece:
-        pieces.append(tuple(piece))
-    return tuple(pieces)
+    return tuple(spans)
 
 
 def _span(key: str, tasks: list[ChunkTask]) -> Span:

@@ -124,7 +124,11 @@ class LakeWriter:
         hook: CommitHook | None = None,
         schemas: SchemaLookup | None = None,
     ) -> None:
-        """``schemas``: the typed tables' registry, by default the one in ``metadata`` (made on first use)."""
+        """``schemas``: the typed tables' registry, by default the one in ``metadata`` (made on first use).
+        pyarrow allocates on the system allocator from here on (``memory``)."""
+        from pipeline.lake.memory import use_system_allocator
+
+        use_system_allocator()
         self.metadata = metadata
         self.store = store
         self.catalog = catalog
@@ -234,7 +238,10 @@ class LakeWriter:
         else:
             schema = table.schema()
             for piece in pieces:
-                files.write(to_table_rows(piece, schema))
+                rows = to_table_rows(piece, schema)
+                piece.clear()  # the decoded batches go before the write: it copies the rows twice more
+                files.write(rows)
+                del rows
         files.append({OFFSETS_PROPERTY: encode_offsets(new_offsets)})
         source = _source(starts, read, changes)
         # A writer that lost its lease stops here: another one has the table now. (Leases are judged by
@@ -302,7 +309,10 @@ class LakeWriter:
         letters: DeadLetterAppend | None = None
         refused = 0
         for piece in pieces:
-            plan = plan_piece(columns, raw_rows(piece), self.schemas(), decoding)
+            raw = raw_rows(piece)
+            piece.clear()  # the sorted rows are what the plan needs
+            plan = plan_piece(columns, raw, self.schemas(), decoding)
+            del raw
             plan.apply(transaction, files)
             columns = plan.columns
             refused += plan.dead_letters.num_rows
