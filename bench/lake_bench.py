@@ -11,9 +11,10 @@ default: a local directory and SQLite, which holds the lake's catalog too. Every
 ``--interval-ms`` (``strata.iceberg.commit.interval.ms``; 10 s, the least it takes).
 
 1. raw (``bench/lake_raw.py``): ``--raw-rate-mib`` MiB/s produced over Kafka to a raw table, at each of
-   ``--raw-caps-mib`` as ``--lake-max-bytes-per-commit``: the MiB/s committed against the MiB/s produced,
-   the MiB committed per CPU second of the writer process, the lag (offsets and seconds) as the table's
-   status computes it, the writer's peak RSS.
+   ``--raw-caps-mib`` as ``--lake-max-bytes-per-commit``, with ``--raw-buffer-mib`` as
+   ``--lake-write-buffer-bytes``: the MiB/s committed against the MiB/s produced, the MiB committed per
+   CPU second of the writer process, the lag (offsets and seconds) as the table's status computes it, the
+   writer's peak RSS against the bound its write buffer sets.
 2. typed (``bench/lake_typed.py``): a commit of ``--typed-records`` orders serialized by confluent-kafka's
    Avro, JSON Schema and Protobuf serializers against the agent's registry, and of the same Avro values
    to a raw table: records/s and records per CPU second; the objects one commit writes, by kind.
@@ -43,6 +44,7 @@ from typing import Any
 from bench.lake_rows import flush_rows, raw_rows, typed_rows, upsert_rows
 from bench.results import Rows, add_output_args, finish_run, markdown_table, page_figures, run_header
 from bench.targets import LAKE_RATE_MIB_S
+from pipeline.lake.runs import LakeWriterConfig
 from storage.lake_config import MIN_COMMIT_INTERVAL_MS
 
 PHASES = ("raw", "typed", "upsert", "flush")
@@ -84,6 +86,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--raw-warmup", type=float, default=5.0)
     add("--raw-duration", type=float, default=60.0, help="measured window, s")
     add("--raw-caps-mib", type=_list(int), default=[256, 1024], help="--lake-max-bytes-per-commit, MiB")
+    add(
+        "--raw-buffer-mib",
+        type=int,
+        default=LakeWriterConfig().write_buffer_bytes // 2**20,
+        help="--lake-write-buffer-bytes, MiB",
+    )
     add("--typed-records", type=int, default=200_000)
     add("--typed-partitions", type=int, default=4)
     add("--upsert-keys", type=int, default=1_000_000)

@@ -143,15 +143,26 @@ class StatusPoller:
         self._thread.join()
 
 
-def start_writer(data_dir: Path, workdir: Path, name: str, topic: str, max_bytes: int | None) -> Proc:
-    """``strata lake run --loop`` for ``topic`` on the agent's data directory: a round every 500 ms, each
-    committing the topic when its commit interval has passed (as the worker's rounds do)."""
+def start_writer(
+    data_dir: Path,
+    workdir: Path,
+    name: str,
+    topic: str,
+    max_bytes: int | None,
+    buffer_bytes: int | None = None,
+) -> Proc:
+    """``strata lake run --loop`` for ``topic`` on the agent's data directory: a round every 500 ms, or
+    sooner when the topic is due (``LakeRoundResult.next_due_ms``: its commit interval has passed since its
+    last run began, or the last run left it behind), as the worker's rounds do. ``max_bytes``:
+    ``--lake-max-bytes-per-commit``; ``buffer_bytes``: ``--lake-write-buffer-bytes``."""
     cmd = module_cmd(
         "strata.cli", "lake", "run", "--loop", "-q", "--topic", topic, "--data-dir", str(data_dir)
     )
     cmd += ["--worker-interval-ms", "500"]
     if max_bytes:
         cmd += ["--lake-max-bytes-per-commit", str(max_bytes)]
+    if buffer_bytes:
+        cmd += ["--lake-write-buffer-bytes", str(buffer_bytes)]
     return spawn(name, cmd, workdir / f"{name}.log")
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from bench.lake_analysis import rounded
 from bench.lake_typed import RAW
 from bench.results import Rows
-from bench.targets import LAKE_KEEP_UP_RATIO, LAKE_MIB_PER_CPU_S, lake_lag_s
+from bench.targets import LAKE_KEEP_UP_RATIO, LAKE_MIB_PER_CPU_S, lake_lag_s, lake_writer_rss
 
 AREA = "lake"
 SHAPES = {"all": "writer in the agent's process (--role all)", "split": "writer in its own process"}
@@ -46,7 +46,16 @@ def raw_rows(rows: Rows, raw: dict[str, Any]) -> None:
         )
         cores = r["cpu_cores"]
         rows.add(f"{head}: writer / agent cores", _pair(cores.get("writer"), cores.get("agent"), 2))
-        rows.add(f"{head}: writer peak RSS", r["writer_peak_rss_mib"], "MiB", area=AREA)
+        buffer = r.get("buffer_mib")
+        rows.add(
+            f"{head}: writer peak RSS, write buffer {buffer} MiB",
+            r["writer_peak_rss_mib"],
+            "MiB",
+            None if buffer is None else lake_writer_rss(buffer),
+            area=AREA,
+        )
+        if "writer_base_rss_mib" in r:
+            rows.add(f"{head}: writer RSS before the load", r["writer_base_rss_mib"], "MiB")
         steady = r["steady"] or {}
         rows.add(
             f"{head}: commits measured (seen in all)", f"{steady.get('commits', 0)} ({r['commits_seen']})"

@@ -71,6 +71,17 @@ def proc_mem_kib(pid: int | str) -> dict[str, int]:
     return out
 
 
+def reset_peak_rss(pid: int | str) -> bool:
+    """Set the process's VmHWM (its peak RSS, kept by the kernel) to its RSS now, so that a later VmHWM is
+    the peak since this moment, however short: ``5`` to /proc/<pid>/clear_refs (Linux 4.0 and on). False
+    where that is refused (another user's process)."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
 # --- the machine --------------------------------------------------------------------------------------------
 def system_busy_s() -> float:
     """CPU seconds spent busy by the whole machine (all cores), from /proc/stat."""

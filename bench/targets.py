@@ -105,6 +105,18 @@ LAKE_KEEP_UP_RATIO = Target(">=", 95.0, "%")  # committed MiB/s over produced, o
 LAKE_MIB_PER_CPU_S = Target(">=", LAKE_RATE_MIB_S, "MiB")
 
 
+# The lake writer's process holds pyarrow, pyiceberg and SQLAlchemy, and its commits a fixed share (the
+# writer threads' heaps, a span's decode); a commit holds one piece of its write buffer a few times over
+# while pyiceberg writes it (pipeline/lake/memory.py, docs/lake.md). Neither grows with the commit's cap.
+LAKE_WRITER_BASE_MIB = 350.0
+LAKE_WRITER_BUFFER_COPIES = 5
+
+
+def lake_writer_rss(buffer_mib: float) -> Target:
+    """A lake writer's peak RSS: its base and a few copies of its write buffer, whatever the commit's cap."""
+    return Target("<=", LAKE_WRITER_BASE_MIB + LAKE_WRITER_BUFFER_COPIES * buffer_mib, "MiB")
+
+
 def lake_lag_s(interval_ms: int) -> Target:
     """The largest lag over a window: the commit interval, and as long again for the commit itself and the
     round that finds it due."""
