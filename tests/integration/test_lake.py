@@ -4,6 +4,8 @@ readers (DuckDB, iceberg-rust through DataFusion, pyiceberg), which must each gi
 ``read_topic`` (Strata's Spark reader) over the committed offsets. On SQLite with a local directory, and on
 PostgreSQL with moto S3.
 
+A commit larger than the writer's write buffer is read and written in pieces, and is still one snapshot.
+
 Exactly once: a failure after the Parquet upload and before the catalog commit, a commit whose success the
 writer never learns, and two writers racing for one table each leave count(*) equal to the count of
 distinct (partition, offset), with no gap; so does a writer process killed between the two, after its lease
@@ -243,6 +245,40 @@ def test_from_now_and_a_byte_cap_still_commit_each_record_once(lake: Lake) -> No
     assert dict(run.offsets) == stable_offsets(lake, capped)
     assert_exactly_once(lake, capped)
     assert len(pyiceberg_rows(lake.table(capped))) == 3 * 140
+
+
+def test_a_commit_larger_than_the_write_buffer_is_one_snapshot_of_several_files(
+    lake: Lake, spark: Any
+) -> None:
+    topic = "pieces"
+    lake.create_topic(topic, 3)
+    for round_ in (1, 2, 3):
+        produce_both_doors(lake, topic, 3, round_)  # several flushes: several objects to read
+    info = lake.runtime.metadata.get_topic(topic)
+    # A write buffer of one byte: each span of the read (one object's chunks) is a piece of its own,
+    # written as data files before the next one is read.
+    tiny = LakeWriter(
+        lake.runtime.metadata,
+        lake.runtime.store,
+        lake.catalog(),
+        SystemClock(),
+        "tiny",
+        LakeWriterConfig(write_buffer_bytes=1),
+    )
+    run = tiny.run(info)
+    assert run.outcome == COMMITTED, run.error
+    stable = stable_offsets(lake, topic)
+    assert (dict(run.offsets), run.rows, run.lag_records) == (stable, 3 * 140, 0)
+    table = lake.table(topic)
+    (snapshot,) = table.snapshots()  # one commit, one snapshot, however many pieces
+    files = list(table.scan().plan_files())
+    assert len(files) > 3
+    assert int(snapshot.summary["added-data-files"]) == len(files)
+    assert committed_offsets(table) == (stable, snapshot.snapshot_id)
+    expected = topic_rows(spark, lake, topic, stable)
+    assert len(expected) == 3 * 140
+    assert_readers_agree(lake, topic, expected)
+    assert_exactly_once(lake, topic)
 
 
 def test_records_deleted_before_the_table_had_them_are_reported(lake: Lake) -> None:

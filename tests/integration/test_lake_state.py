@@ -2,7 +2,8 @@
 updated and tombstoned over several commits, over HTTP and Kafka (with aborted transactions), and a Strata
 compaction of the topic between them; and keyless records, which the state leaves out. After each commit
 the state table, read by DuckDB, equals ``latest_per_key(read_topic(...))`` computed by Strata's Spark
-pipeline, and its ``strata.offsets`` are the topic's last stable offsets. On both backend pairs (file://
+pipeline, and its ``strata.offsets`` are the topic's last stable offsets; so it does when a commit is read
+in pieces, from the topic's table's read or from its own. On both backend pairs (file://
 with SQLite, moto S3 with PostgreSQL). A state commit that loses the race to another writer changes
 nothing, and the state is still exact."""
 
@@ -17,12 +18,13 @@ from confluent_kafka import Producer
 
 from pipeline.lake.offsets import committed_offsets
 from pipeline.lake.round import DROPPED
-from pipeline.lake.runs import COMMITTED, LOST_RACE, LakeWriterConfig
+from pipeline.lake.runs import COMMITTED, FAILED, LOST_RACE, LakeWriterConfig
 from pipeline.lake.state_writer import BUCKETS_PROPERTY, STATE_SUFFIX, state_table_name
 from pipeline.lake.writer import LakeWriter
 from pipeline.reader import latest_per_key, read_topic
 from planner.round import CompactionRound
 from storage.clock import SkewedClock
+from storage.errors import Unavailable
 from storage.lake_config import default_table
 from storage.partitioner import partition_for_key
 from strata.cli import main as cli_main
@@ -224,6 +226,59 @@ def test_keyless_records_are_not_in_the_state(
     catalog = srv.runtime.lake_round().writer().catalog
     assert not catalog.table_exists(default_table(topic))
     assert not catalog.table_exists(state_table_name(default_table(topic)))
+
+
+class _FailStateCommit:
+    """Fails the state table's commit (the topic's table commits): the state falls behind the table."""
+
+    def before_commit(self, topic: str, table: Any) -> None:
+        if table.name()[-1].endswith(STATE_SUFFIX):
+            raise Unavailable("injected: the state table's commit fails")
+
+    def after_commit(self, topic: str, table: Any) -> None:
+        pass
+
+
+def test_a_state_commit_read_in_pieces_keeps_each_keys_latest_value(spark: Any, srv: RunningServer) -> None:
+    """A write buffer of one byte: each produce request's records are a piece of their own, and a key's
+    latest value is in a later piece than its earlier ones."""
+    topic = "pieces.kv"
+    srv.create_topic(topic, PARTITIONS, **{"cleanup.policy": "compact", "strata.iceberg.mode": "raw"})
+    rt = srv.runtime
+    catalog = rt.lake_round().writer().catalog
+    info = rt.metadata.get_topic(topic)
+
+    def writer(owner: str, hook: Any = None) -> LakeWriter:
+        config = LakeWriterConfig(write_buffer_bytes=1)
+        return LakeWriter(rt.metadata, rt.store, catalog, rt.clock, owner, config, hook)
+
+    def updates(round_: int) -> None:
+        for i in range(3):
+            _produce_http(
+                srv, [("p1", f"v{round_}-{i}"), (f"q{i}", "x"), ("p2", None if i == 1 else "w")], topic
+            )
+
+    updates(1)
+    run = writer("tiny").run(info)
+    assert (run.outcome, run.state.outcome if run.state else None) == (COMMITTED, COMMITTED)
+    assert {k: v for k, v, *_ in _check(spark, srv, topic, 16)} == {
+        b"p1": b"v1-2",
+        b"p2": b"w",
+        b"q0": b"x",
+        b"q1": b"x",
+        b"q2": b"x",
+    }
+    # The state's commit fails once: the next run reads the state's own records, in pieces too.
+    updates(2)
+    failed = writer("failing", _FailStateCommit()).run(info)
+    assert failed.outcome == COMMITTED
+    assert failed.state is not None
+    assert failed.state.outcome == FAILED
+    updates(3)
+    run = writer("tiny").run(info)
+    assert run.state is not None
+    assert run.state.outcome == COMMITTED, run.state
+    assert {k: v for k, v, *_ in _check(spark, srv, topic, 16)}[b"p1"] == b"v3-2"
 
 
 class _OtherWriterFirst:

@@ -5,9 +5,9 @@ the lake writer and read back through DuckDB: the columns and their types are th
 
 Then the table's life: an evolution (an added optional field, int widened to long) shows the new column
 with NULL for older rows; a record without framing and one whose schema cannot evolve the table land in the
-dead-letter table with their reasons while the table advances past them; and a commit that fails between
-the dead-letter commit and the main one (then a rerun), or two writers racing there, leave each record
-once in one table.
+dead-letter table with their reasons while the table advances past them (in one commit read in pieces
+too); and a commit that fails between the dead-letter commit and the main one (then a rerun), or two
+writers racing there, leave each record once in one table.
 
 One agent on the embedded default (SQLite, a local directory) serves the module: the writer's storage
 paths on both backends are tests/integration/test_lake.py's business.
@@ -31,7 +31,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from pipeline.lake.offsets import committed_offsets
 from pipeline.lake.round import DROPPED
-from pipeline.lake.runs import COMMITTED, FAILED, LOST_RACE
+from pipeline.lake.runs import COMMITTED, FAILED, LOST_RACE, LakeWriterConfig
 from pipeline.lake.writer import LakeWriter
 from storage.clock import SystemClock
 from storage.errors import Unavailable
@@ -292,6 +292,49 @@ def test_evolution_and_dead_letters_keep_the_table_advancing(
     catalog = srv.runtime.lake_round().writer().catalog
     assert not catalog.table_exists(dead_letter_table(default_table(dropping)))
     assert committed_offsets(table(srv, default_table(dropping)))[0] == {0: 1}
+
+
+def test_a_typed_commit_in_pieces_evolves_and_refuses_across_them(
+    srv: RunningServer, registry: SchemaRegistryClient
+) -> None:
+    topic = "typed-pieces"
+    srv.create_topic(topic, 1, **{MODE: "value_schema_id_prefix"})
+    v1, v2 = AvroSerializer(registry, ITEM_V1), AvroSerializer(registry, ITEM_V2)
+    # One send per object: with a write buffer of one byte, each is a piece of the one commit.
+    for value in (
+        v1({"id": "a", "qty": 1}, ctx(topic)),
+        b"garbage",
+        v2({"id": "b", "qty": 2**40, "note": "n"}, ctx(topic)),
+        b"junk",
+        v1({"id": "c", "qty": 3}, ctx(topic)),
+    ):
+        send(srv, topic, [value])
+    runtime = srv.runtime
+    catalog = runtime.lake_round().writer().catalog
+    tiny = LakeWriter(
+        runtime.metadata,
+        runtime.store,
+        catalog,
+        SystemClock(),
+        "tiny",
+        LakeWriterConfig(write_buffer_bytes=1),
+    )
+    done = tiny.run(runtime.metadata.get_topic(topic))
+    assert (done.outcome, done.rows, done.invalid_records, dict(done.offsets)) == (COMMITTED, 3, 2, {0: 5})
+    main = table(srv, default_table(topic))
+    (snapshot,) = main.snapshots()
+    assert int(snapshot.summary["added-data-files"]) == 3  # one per piece that had typed rows
+    assert committed_offsets(main) == ({0: 5}, snapshot.snapshot_id)
+    assert scan(main.metadata_location, "id, qty, note") == [
+        {"id": "a", "qty": 1, "note": None},
+        {"id": "b", "qty": 2**40, "note": "n"},
+        {"id": "c", "qty": 3, "note": None},
+    ]
+    dlq = table(srv, dead_letter_table(default_table(topic)))
+    (letters,) = dlq.snapshots()  # the two pieces' letters, in one snapshot
+    assert int(letters.summary["added-data-files"]) == 2
+    assert committed_offsets(dlq)[0] == {0: 5}
+    assert [r[:3] for r in dead_letters(srv, topic)] == [(0, 1, b"garbage"), (0, 3, b"junk")]
 
 
 class FailBeforeCommit:
