@@ -268,9 +268,9 @@ SETTINGS: tuple[Setting, ...] = (
         "STRATA_LAKE_WRITE_BUFFER_BYTES",
         int,
         64 * MiB,
-        "Chunk bytes the lake writer reads and writes at once: a commit goes in pieces of this size, each"
-        " written as its own data file(s), so the writer's memory is bounded by it (docs/lake.md), not by"
-        " the commit's size",
+        "Decoded bytes the lake writer holds at once: a commit goes in pieces of this size, each written"
+        " as its own data file(s), so the writer's memory is bounded by it (docs/lake.md), not by the"
+        " commit's size",
     ),
     Setting(
         "lake_maintenance_interval_ms",

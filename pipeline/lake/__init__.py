@@ -3,9 +3,12 @@
 - ``table_layout``: the raw table's Iceberg schema (Spark's Kafka source columns), the dead-letter table's
   and partition specs;
 - ``offsets``: the offsets a table holds, from its snapshot summaries (``strata.offsets``);
-- ``source``: one commit's read of a topic (read_committed, capped in bytes), decoded to Arrow;
+- ``source``: one commit's read of a topic (read_committed, capped in bytes), decoded to Arrow in pieces;
+- ``append``: a commit's pieces written as data files as they come, appended in one snapshot;
+- ``memory``: why the writer's pyarrow allocates on the system allocator;
 - ``writer``: one job per table: lease, read, append and commit data and offsets in one snapshot;
-- ``round``: which tables are due, and the tables of deleted topics;
+- ``round``: which tables are due (an interval after their last run began, at once when behind), and the
+  tables of deleted topics;
 - ``maintenance``: small-file rewrite (``rewrite``), snapshot expiry, orphan cleanup; run by the round;
 - ``upkeep_metrics``: the gap (offsets deleted before the table had them), the tables' objects and bytes;
 - ``runs``: a writer's settings and the outcome of a run;

@@ -21,7 +21,7 @@ FAILED = "failed"
 @dataclass(frozen=True, slots=True)
 class LakeWriterConfig:
     """``max_bytes_per_commit``: chunk bytes one commit reads at most (``lake_max_bytes_per_commit``);
-    ``write_buffer_bytes``: chunk bytes the writer reads and writes at once, a piece of a commit
+    ``write_buffer_bytes``: decoded bytes the writer holds at once, a piece of a commit
     (``lake_write_buffer_bytes``, ``source.py``), which bounds its memory whatever the cap."""
 
     max_bytes_per_commit: int = 256 * 1024 * 1024

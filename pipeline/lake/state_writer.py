@@ -30,7 +30,10 @@ table lagging longer than that can miss it and keep the key, as a consumer would
 
 The state is independent of the topic's table: its offsets move on their own, and a run reads the records
 once for both when the two tables are at the same offsets (the usual case), and otherwise reads its own
-slice. A partition the state table has never had starts at its log start, whatever
+slice. Either way the records come a piece at a time (``source.py``) and are reduced to one change per key
+as they come (``StateChanges``), so the commit holds the keys it changes, not the records it read; the
+buckets it rewrites are read whole (``upsert.commit_upsert``), which the bucket count bounds, not
+``lake_write_buffer_bytes``. A partition the state table has never had starts at its log start, whatever
 ``strata.iceberg.backfill`` says: the state of the keys needs the records that set them.
 """
 
