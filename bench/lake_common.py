@@ -152,7 +152,7 @@ def start_writer(
     buffer_bytes: int | None = None,
 ) -> Proc:
     """``strata lake run --loop`` for ``topic`` on the agent's data directory: a round every 500 ms, or
-    sooner when the topic is due (``LakeRoundResult.next_due_ms``: its commit interval has passed since its
+    sooner when the topic is due (``LakeRound.next_due_ms``: its commit interval has passed since its
     last run began, or the last run left it behind), as the worker's rounds do. ``max_bytes``:
     ``--lake-max-bytes-per-commit``; ``buffer_bytes``: ``--lake-write-buffer-bytes``."""
     cmd = module_cmd(

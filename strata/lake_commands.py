@@ -86,8 +86,9 @@ def cmd_lake_run(args: argparse.Namespace) -> int:
                 return 1 if any(run.error for run in result.runs) else 0
             # The next round when a table is due, or after the worker interval (round.py's doc).
             wait = settings.worker_interval_ms / 1000
-            if result.next_due_ms is not None:
-                wait = min(wait, max(0.0, (result.next_due_ms - clock.now_ms()) / 1000))
+            due_ms = lake.next_due_ms(args.topic)
+            if due_ms is not None:
+                wait = min(wait, max(0.0, (due_ms - clock.now_ms()) / 1000))
             time.sleep(wait)
     finally:
         lake.close()

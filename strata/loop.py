@@ -5,9 +5,9 @@ Each round (``planner/round.py``: retention, planning, the jobs this process can
 thread so the event loop keeps serving HTTP, and so does the lake round after it (``pipeline/lake/round.py``:
 the Iceberg commits that are due; ``--no-lake`` turns it off). They run one after the other, never at once,
 so a worker's memory holds one of them at a time. Rounds run every ``worker_interval_ms``, or at once when
-the admin endpoint sets ``runtime.worker_wakeup``, or sooner when a lake table is due sooner (the lake
-round's ``next_due_ms``: a table behind is due at once, one on its interval when it passes), so the lake's
-commit intervals are kept to the millisecond rather than to the worker interval.
+the admin endpoint sets ``runtime.worker_wakeup``, or when a lake table is due if that is sooner
+(``LakeRound.next_due_ms``: a table behind is due at once, another when its interval has passed), so the
+lake's commit intervals are kept to the millisecond rather than to the worker interval.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ async def run_background_loop(runtime: Runtime) -> None:
         await _guarded("background round", compaction_round.run_once)
         wait = interval
         if lake_round is not None:
-            lake = await _guarded("lake round", lake_round.run_once)
-            if lake is not None and lake.next_due_ms is not None:
-                wait = min(wait, max(0.0, (lake.next_due_ms - runtime.clock.now_ms()) / 1000))
+            await _guarded("lake round", lake_round.run_once)
+            due_ms = await _guarded("lake schedule", lake_round.next_due_ms)
+            if due_ms is not None:
+                wait = min(wait, max(0.0, (due_ms - runtime.clock.now_ms()) / 1000))
         try:
             await asyncio.wait_for(runtime.worker_wakeup.wait(), wait)
         except TimeoutError:

@@ -14,9 +14,9 @@ as the commit interval of Kafka Connect's Iceberg sink and Redpanda's Iceberg la
   with more to commit than one commit takes commits back to back until it has caught up, whatever its
   interval;
 - at once when a commit was asked for (``LakeStore.request_lake_commit``), or when it has never run.
-``force`` runs every topic. The round's result says when the next topic is due by its row
-(``next_due_ms``), so that the loops running rounds (``strata/loop.py``, ``strata lake run --loop``) start
-the next round then rather than a whole worker interval later (``_next_due`` says what it leaves to them).
+``force`` runs every topic. ``next_due_ms`` says when the next topic is due by its row, so that the loops
+running rounds (``strata/loop.py``, ``strata lake run --loop``) start the next round then rather than a
+whole worker interval later (its doc says what it leaves to them).
 
 A commit asked for (``commit_requested``, set by ``POST /v1/topics/{topic}/lake/commit-now``) makes the topic
 due at the next round; the request is cleared by the first run begun after it that brings the table up to
@@ -75,9 +75,6 @@ class LakeRoundResult:
     runs: list[LakeRun]
     removed: list[tuple[str, str]]  # (topic, DROPPED or FORGOTTEN)
     maintained: list[MaintenanceResult] = field(default_factory=list)
-    # When the next of the round's topics is due (``due_at``, clock ms); None: none is, or only rows that
-    # another writer holds.
-    next_due_ms: int | None = None
 
 
 class LakeRound:
@@ -121,6 +118,26 @@ class LakeRound:
             )
         return self._writer
 
+    def next_due_ms(self, topic: str | None = None) -> int | None:
+        """When the first lake-enabled topic (or ``topic``) is due by its row (``due_at``, clock ms; 0: at
+        once), or None when none is. Rows that have not run (a topic new or refused), and rows another writer
+        holds, are left to the loops' interval, and a commit asked for wakes the loop itself: none of them
+        makes a loop spin on a run that failed."""
+        topics = [t for t in self.metadata.lake_topics() if topic is None or t.name == topic]
+        if not topics:
+            return None
+        rows = {r.topic: r for r in self.metadata.lake_tables()}
+        now = self.clock.now_ms()
+        times = []
+        for info in topics:
+            row = rows.get(info.name)
+            if row is None or row.last_run_ms is None:
+                continue
+            if row.lease_owner is not None and (row.lease_expires_ms or 0) > now:
+                continue  # in flight elsewhere
+            times.append(due_at(info, row))
+        return min(times, default=None)
+
     def run_once(self, topic: str | None = None, force: bool = False) -> LakeRoundResult:
         topics = {t.name: t for t in self.metadata.lake_topics() if topic is None or t.name == topic}
         rows = {r.topic: r for r in self.metadata.lake_tables() if topic is None or r.topic == topic}
@@ -152,25 +169,7 @@ class LakeRound:
         if self.observer is not None:
             self._observe_lag(self.observer, list(topics.values()), every_topic=topic is None)
         maintained = [m for name, info in sorted(topics.items()) if (m := self._maintain(info)) is not None]
-        return LakeRoundResult(runs, removed, maintained, self._next_due(list(topics.values())))
-
-    def _next_due(self, topics: list[TopicInfo]) -> int | None:
-        """When the first of ``topics`` is due by its row as the round's runs left it. Rows that have not
-        run (a topic new or refused), and rows another writer holds, are left to the loops' interval, and a
-        commit asked for wakes the loop itself: none of them makes a loop spin on a run that failed."""
-        if not topics:
-            return None
-        rows = {r.topic: r for r in self.metadata.lake_tables()}
-        now = self.clock.now_ms()
-        times = []
-        for info in topics:
-            row = rows.get(info.name)
-            if row is None or row.last_run_ms is None:
-                continue
-            if row.lease_owner is not None and (row.lease_expires_ms or 0) > now:
-                continue  # in flight elsewhere
-            times.append(due_at(info, row))
-        return min(times, default=None)
+        return LakeRoundResult(runs, removed, maintained)
 
     def _maintain(self, info: TopicInfo) -> MaintenanceResult | None:
         """The table's maintenance, if this process has not done it for the interval; None if not due or

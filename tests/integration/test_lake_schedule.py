@@ -1,8 +1,8 @@
 """When the lake round commits a table (pipeline/lake/round.py): a table that the byte cap left behind
 commits again at the next round, whatever its interval, until it has caught up; then its interval counts
-from when its last run BEGAN, so a long commit does not push the next one later; and the round's
-``next_due_ms`` tells the loops when to run next. On a real agent (SQLite, a local directory), with a
-manual clock: nothing here waits, and nothing depends on how fast the machine is.
+from when its last run BEGAN, so a long commit does not push the next one later; and
+``LakeRound.next_due_ms`` tells the loops when to run next. On a real agent (SQLite, a local directory),
+with a manual clock: nothing here waits, and nothing depends on how fast the machine is.
 """
 
 from __future__ import annotations
@@ -75,13 +75,12 @@ def test_a_table_behind_commits_at_once_then_on_its_interval_from_the_run_start(
     try:
         offsets = []
         for _ in range(3):
-            result = rounds.run_once()  # never forced: each run is due because the last one was behind
-            (run,) = result.runs
+            (run,) = rounds.run_once().runs  # never forced: due because the last run was behind
             assert run.outcome == COMMITTED, run.error
             offsets.append(run.offsets[0])
             behind = run.lag_records > 0
             # Behind: due at once (0); caught up: an interval after this run began.
-            assert result.next_due_ms == (0 if behind else clock.now_ms() - HOUR_MS // 2 + HOUR_MS)
+            assert rounds.next_due_ms() == (0 if behind else clock.now_ms() - HOUR_MS // 2 + HOUR_MS)
         assert offsets == [5, 10, 15]
         (row,) = [r for r in srv.runtime.metadata.lake_tables() if r.topic == TOPIC]
         assert (row.lag_records, row.error) == (0, None)
