@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.lake.append import FileAppend
 from pipeline.lake.hooks import CommitHook, NoHook
+from pipeline.lake.memory import release, use_system_allocator
 from pipeline.lake.offsets import OFFSETS_PROPERTY, committed_offsets, encode_offsets
 from pipeline.lake.runs import (
     COMMITTED,
@@ -126,8 +127,6 @@ class LakeWriter:
     ) -> None:
         """``schemas``: the typed tables' registry, by default the one in ``metadata`` (made on first use).
         pyarrow allocates on the system allocator from here on (``memory``)."""
-        from pipeline.lake.memory import use_system_allocator
-
         use_system_allocator()
         self.metadata = metadata
         self.store = store
@@ -276,11 +275,13 @@ class LakeWriter:
         self, info: TopicInfo, read: Slice, changes: StateChanges | None
     ) -> Iterator[list[pa.RecordBatch]]:
         """The slice's pieces in turn, each also reduced into the state's ``changes`` (when the topic has a
-        state table), and the lease extended after each: a commit of many pieces may outlast one lease."""
+        state table); after each, its memory given back (``memory.release``) and the lease extended: a
+        commit of many pieces may outlast one lease."""
         for piece in read.pieces(self.store):
             if changes is not None:
                 changes.add(piece)
             yield piece
+            release()
             self._heartbeat(info)
 
     def _heartbeat(self, info: TopicInfo) -> None:
