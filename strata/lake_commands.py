@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import time
+from functools import partial
 from typing import Any
 
 from strata.lake_backfill import add_backfill_command
@@ -55,7 +56,8 @@ def cmd_lake_run(args: argparse.Namespace) -> int:
     lake = LakeRound(
         metadata,
         store,
-        lambda: open_catalog(
+        partial(
+            open_catalog,
             settings.metadata_url,
             settings.bucket_url,
             s3_endpoint=settings.s3_endpoint,

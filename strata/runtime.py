@@ -121,10 +121,8 @@ class Runtime:
             from pipeline.lake.metrics import LakeMetrics
             from pipeline.lake.round import LakeRound
             from pipeline.lake.runs import LakeWriterConfig
-            from pipeline.lake.upkeep_metrics import LakeUpkeepMetrics
 
             settings = self.settings
-            upkeep = LakeUpkeepMetrics(self.metrics.registry)
             self._lake_round = LakeRound(
                 self.metadata,
                 self.store,
@@ -141,8 +139,6 @@ class Runtime:
                 maintenance=MaintenanceConfig(
                     settings.lake_maintenance_interval_ms, settings.lake_orphan_grace_ms
                 ),
-                on_run=upkeep.observe_run,
-                on_maintained=upkeep.observe_maintenance,
                 # strata_lake_* on the process's registry, scraped at /metrics with the agent's.
                 observer=LakeMetrics(self.metrics.registry),
             )

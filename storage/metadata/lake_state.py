@@ -39,6 +39,10 @@ class LakeTableRow:
     lease_owner: str | None = None
     lease_expires_ms: int | None = None
     commit_requested: bool = False
+    # What the topic's lake round sent, by request kind (record_lake_usage), since the row was made.
+    requests: Mapping[str, int] = field(default_factory=dict)
+    # What its tables hold; None until a listing measured it (see LakeUsage).
+    stored: LakeFootprint | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,50 @@ class LakeRunResult:
     # request. One asked for while the run was in flight stands, since the run may have read the topic
     # before it.
     request_seen: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LakeFootprint:
+    """What a topic's lake tables hold: objects and bytes under their locations, as of ``measured_ms``."""
+
+    objects: int
+    bytes: int
+    measured_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LakeUsage:
+    """What the lake sent for one topic in one scope of its round (``pipeline/lake/meter.py``).
+
+    How it moves the row's stored figures: a ``footprint`` (a listing made at the scope's end) replaces
+    them; otherwise the objects and bytes written are added, unless something was deleted (pyiceberg does
+    not say how large a deleted file was), which makes them unknown until the next listing. Unknown stays
+    unknown (NULL in SQL) until a listing.
+    """
+
+    requests: Mapping[str, int] = field(default_factory=dict)  # by kind: PUT, GET, HEAD, LIST, DELETE
+    objects_written: int = 0  # uploads completed
+    bytes_written: int = 0
+    bytes_read: int = 0
+    deletes: int = 0  # objects pyiceberg deleted (their sizes unknown)
+    footprint: LakeFootprint | None = None  # a listing at the scope's end: replaces the stored figures
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to record: no request, no object, no listing."""
+        return not any(self.requests.values()) and not self.objects_written and self.footprint is None
+
+
+@dataclass(frozen=True, slots=True)
+class LakeUsageTotals:
+    """The whole lake's figures: requests sent by every topic's lake round ever (never decreasing), and what
+    the tables of the topics with a row hold now (``unmeasured``: rows whose tables were never listed)."""
+
+    requests: Mapping[str, int]
+    stored_objects: int
+    stored_bytes: int
+    tables: int
+    unmeasured: int
 
 
 class LakeStore(Protocol):
@@ -98,6 +146,18 @@ class LakeStore(Protocol):
 
     def request_lake_commit(self, topic: str) -> bool:
         """Ask for a commit at the next round whatever the interval; False if the topic has no row."""
+        ...
+
+    def record_lake_usage(
+        self, topic: str, topic_created_ms: int, now_ms: int, usage: LakeUsage
+    ) -> LakeFootprint | None:
+        """Add ``usage`` to the row of the topic as created at ``topic_created_ms`` and to the totals, in one
+        transaction; the row's stored figures after it (None: unknown, or no such row). Requests whose row
+        is gone (the topic was deleted meanwhile) still count in the totals. No lease needed: increments."""
+        ...
+
+    def lake_usage_totals(self) -> LakeUsageTotals:
+        """The totals row and the sums of the rows' stored figures, read in one transaction."""
         ...
 
     def forget_lake_table(self, topic: str, topic_created_ms: int) -> None:
