@@ -150,7 +150,7 @@ class CountingInput:
 
     def read(self, nbytes: int | None = None) -> bytes:
         position = self._inner.tell()
-        want = self._size - position if nbytes is None else nbytes
+        want = self._size - position if nbytes is None or nbytes < 0 else nbytes
         data: bytes = self._inner.read(nbytes)
         if want > 0 and position < self._size:
             self._meter.request(GET, read=len(data))

@@ -115,8 +115,11 @@ class LakeMeter:
             self._current().deletes += 1
 
     def unscoped(self) -> LakeUsage:
+        return self.usage_of(self._unscoped)
+
+    def usage_of(self, counts: _Counts) -> LakeUsage:
         with self._lock:
-            return self._unscoped.usage()
+            return counts.usage()
 
 
 class Scope:
@@ -127,8 +130,7 @@ class Scope:
         self._counts = counts
 
     def usage(self) -> LakeUsage:
-        with self._meter._lock:
-            return self._counts.usage()
+        return self._meter.usage_of(self._counts)
 
 
 def meter_of(token: str | None) -> LakeMeter | None:

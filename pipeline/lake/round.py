@@ -37,6 +37,7 @@ workers each maintain every table: each step is safe to repeat and to run beside
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -107,6 +108,9 @@ class LakeRound:
         self.hook = hook
         self.maintenance = maintenance or MaintenanceConfig()
         self.meter = LakeMeter()
+        # One round at a time: the meter's scope is the round's, and a second caller (a test beside the
+        # worker loop) waits rather than mixing its requests with the first one's.
+        self._running = threading.Lock()
         self._open_catalog = open_catalog
         self._writer: LakeWriter | None = None
         self._maintained_ms: dict[str, int] = {}  # topic -> when this process last maintained its table
@@ -122,6 +126,10 @@ class LakeRound:
         return self._writer
 
     def run_once(self, topic: str | None = None, force: bool = False) -> LakeRoundResult:
+        with self._running:
+            return self._round(topic, force)
+
+    def _round(self, topic: str | None, force: bool) -> LakeRoundResult:
         topics = {t.name: t for t in self.metadata.lake_topics() if topic is None or t.name == topic}
         rows = {r.topic: r for r in self.metadata.lake_tables() if topic is None or r.topic == topic}
         # Rows of topics that are gone first: a topic deleted and created again must not find its

@@ -238,3 +238,14 @@ def test_the_lake_cost_shows_where_users_look(deployment: Deployment) -> None:
     if d.recording is not None and d.bucket is not None:
         seen = by_kind(d.recording.seen(d.bucket))
         assert seen == {k.upper(): after["requests"][k] for k in ("put", "get", "head", "list", "delete")}
+
+    # A third commit, with no listing (maintenance is not due for an hour): the stored figures move by what
+    # the commit wrote, and still are the warehouse's.
+    assert d.agent.produce(topic, records).status_code == 200
+    round_ = d.agent.runtime.lake_round().run_once(topic, force=True)
+    assert ([r.outcome for r in round_.runs], round_.maintained) == (["committed"], [])
+    files = d.listing()
+    third = d.agent.client.get(f"/v1/topics/{topic}/lake").json()
+    assert third["stored"]["measured_ms"] == after["stored"]["measured_ms"]
+    assert (third["stored"]["files"], third["stored"]["bytes"]) == (len(files), sum(files.values()))
+    assert third["requests"]["put"] == 3 * len(files)

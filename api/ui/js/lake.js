@@ -51,7 +51,7 @@ export async function render(main, [name]) {
       status.commit_requested ? h("span", { id: "lake-requested" }, "a commit is asked for") : "no commit asked for",
       "card-lake-interval"),
     card("Stored", h("span", { id: "lake-stored" }, status.stored ? bytes(status.stored.bytes) : "not listed yet"),
-      status.stored ? `${num(status.stored.files)} files (with its _dlq and _state tables), listed ${ago(status.stored.measured_ms)}`
+      status.stored ? `${num(status.stored.files)} files, listed ${ago(status.stored.measured_ms)}`
         : "listed after the first commit", "card-lake-stored"),
     card("Requests", h("span", { id: "lake-requests" }, `${num(status.requests.put)} PUT · ${num(status.requests.get)} GET`),
       `${num(status.requests.head)} HEAD, ${num(status.requests.list)} LIST, ${num(status.requests.delete)} DELETE, since the lake was turned on`,

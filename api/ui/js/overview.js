@@ -94,7 +94,7 @@ function draw(body, cluster, history) {
   const series = (fields) => fields.map(([label, f]) => ({ label, values: points.map((p) => p[f]) }));
   const lakeSeries = (fields) => fields.map(([label, f]) => ({ label, values: points.map((p) => (p.lake ? p.lake[f] : null)) }));
   append(body, [
-    h("h2", {}, `This agent, last ${span((points.length * history.interval_ms) / 1000)}`),
+    h("h2", {}, `This agent and the lake, last ${span((points.length * history.interval_ms) / 1000)}`),
     points.length < 2 ? h("p", { class: "muted" }, "Charts fill in as the agent samples its metrics.") : null,
     points.length < 2 ? null : h("div", { class: "charts" },
       lineChart("Throughput (MiB/s)", times, series([["produce", "produce_mib_s"], ["fetch", "fetch_mib_s"]])),
