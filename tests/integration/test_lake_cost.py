@@ -249,3 +249,28 @@ def test_the_lake_cost_shows_where_users_look(deployment: Deployment) -> None:
     assert third["stored"]["measured_ms"] == after["stored"]["measured_ms"]
     assert (third["stored"]["files"], third["stored"]["bytes"]) == (len(files), sum(files.values()))
     assert third["requests"]["put"] == 3 * len(files)
+
+
+def test_a_topics_state_table_is_measured_with_its_table(tmp_path: Path) -> None:
+    """A compacted topic's lake is two tables, the topic's and ``_state`` (copy-on-write of the key
+    buckets: it reads and rewrites files): what the status says they hold is what both locations hold, at
+    the first commit (a listing) and the next (the listing moved by what was written)."""
+    settings = local_settings(tmp_path)
+    lake = Path(settings.data_dir) / "bucket" / "lake"
+    with run_server(settings) as agent:
+        topic = "accounts"
+        agent.create_topic(topic, 2, **{"strata.iceberg.mode": "raw", "strata.iceberg.upsert": "true"})
+        for n in range(2):
+            changes = [{"key": f"k{i % 7}", "value": f"v{n}-{i}"} for i in range(30)]
+            assert agent.produce(topic, changes).status_code == 200
+            (run,) = agent.runtime.lake_round().run_once(topic, force=True).runs
+            assert (run.outcome, run.state.outcome if run.state else None) == ("committed", "committed")
+            files = [p for p in lake.rglob("*") if p.is_file()]
+            assert {p.relative_to(lake).parts[1] for p in files} == {topic, f"{topic}_state"}
+            status = agent.client.get(f"/v1/topics/{topic}/lake").json()
+            assert (status["stored"]["files"], status["stored"]["bytes"]) == (
+                len(files),
+                sum(p.stat().st_size for p in files),
+            )
+            assert status["requests"]["put"] == 3 * len(files)
+            assert status["requests"]["get"] > 0
