@@ -8,7 +8,10 @@ files, and one file costs several requests (an existence check, a size, ranged r
 The handler performs every operation through primitives whose requests are known, one call at a time, so
 the count is exact by construction rather than estimated from the files a commit added (a snapshot's
 summary says nothing of reads, of the existence checks, of multipart parts, or of the uploads of a commit
-that lost its race, which are paid for all the same).
+that lost its race, which are paid for all the same). Why ``PyFileSystem``: Arrow's C++ S3 client has no
+hook on its requests, and a Python ``FileSystemHandler`` is pyarrow's own way to put a filesystem under
+Arrow's readers and writers; reads and writes then cross into Python once per call, which the lake's
+volumes (a commit every minute, a rewrite of at most 64 MiB) afford.
 
 The requests of each primitive are those of Arrow's S3 filesystem (pyarrow 26, as pyiceberg configures
 it), read from a server's log (``tests/integration/test_lake_cost.py`` checks them against moto's):

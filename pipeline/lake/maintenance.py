@@ -208,16 +208,31 @@ def maintain_table(
         if table.properties.get(TOPIC_PROPERTY, info.name) != info.name:
             return None  # another topic's table (the writer refuses it too): its own topic maintains it
         maintenance = TableMaintenance(store, clock, catalog.properties["warehouse"], config)
-        result = maintenance.run(table, lake.snapshot_retention_ms)
-        if result.objects is None or result.bytes is None:
-            return result
-        # The companions are measured only, not maintained: what they hold is the topic's lake too.
-        others = measure_tables(catalog, store, companion_tables(lake.table))
-        if others is None:
-            return replace(result, objects=None, bytes=None)
-        return replace(result, objects=result.objects + others[0], bytes=result.bytes + others[1])
+        return _with_companions(
+            catalog, store, lake.table, maintenance.run(table, lake.snapshot_retention_ms)
+        )
     except NoSuchTableError:
         return None
     except failures as exc:
         log.warning("maintenance of the lake table %s failed: %s", lake.table, exc)
         return MaintenanceResult(lake.table, error=f"{type(exc).__name__}: {exc}")
+
+
+def _with_companions(
+    catalog: Catalog, store: ObjectStore, table: str, result: MaintenanceResult
+) -> MaintenanceResult:
+    """``result`` with what the table's ``_dlq`` and ``_state`` tables hold added to its objects and bytes:
+    they are measured only, not maintained, and what they hold is the topic's lake too. Their failure
+    leaves the figures unknown, not the maintenance failed."""
+    from pipeline.lake.writer import lake_failures
+
+    if result.objects is None or result.bytes is None:
+        return result
+    try:
+        others = measure_tables(catalog, store, companion_tables(table))
+    except lake_failures() as exc:
+        log.warning("measuring the companions of the lake table %s failed: %s", table, exc)
+        others = None
+    if others is None:
+        return replace(result, objects=None, bytes=None)
+    return replace(result, objects=result.objects + others[0], bytes=result.bytes + others[1])
