@@ -15,7 +15,6 @@ the standard AWS chain, as boto3 does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from storage.errors import SettingsError
@@ -69,19 +68,13 @@ def catalog_properties(
 
 
 def open_catalog(
-    metadata_url: str,
-    bucket_url: str,
-    *,
-    s3_endpoint: str | None = None,
-    s3_region: str | None = None,
-    properties: Mapping[str, str] | None = None,
+    metadata_url: str, bucket_url: str, *, s3_endpoint: str | None = None, s3_region: str | None = None
 ) -> SqlCatalog:
     """The catalog of the metadata database ``metadata_url`` with its warehouse in ``bucket_url``'s bucket.
-    ``properties``: more catalog properties (the lake round's FileIO, which counts its requests).
 
     pyiceberg is imported here, not at module load, so processes that never touch the lake do not pay for it.
     """
     from pyiceberg.catalog.sql import SqlCatalog
 
     props = catalog_properties(metadata_url, bucket_url, s3_endpoint=s3_endpoint, s3_region=s3_region)
-    return SqlCatalog(CATALOG_NAME, **props, **(properties or {}))
+    return SqlCatalog(CATALOG_NAME, **props)

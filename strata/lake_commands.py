@@ -14,7 +14,6 @@ import logging
 import os
 import socket
 import time
-from functools import partial
 from typing import Any
 
 from strata.lake_backfill import add_backfill_command
@@ -56,8 +55,7 @@ def cmd_lake_run(args: argparse.Namespace) -> int:
     lake = LakeRound(
         metadata,
         store,
-        partial(
-            open_catalog,
+        lambda: open_catalog(
             settings.metadata_url,
             settings.bucket_url,
             s3_endpoint=settings.s3_endpoint,

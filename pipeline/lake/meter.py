@@ -17,7 +17,8 @@ the round's and are not recorded; they are counted in ``unscoped`` only.
 
 How the counting FileIO finds its meter: pyiceberg makes each FileIO from a class name and the catalog's
 properties (``py-io-impl``), never from an object, so the meter is registered here under a token and the
-token is a catalog property (``properties``).
+token is a catalog property (``properties``). ``attach`` adds them to a catalog already open: pyiceberg
+reads a catalog's ``properties`` at each table it loads or creates, so every FileIO made after counts.
 """
 
 from __future__ import annotations
@@ -28,9 +29,13 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from storage.metadata.lake_state import LakeUsage
 from storage.objectstore.base import REQUEST_KINDS
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
 
 # The catalog property naming the meter, and the FileIO class that reads it.
 METER_PROPERTY = "strata.lake.meter"
@@ -78,6 +83,12 @@ class LakeMeter:
     def properties(self) -> dict[str, str]:
         """The catalog properties that make pyiceberg count through this meter."""
         return {PY_IO_IMPL: COUNTING_FILE_IO, METER_PROPERTY: self.token}
+
+    def attach(self, catalog: Catalog) -> None:
+        """Make ``catalog`` count through this meter. A catalog that already names a meter (one open for
+        another round, shared) keeps counting through that one."""
+        if METER_PROPERTY not in catalog.properties:
+            catalog.properties.update(self.properties())
 
     @contextmanager
     def scope(self) -> Iterator[Scope]:

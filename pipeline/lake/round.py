@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from pipeline.lake.footprint import companion_tables, measure_tables
 from pipeline.lake.hooks import CommitHook
@@ -70,12 +70,6 @@ REFUSED = "refused"
 FORGOTTEN = "forgotten"
 
 
-class OpenCatalog(Protocol):
-    def __call__(self, *, properties: Mapping[str, str]) -> Catalog:
-        """The lake's catalog, with ``properties`` added to the process's catalog properties."""
-        ...
-
-
 @dataclass(frozen=True, slots=True)
 class LakeRoundResult:
     runs: list[LakeRun]
@@ -84,14 +78,14 @@ class LakeRoundResult:
 
 
 class LakeRound:
-    """Runs the lake's jobs. ``open_catalog`` is called once, on the first round that has work, with the
-    catalog properties the round adds to the process's (its meter's: ``LakeMeter.properties``)."""
+    """Runs the lake's jobs. ``open_catalog`` is called once, on the first round that has work; the round
+    makes the catalog count its requests (``LakeMeter.attach``)."""
 
     def __init__(
         self,
         metadata: MetadataStore,
         store: ObjectStore,
-        open_catalog: OpenCatalog,
+        open_catalog: Callable[[], Catalog],
         clock: Clock,
         owner: str,
         config: LakeWriterConfig = LakeWriterConfig(),
@@ -119,7 +113,8 @@ class LakeRound:
         if self._writer is None:
             from pipeline.lake.writer import LakeWriter
 
-            catalog = self._open_catalog(properties=self.meter.properties())
+            catalog = self._open_catalog()
+            self.meter.attach(catalog)
             self._writer = LakeWriter(
                 self.metadata, self.store, catalog, self.clock, self.owner, self.config, self.hook
             )

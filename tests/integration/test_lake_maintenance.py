@@ -165,7 +165,7 @@ def maintenance_round(lake: Lake, now_ms: int, grace_ms: int = HOUR_MS, min_file
     return LakeRound(
         lake.runtime.metadata,
         lake.runtime.store,
-        lambda properties: lake.catalog(),
+        lake.catalog,
         ManualClock(now_ms),
         "maintainer",
         maintenance=config,

@@ -50,6 +50,22 @@ def test_one_scope_at_a_time() -> None:
         pass
 
 
+class Catalog:
+    """What ``attach`` uses of a pyiceberg catalog: its properties."""
+
+    def __init__(self) -> None:
+        self.properties = {"warehouse": "file:///w"}
+
+
+def test_a_catalog_counts_through_the_first_meter_attached() -> None:
+    first, second = LakeMeter(), LakeMeter()
+    catalog = Catalog()
+    first.attach(catalog)  # type: ignore[arg-type]
+    assert catalog.properties == {"warehouse": "file:///w", **first.properties()}
+    second.attach(catalog)  # type: ignore[arg-type]
+    assert catalog.properties[METER_PROPERTY] == first.token
+
+
 def test_a_file_io_finds_its_meter_by_the_catalog_property() -> None:
     first, second = LakeMeter(), LakeMeter()
     properties = first.properties()
