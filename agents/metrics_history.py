@@ -10,7 +10,7 @@ rates between two consecutive samples:
   prices (S3's list prices by default: requests are what object storage bills a log for, beside bytes);
 - flush PUTs per second by the flush class that cut them (agents/flush_policy.py), so that the cost of
   low-latency topics shows apart from the standard class's.
-- what the lake adds (``lake_*``): the requests its rounds send for the lake's tables, per second, with
+- what the lake adds (``Point.lake``): the requests its rounds send for the lake's tables, per second, with
   their monthly cost, and the bytes and objects its tables hold, with what storing them costs a month.
 
 Invariants: points are in time order, at most ``capacity`` of them; a point is only made from two samples,

@@ -4,8 +4,9 @@ pyiceberg writes and reads the lake's files (Parquet data files, Avro manifests 
 metadata JSON) through its own FileIO, not through Strata's ``ObjectStore``, so Strata's request counters
 never see them. The lake round gives its catalog a counting FileIO (``counting_io.py``) that reports every
 request here, and attributes them by **scope**: the round opens one scope per topic around the writer's run,
-the table's maintenance and the drop of a deleted topic's tables, and takes the scope's ``Usage`` when it
-closes, to record it in the topic's ``lake_tables`` row (``LakeStore.record_lake_usage``).
+the measure of a new table, the table's maintenance and the drop of a deleted topic's tables, and takes
+the scope's ``usage()`` at its end, to record it in the topic's ``lake_tables`` row and the totals
+(``LakeStore.record_lake_usage``).
 
 Why a scope, not the file's location: a topic's lake is up to three tables (the topic's, its ``_dlq``
 and its ``_state``), and the row that carries the figures is the topic's, so "everything sent while the

@@ -10,6 +10,10 @@ for display and are never read back as the truth; retention's hold (``planner/la
 ``committed_offsets`` only as a lower bound of the table's, which they are (recorded after the commit, and
 reset when the row is leased for another table).
 
+The row also carries what the lake costs, recorded by the lake round at the end of each step
+(``record_lake_usage``, ``pipeline/lake/meter.py``): the requests sent for the topic's tables, and what they
+hold; the totals of every topic's requests are a row of their own, which outlives a topic's row.
+
 Lost races raise (``storage.metadata.base``): ``LeaseLost`` from ``heartbeat_lake_table`` and
 ``finish_lake_run``; ``ClaimRefused`` from ``lease_lake_table`` when another topic's row names the table.
 """
@@ -74,7 +78,8 @@ class LakeRunResult:
 
 @dataclass(frozen=True, slots=True)
 class LakeFootprint:
-    """What a topic's lake tables hold: objects and bytes under their locations, as of ``measured_ms``."""
+    """What a topic's lake tables hold: objects and bytes under their locations. ``measured_ms``: the
+    listing these figures start from (what the lake wrote since is added to them)."""
 
     objects: int
     bytes: int
