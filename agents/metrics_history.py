@@ -10,11 +10,18 @@ rates between two consecutive samples:
   prices (S3's list prices by default: requests are what object storage bills a log for, beside bytes);
 - flush PUTs per second by the flush class that cut them (agents/flush_policy.py), so that the cost of
   low-latency topics shows apart from the standard class's.
+- what the lake adds (``Point.lake``): the requests its rounds send for the lake's tables, per second, with
+  their monthly cost, and the bytes and objects its tables hold, with what storing them costs a month.
 
 Invariants: points are in time order, at most ``capacity`` of them; a point is only made from two samples,
 so the first sample after start yields none; counters that went backwards (a registry swapped in a test)
-give a zero rate, never a negative one. Only the agent's own requests are counted: other agents sharing
-the bucket have their own history.
+give a zero rate, never a negative one. The agent's own series count only its own requests: other agents
+sharing the bucket have their own history. The lake's series are the whole cluster's, not this process's:
+the lake is written by worker processes, which record what they send in the metadata store
+(``LakeStore.record_lake_usage``), and the sampler reads the totals there (``LakeUsageTotals``, read off the
+event loop by the caller). Their rates are between two successful reads; a read that failed (the metadata
+store down) leaves the point's lake fields None and the next rate spans the gap. The lake's requests are
+priced by S3's classes: PUT, its multipart POSTs and LIST at the PUT price, GET and HEAD at the GET price.
 """
 
 from __future__ import annotations
@@ -27,22 +34,29 @@ from dataclasses import dataclass
 from prometheus_client import Counter, Histogram
 
 from agents.metrics import Metrics
-from storage.objectstore.base import GET, PUT, RequestCounters
+from storage.metadata.lake_state import LakeUsageTotals
+from storage.objectstore.base import GET, HEAD, LIST, PUT, RequestCounters
 
 SECONDS_PER_MONTH = 30 * 24 * 3600  # the 30-day month S3's pricing examples use
 MiB = 1024 * 1024
+GiB = 1024 * MiB  # S3's "GB" of storage pricing
 
 
 @dataclass(frozen=True, slots=True)
 class RequestPrices:
-    """USD per 1,000 requests. Defaults: S3 Standard in us-east-1 (PUT/COPY/POST/LIST, and GET)."""
+    """USD per 1,000 requests, and per GiB stored for a month. Defaults: S3 Standard in us-east-1
+    (PUT/COPY/POST/LIST, GET/HEAD, and storage's first 50 TB)."""
 
     put_per_1000: float = 0.005
     get_per_1000: float = 0.0004
+    storage_per_gb_month: float = 0.023
 
     def monthly_cost(self, puts_per_s: float, gets_per_s: float) -> float:
         per_second = puts_per_s * self.put_per_1000 / 1000 + gets_per_s * self.get_per_1000 / 1000
         return per_second * SECONDS_PER_MONTH
+
+    def monthly_storage_cost(self, stored_bytes: int) -> float:
+        return stored_bytes / GiB * self.storage_per_gb_month
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +70,20 @@ class Point:
     gets_per_s: float
     monthly_cost_usd: float
     flush_puts_per_s: dict[str, float]  # by flush class
+    lake: LakePoint | None = None  # None: the lake's totals could not be read for this point
+
+
+@dataclass(frozen=True, slots=True)
+class LakePoint:
+    """What the lake adds, cluster-wide: its requests by billing class (None until two reads gave a
+    rate), their monthly cost, and what its tables hold with its monthly storage cost."""
+
+    puts_per_s: float | None
+    gets_per_s: float | None
+    monthly_cost_usd: float | None
+    stored_bytes: int
+    stored_objects: int
+    storage_monthly_usd: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +161,7 @@ class MetricsHistory:
         self.interval_ms = interval_ms
         self._points: deque[Point] = deque(maxlen=capacity)
         self._last: _Raw | None = None
+        self._last_lake: tuple[int, LakeUsageTotals] | None = None
 
     def _read(self, now_ms: int) -> _Raw:
         snapshot = self.counters.snapshot()
@@ -147,8 +176,10 @@ class MetricsHistory:
             flush_puts=_by_label(m.flush_puts, "class"),
         )
 
-    def sample(self, now_ms: int) -> Point | None:
-        """Read the counters now; the point for the interval since the last sample (None for the first)."""
+    def sample(self, now_ms: int, lake: LakeUsageTotals | None = None) -> Point | None:
+        """Read the counters now; the point for the interval since the last sample (None for the first).
+        ``lake``: the lake's totals read just before (None: not read)."""
+        lake_point = None if lake is None else self._lake_point(now_ms, lake)
         raw = self._read(now_ms)
         last, self._last = self._last, raw
         if last is None or raw.ts_ms <= last.ts_ms:
@@ -173,9 +204,32 @@ class MetricsHistory:
             flush_puts_per_s={
                 c: rate(n, last.flush_puts.get(c, 0.0)) for c, n in sorted(raw.flush_puts.items())
             },
+            lake=lake_point,
         )
         self._points.append(point)
         return point
+
+    def _lake_point(self, now_ms: int, lake: LakeUsageTotals) -> LakePoint:
+        """The lake's part of a point: rates since the last read of its totals (None for the first)."""
+        last, self._last_lake = self._last_lake, (now_ms, lake)
+        puts = gets = cost = None
+        if last is not None and now_ms > last[0]:
+            seconds = (now_ms - last[0]) / 1000
+            then, now = last[1].requests, lake.requests
+
+            def rate(*kinds: str) -> float:
+                return max(0, sum(now.get(k, 0) - then.get(k, 0) for k in kinds)) / seconds
+
+            puts, gets = rate(PUT, LIST), rate(GET, HEAD)
+            cost = self.prices.monthly_cost(puts, gets)
+        return LakePoint(
+            puts_per_s=puts,
+            gets_per_s=gets,
+            monthly_cost_usd=cost,
+            stored_bytes=lake.stored_bytes,
+            stored_objects=lake.stored_objects,
+            storage_monthly_usd=self.prices.monthly_storage_cost(lake.stored_bytes),
+        )
 
     def points(self, since_ms: int = 0) -> list[Point]:
         return [p for p in self._points if p.ts_ms >= since_ms]

@@ -45,8 +45,23 @@ class ClusterOut(BaseModel):
 
 
 class PricesOut(BaseModel):
-    put_per_1000: float
-    get_per_1000: float
+    put_per_1000: float = Field(description="USD per 1,000 PUT-class requests (PUT, POST, LIST)")
+    get_per_1000: float = Field(description="USD per 1,000 GET-class requests (GET, HEAD)")
+    storage_per_gb_month: float = Field(description="USD per GiB stored for a month")
+
+
+class LakePointOut(BaseModel):
+    """What the lake adds, for the whole cluster (every worker's lake rounds, from the metadata store),
+    not for this agent: its tables' requests and what they hold."""
+
+    puts_per_s: float | None = Field(
+        description="PUT-class requests (PUT, multipart POSTs, LIST) per second; null on the first read"
+    )
+    gets_per_s: float | None = Field(description="GET-class requests (GET, HEAD) per second; likewise")
+    monthly_cost_usd: float | None = Field(description="those request rates over a 30-day month")
+    stored_bytes: int = Field(description="bytes the lake's tables hold (tables not yet listed: none)")
+    stored_objects: int
+    storage_monthly_usd: float = Field(description="what storing those bytes for a month costs")
 
 
 class MetricsPointOut(BaseModel):
@@ -63,6 +78,9 @@ class MetricsPointOut(BaseModel):
     )
     flush_monthly_cost_usd: dict[str, float] = Field(
         description="each flush class's PUTs over a 30-day month at the PUT price"
+    )
+    lake: LakePointOut | None = Field(
+        default=None, description="the lake's figures; null when they could not be read for this point"
     )
 
 

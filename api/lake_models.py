@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from storage.lake_status import LakeStatus
+from storage.objectstore.base import DELETE, GET, HEAD, LIST, PUT
 
 
 class LakePartitionOut(BaseModel):
@@ -27,6 +28,29 @@ class LakeRunOut(BaseModel):
     at_ms: int = Field(description="when the run began: the commit interval counts from here")
     lag_records: int = Field(description="the lag the run left behind, as it measured it")
     error: str | None
+
+
+class LakeRequestsOut(BaseModel):
+    """Object-store requests the lake round sent for the topic's tables (pyiceberg's: data files,
+    manifests, manifest lists, metadata files), by kind, since the lake was turned on for the topic. POSTs
+    (a multipart upload's create and complete) count as PUT, as S3 bills them."""
+
+    put: int = 0
+    get: int = 0
+    head: int = 0
+    list: int = 0
+    delete: int = 0
+
+
+class LakeStoredOut(BaseModel):
+    """What the topic's tables hold in the bucket: the table's location and its ``_dlq`` and ``_state``
+    tables' (their data, manifest, manifest list and metadata files, and uploads no snapshot names yet)."""
+
+    bytes: int
+    files: int
+    measured_ms: int = Field(
+        description="the listing these figures start from; what the lake wrote since is added to them"
+    )
 
 
 class LakeStatusOut(BaseModel):
@@ -52,6 +76,10 @@ class LakeStatusOut(BaseModel):
         default=False, description="a commit was asked for and the writer has not done it yet"
     )
     writing: bool = Field(default=False, description="a writer holds the table's lease now")
+    requests: LakeRequestsOut = Field(default_factory=LakeRequestsOut)
+    stored: LakeStoredOut | None = Field(
+        default=None, description="null until the tables are listed (after their first commit)"
+    )
 
 
 class LakeListOut(BaseModel):
@@ -103,4 +131,16 @@ def status_out(status: LakeStatus, now_ms: int) -> LakeStatusOut:
         writing=status.lease_owner is not None
         and status.lease_expires_ms is not None
         and status.lease_expires_ms >= now_ms,
+        requests=LakeRequestsOut(
+            put=status.requests.get(PUT, 0),
+            get=status.requests.get(GET, 0),
+            head=status.requests.get(HEAD, 0),
+            list=status.requests.get(LIST, 0),
+            delete=status.requests.get(DELETE, 0),
+        ),
+        stored=None
+        if status.stored is None
+        else LakeStoredOut(
+            bytes=status.stored.bytes, files=status.stored.objects, measured_ms=status.stored.measured_ms
+        ),
     )

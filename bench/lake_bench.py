@@ -26,8 +26,9 @@ default: a local directory and SQLite, which holds the lake's catalog too. Every
    the agent's process and in its own.
 
 Objects written are counted as the files a commit creates under the local warehouse (``lake/`` in the
-bucket directory): each would be one PUT on S3 (more for a Parquet file large enough for pyarrow's
-multipart upload). Every process binds 127.0.0.1 and is stopped at the end. Results: a table on stdout,
+bucket directory). On S3 each costs three requests, since pyarrow uploads every file as a multipart
+upload (create, part, complete: what the lake's request meter counts, pipeline/lake/counting_io.py).
+Every process binds 127.0.0.1 and is stopped at the end. Results: a table on stdout,
 JSON under bench/results/; with ``--figures``, the page's figures (the lake's area) under bench/figures/.
 """
 

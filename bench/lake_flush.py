@@ -15,6 +15,8 @@ new records, so its rounds find it up to date) or to ``flush-lake`` (lake on: it
 per interval). Per window: the producers' ack latency p50 / p99 (every record), the agent's flushes (upload
 and commit, ``strata_flush_seconds``: the mean, and p50 / p99 as the upper bounds of their buckets), the
 lake commits inside the window (seen by polling the table's status), and the CPU of the agent and writer.
+The flush's own metadata transaction (``strata_flush_step_seconds{step="commit"}``) is reported apart from
+its upload: it is what sharing the SQLite file with the lake's catalog could delay.
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ def _window(
     before, after = scrapes["before"], scrapes["after"]
     quantiles = metrics.histogram_quantiles(before, after, FLUSH, (0.5, 0.99))
     mean_s = metrics.delta_mean(before, after, FLUSH)
+    steps = metrics.flush_steps_ms(before, after)
     latency = produced["latency_ms"]
     return {
         "kind": kind,
@@ -114,6 +117,8 @@ def _window(
         "flush_mean_ms": None if mean_s is None else mean_s * 1000,
         "flush_p50_ms": quantiles[0.5],
         "flush_p99_ms": quantiles[0.99],
+        "commit_mean_ms": steps["commit"],
+        "upload_mean_ms": steps["upload"],
         "cpu_cores": cpu.cores(),
     }
 
@@ -125,7 +130,8 @@ def _inside(commits: list[Commit], start_s: float, end_s: float) -> int:
 def _median(windows: list[dict[str, Any]], kind: str) -> dict[str, float | None]:
     """Each figure's median over the windows of ``kind`` (None where a window has none)."""
     chosen = [w for w in windows if w["kind"] == kind]
-    keys = ("mib_s", "ack_p50_ms", "ack_p99_ms", "flushes", "flush_mean_ms", "flush_p50_ms", "flush_p99_ms")
+    keys: tuple[str, ...] = ("mib_s", "ack_p50_ms", "ack_p99_ms", "flushes", "flush_mean_ms", "flush_p50_ms")
+    keys += ("flush_p99_ms", "commit_mean_ms", "upload_mean_ms")
     out: dict[str, float | None] = {}
     for key in (*keys, "lake_commits"):
         values = [w[key] for w in chosen if w.get(key) is not None]

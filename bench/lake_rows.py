@@ -130,6 +130,17 @@ def flush_rows(rows: Rows, flush: dict[str, Any]) -> None:
             area=AREA,
         )
         rows.add(
+            f"{head}: flush metadata commit mean, lake off / on",
+            _pair(off["commit_mean_ms"], on["commit_mean_ms"]),
+            "ms",
+            area=AREA,
+        )
+        rows.add(
+            f"{head}: flush upload mean, lake off / on",
+            _pair(off["upload_mean_ms"], on["upload_mean_ms"]),
+            "ms",
+        )
+        rows.add(
             f"{head}: lake commits per window, off / on", _pair(off["lake_commits"], on["lake_commits"], 0)
         )
         rows.add(f"{head}: produce MiB/s, lake off / on", _pair(off["mib_s"], on["mib_s"]), "MiB/s")

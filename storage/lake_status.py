@@ -21,6 +21,9 @@ from_now``):
   time since the table's last commit (0 if it never committed).
 A topic's lag is the sum of its partitions' ``lag_records`` and the largest of their ``lag_seconds``.
 
+What the lake costs (the requests its round sent for the topic's tables, what they hold) is the row's too:
+the workers record it (``LakeStore.record_lake_usage``), so any agent shows the whole cluster's figures.
+
 The error is the last run's, or, for a topic whose table another topic's row names (the writer refuses to
 lease it, so the topic never gets a row or a run), that refusal.
 """
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from storage.lake_config import BACKFILL_FROM_NOW, MODE_DISABLED, LakeTopicConfig
-from storage.metadata.lake_state import LakeTableRow
+from storage.metadata.lake_state import LakeFootprint, LakeTableRow
 from storage.metadata.rows import ChunkRow, PartitionState, TopicInfo
 
 
@@ -78,6 +81,10 @@ class LakeStatus:
     # The writer holding the table's lease now (a run in flight), and until when.
     lease_owner: str | None = None
     lease_expires_ms: int | None = None
+    # What the lake round sent for the topic's tables, by request kind, and what they hold (None: not
+    # measured yet), as recorded in the row (pipeline/lake/meter.py, LakeStore.record_lake_usage).
+    requests: Mapping[str, int] = field(default_factory=dict)
+    stored: LakeFootprint | None = None
 
     @property
     def enabled(self) -> bool:
@@ -151,6 +158,8 @@ def status_of(
         row is not None and row.commit_requested,
         None if row is None else row.lease_owner,
         None if row is None else row.lease_expires_ms,
+        {} if row is None else row.requests,
+        None if row is None else row.stored,
     )
 
 

@@ -2,8 +2,8 @@
 
 - ``list`` prints every lake table the caller may see: topic, mode, table, lag (offsets and seconds), last
   commit;
-- ``show --topic T`` prints one topic's status: its table, last commit and run, error, and each partition's
-  committed offset and lag;
+- ``show --topic T`` prints one topic's status: its table, last commit and run, error, what its tables
+  hold and the requests the lake sent for them, and each partition's committed offset and lag;
 - ``commit-now --topic T`` asks for the table's commit at the next lake round, whatever its interval.
 
 Like the other client commands (strata/client_commands.py) they speak HTTP to a running server (--url, or
@@ -96,6 +96,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"last run: {_when(run['at_ms'])}, left {run['lag_records']} offsets behind")
     print(f"last error: {status['last_error'] or '-'}")
     print(f"commit requested: {'yes' if status['commit_requested'] else 'no'}")
+    stored = status["stored"]
+    print(
+        f"stored: {stored['bytes']} bytes in {stored['files']} files" if stored else "stored: not listed yet"
+    )
+    print("requests: " + ", ".join(f"{n} {kind.upper()}" for kind, n in status["requests"].items()))
     rows: list[tuple[Any, ...]] = [("PARTITION", "COMMITTED", "LSO", "LAG", "LAG SECONDS")]
     for p in status["partitions"]:
         committed = "-" if p["committed_offset"] is None else p["committed_offset"]

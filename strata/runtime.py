@@ -27,10 +27,11 @@ from planner.planner import Planner
 from planner.round import CompactionRound
 from registry.verdicts import LazyValidator, SchemaValidator
 from storage.clock import Clock, SystemClock
-from storage.errors import SettingsError
+from storage.errors import SettingsError, StrataError
 from storage.lake_catalog import open_catalog
 from storage.metadata import open_metadata_store
 from storage.metadata.base import MetadataStore
+from storage.metadata.lake_state import LakeUsageTotals
 from storage.metadata.rows import Job
 from storage.objectstore import open_async_object_store, open_object_store
 from storage.objectstore.base import AsyncObjectStore, ObjectStore, RequestCounters
@@ -121,10 +122,8 @@ class Runtime:
             from pipeline.lake.metrics import LakeMetrics
             from pipeline.lake.round import LakeRound
             from pipeline.lake.runs import LakeWriterConfig
-            from pipeline.lake.upkeep_metrics import LakeUpkeepMetrics
 
             settings = self.settings
-            upkeep = LakeUpkeepMetrics(self.metrics.registry)
             self._lake_round = LakeRound(
                 self.metadata,
                 self.store,
@@ -145,8 +144,6 @@ class Runtime:
                 maintenance=MaintenanceConfig(
                     settings.lake_maintenance_interval_ms, settings.lake_orphan_grace_ms
                 ),
-                on_run=upkeep.observe_run,
-                on_maintained=upkeep.observe_maintenance,
                 # strata_lake_* on the process's registry, scraped at /metrics with the agent's.
                 observer=LakeMetrics(self.metrics.registry),
             )
@@ -245,8 +242,17 @@ class Runtime:
 
     async def _sample_forever(self, history: MetricsHistory) -> None:
         while True:
-            history.sample(self.clock.now_ms())
+            history.sample(self.clock.now_ms(), await self._lake_totals())
             await self.clock.asleep(history.interval_ms / 1000)
+
+    async def _lake_totals(self) -> LakeUsageTotals | None:
+        """The lake's cluster-wide totals for the history, read off the event loop; None when the metadata
+        store does not answer (the point then shows no lake figures)."""
+        try:
+            return await asyncio.to_thread(self.metadata.lake_usage_totals)
+        except StrataError as exc:
+            log.debug("the lake's totals were not read for the metrics history: %s", exc.message)
+            return None
 
     async def close(self) -> None:
         for task in (self._sampler, self._security_poll):
@@ -313,7 +319,11 @@ def build_runtime(
         MetricsHistory(
             metrics,
             counters,
-            RequestPrices(settings.s3_put_price_per_1000, settings.s3_get_price_per_1000),
+            RequestPrices(
+                settings.s3_put_price_per_1000,
+                settings.s3_get_price_per_1000,
+                settings.s3_storage_price_per_gb_month,
+            ),
             interval_ms=settings.metrics_sample_ms,
         ),
         rng,

@@ -443,6 +443,13 @@ SETTINGS: tuple[Setting, ...] = (
         0.0004,
         "USD per 1,000 GET requests, for the console's cost estimate (S3 Standard list price)",
     ),
+    Setting(
+        "s3_storage_price_per_gb_month",
+        "STRATA_S3_STORAGE_PRICE_PER_GB_MONTH",
+        float,
+        0.023,
+        "USD per GiB-month stored, for the console's cost of the lake's tables (S3 Standard list price)",
+    ),
     Setting("log_level", "STRATA_LOG_LEVEL", str, "info", "Log level", ("debug", "info", "warning", "error")),
     Setting("access_log", "STRATA_ACCESS_LOG", parse_bool, False, "Log every HTTP request"),
 )

@@ -100,6 +100,7 @@ class Settings:
     metrics_sample_ms: int = 5_000
     s3_put_price_per_1000: float = 0.005
     s3_get_price_per_1000: float = 0.0004
+    s3_storage_price_per_gb_month: float = 0.023
     log_level: str = "info"
     access_log: bool = False
 
@@ -196,8 +197,16 @@ def load_settings(
             "STRATA_LAKE_ORPHAN_GRACE_MS: at least 600000 and 10 times STRATA_JOB_LEASE_MS (a lake writer's"
             " uploads must outlive its commit)"
         )
-    if settings.s3_put_price_per_1000 < 0 or settings.s3_get_price_per_1000 < 0:
-        raise SettingsError("STRATA_S3_PUT_PRICE_PER_1000 / STRATA_S3_GET_PRICE_PER_1000: not negative")
+    prices = (
+        settings.s3_put_price_per_1000,
+        settings.s3_get_price_per_1000,
+        settings.s3_storage_price_per_gb_month,
+    )
+    if min(prices) < 0:
+        raise SettingsError(
+            "STRATA_S3_PUT_PRICE_PER_1000 / STRATA_S3_GET_PRICE_PER_1000 /"
+            " STRATA_S3_STORAGE_PRICE_PER_GB_MONTH: not negative"
+        )
     return settings
 
 

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Query, Request
 
+from agents.metrics_history import LakePoint
 from agents.permissions import CLUSTER, route
 from api import authz
 from api import console_models as out
@@ -77,14 +78,18 @@ async def metrics_history(
     http: Request, ctx: CtxDep, since_ms: Annotated[int, Query(ge=0, le=2**62)] = 0
 ) -> out.MetricsHistoryOut:
     """This agent's metrics, one point per sampling interval (``--metrics-sample-ms``), oldest first, for
-    the last 180 intervals. Request cost is at the configured prices (S3 Standard list prices by default).
-    DESCRIBE on the cluster."""
+    the last 180 intervals, with what the lake adds across the cluster (``lake``). Request and storage cost
+    are at the configured prices (S3 Standard list prices by default). DESCRIBE on the cluster."""
     authz.check(http, _HISTORY)
     history = ctx.history
     prices = history.prices
     return out.MetricsHistoryOut(
         interval_ms=history.interval_ms,
-        prices=out.PricesOut(put_per_1000=prices.put_per_1000, get_per_1000=prices.get_per_1000),
+        prices=out.PricesOut(
+            put_per_1000=prices.put_per_1000,
+            get_per_1000=prices.get_per_1000,
+            storage_per_gb_month=prices.storage_per_gb_month,
+        ),
         points=[
             out.MetricsPointOut(
                 ts_ms=p.ts_ms,
@@ -99,7 +104,22 @@ async def metrics_history(
                 flush_monthly_cost_usd={
                     c: round(prices.monthly_cost(n, 0.0), 4) for c, n in p.flush_puts_per_s.items()
                 },
+                lake=None if p.lake is None else _lake_point(p.lake),
             )
             for p in history.points(since_ms)
         ],
+    )
+
+
+def _lake_point(lake: LakePoint) -> out.LakePointOut:
+    def rounded(v: float | None) -> float | None:
+        return None if v is None else round(v, 4)
+
+    return out.LakePointOut(
+        puts_per_s=rounded(lake.puts_per_s),
+        gets_per_s=rounded(lake.gets_per_s),
+        monthly_cost_usd=rounded(lake.monthly_cost_usd),
+        stored_bytes=lake.stored_bytes,
+        stored_objects=lake.stored_objects,
+        storage_monthly_usd=round(lake.storage_monthly_usd, 4),
     )

@@ -70,7 +70,7 @@ async def _create(
         return _failed(topic.name, errors.INVALID_CONFIG, exc.message)
     except StrataError as exc:
         return _failed(topic.name, errors.kafka_error(exc), exc.message)
-    shown = effective_configs(configs, topic.name)
+    shown = effective_configs(configs, topic.name, ctx.agent.config_defaults)
     return _Created(
         name=topic.name,
         **({"topic_id": topic_id} if topic_id is not None else {}),

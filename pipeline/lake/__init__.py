@@ -10,10 +10,13 @@
 - ``round``: which tables are due (an interval after their last run began, at once when behind), and the
   tables of deleted topics;
 - ``maintenance``: small-file rewrite (``rewrite``), snapshot expiry, orphan cleanup; run by the round;
-- ``upkeep_metrics``: the gap (offsets deleted before the table had them), the tables' objects and bytes;
 - ``runs``: a writer's settings and the outcome of a run;
 - ``hooks``: the point between the Parquet upload and the catalog commit, for watching and fault injection;
-- ``metrics``: the ``strata_lake_*`` Prometheus metrics a round records (runs, and every table's lag);
+- ``metrics``: every ``strata_lake_*`` Prometheus metric, one observer a round reports to (runs, lag, the
+  gap, maintenance, the requests and stored bytes);
+- ``meter``: the requests pyiceberg sends, counted by ``counting_io`` (a FileIO whose filesystem counts
+  each operation's S3 requests) and attributed to a topic by the round's scopes;
+- ``footprint``: what a topic's tables hold, by listing their locations;
 - ``layouts``: the typed and dead-letter layouts, and a raw batch turned into them (``registry/columns``);
 - ``typed_writer``: a typed table's commit: the schema lookup, the typed rows and the schema evolution;
 - ``dead_letters``: the dead-letter table ``<table>_dlq``, committed first with offsets of its own;

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import itertools
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from pipeline.lake.footprint import companion_tables, key_of, location_prefix, measure_tables
 from pipeline.lake.offsets import committed_offsets
 from pipeline.lake.rewrite import RewriteConfig, rewrite_small_files
 from storage.clock import Clock
-from storage.lake_catalog import LAKE_PREFIX
 from storage.lake_config import LakeTopicConfig
 from storage.metadata.rows import TopicInfo
 from storage.objectstore.base import ObjectStore
@@ -66,7 +66,8 @@ class MaintenanceResult:
     orphans_deleted: int = 0
     error: str | None = None
     partitions_rewritten: int = 0
-    # What the table's location holds after the cleanup, from its listing (None: not listed).
+    # What the table's location holds after the cleanup, from its listing, with its _dlq and _state
+    # tables' (footprint.py; None: not listed).
     objects: int | None = None
     bytes: int | None = None
 
@@ -144,10 +145,7 @@ class TableMaintenance:
 
     def key_of(self, location: str) -> str | None:
         """The object key of a file location under the warehouse; None for one outside it."""
-        for root in _spellings(self.warehouse):
-            if location.startswith(root + "/"):
-                return f"{LAKE_PREFIX}/{location[len(root) + 1 :]}"
-        return None
+        return key_of(self.warehouse, location)
 
     def run(self, table: Table, snapshot_retention_ms: int) -> MaintenanceResult:
         from pyiceberg.exceptions import CommitFailedException
@@ -161,11 +159,10 @@ class TableMaintenance:
             log.info("lake table %s: a rewrite lost a commit race (%s)", name, exc)
             table.refresh()
         table, expired = expire_snapshots(table, self.clock.now_ms(), snapshot_retention_ms)
-        prefix = self.key_of(table.location().rstrip("/") + "/x")
+        prefix = location_prefix(self.warehouse, table.location())
         if prefix is None:
             log.warning("lake table %s is outside the warehouse; its orphan files are not cleaned", name)
             return MaintenanceResult(name, expired, partitions_rewritten=rewritten)
-        prefix = prefix[:-1]  # the location's key with its trailing "/"
         # The table's metadata is read before the listing: a file committed in between is younger than
         # the grace, so it is never taken for an orphan.
         live = {k for k in map(self.key_of, referenced_files(table)) if k is not None}
@@ -211,7 +208,9 @@ def maintain_table(
         if table.properties.get(TOPIC_PROPERTY, info.name) != info.name:
             return None  # another topic's table (the writer refuses it too): its own topic maintains it
         maintenance = TableMaintenance(store, clock, catalog.properties["warehouse"], config)
-        return maintenance.run(table, lake.snapshot_retention_ms)
+        return _with_companions(
+            catalog, store, lake.table, maintenance.run(table, lake.snapshot_retention_ms)
+        )
     except NoSuchTableError:
         return None
     except failures as exc:
@@ -219,8 +218,21 @@ def maintain_table(
         return MaintenanceResult(lake.table, error=f"{type(exc).__name__}: {exc}")
 
 
-def _spellings(root: str) -> tuple[str, ...]:
-    """A location's root as writers may spell it: ``file:///d`` is also ``file:/d`` (pyarrow's form)."""
-    if root.startswith("file:///"):
-        return (root, "file:/" + root[len("file:///") :])
-    return (root,)
+def _with_companions(
+    catalog: Catalog, store: ObjectStore, table: str, result: MaintenanceResult
+) -> MaintenanceResult:
+    """``result`` with what the table's ``_dlq`` and ``_state`` tables hold added to its objects and bytes:
+    they are measured only, not maintained, and what they hold is the topic's lake too. Their failure
+    leaves the figures unknown, not the maintenance failed."""
+    from pipeline.lake.writer import lake_failures
+
+    if result.objects is None or result.bytes is None:
+        return result
+    try:
+        others = measure_tables(catalog, store, companion_tables(table))
+    except lake_failures() as exc:
+        log.warning("measuring the companions of the lake table %s failed: %s", table, exc)
+        others = None
+    if others is None:
+        return replace(result, objects=None, bytes=None)
+    return replace(result, objects=result.objects + others[0], bytes=result.bytes + others[1])

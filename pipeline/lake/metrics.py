@@ -1,17 +1,33 @@
-"""Prometheus metrics of the lake writer (``strata_lake_*``), recorded by the lake round of the process that
-runs it (a worker, or ``--role all``) on the process's one registry, and scraped at ``/metrics``.
+"""The lake's Prometheus metrics (``strata_lake_*``): ``LakeMetrics``, the one observer the lake round
+reports to (``LakeObserver``), on the process's one registry (the composition root, ``strata/runtime.py``),
+scraped at ``/metrics`` where the process has an HTTP door.
 
-- ``strata_lake_commits_total{topic}``: snapshots committed;
-- ``strata_lake_records_total{topic}``: rows committed;
-- ``strata_lake_bytes_total{topic}``: the topic's bytes those rows were read from (chunk bytes, as stored
-  in the log: compressed batches count compressed);
-- ``strata_lake_commit_seconds{topic}``: the time of each run that committed, read, write and commit;
-- ``strata_lake_errors_total{topic}``: runs that failed or were refused (their message is in the status);
-- ``strata_lake_lag_records{topic}``, ``strata_lake_lag_seconds{topic}``: the lag as
-  ``storage/lake_status.py`` defines it, set for every lake-enabled topic at the end of each round (not only
-  for the topics that were due), so it grows between commits; a topic whose lake is gone loses its series.
+What it is told, and what it records:
+- each writer run and how long it took (``observe_run``):
+  ``strata_lake_commits_total{topic}`` (snapshots committed), ``strata_lake_records_total{topic}`` (rows),
+  ``strata_lake_bytes_total{topic}`` (the topic's bytes those rows were read from, as stored in the log:
+  compressed batches count compressed), ``strata_lake_commit_seconds{topic}`` (runs that committed: read,
+  write and commit), ``strata_lake_errors_total{topic}`` (runs that failed or were refused; the message is
+  in the status), and ``strata_lake_gap_records_total``: offsets a table skipped because they were deleted
+  (by retention past its hold, ``planner/lake_hold.py``, or DeleteRecords) before it committed them,
+  counted where the gap is certain, the run that skips them (``LakeRun.gap_records``), not by retention,
+  which judges by a lower bound of the table's offsets;
+- the lag of the lake-enabled topics at the end of each round (``observe_lag``):
+  ``strata_lake_lag_records{topic}`` and ``strata_lake_lag_seconds{topic}``, as ``storage/lake_status.py``
+  defines them, set for every lake-enabled topic (not only those that were due), so they grow between
+  commits; a topic whose lake is gone loses its series;
+- each table's maintenance (``observe_maintenance``): ``strata_lake_orphans_deleted_total`` and
+  ``strata_lake_snapshots_expired_total``;
+- what the lake sent and holds (``observe_usage``, after each run, maintenance or drop):
+  ``strata_lake_requests_total{topic,kind,store="lake"}``, the requests this process's pyiceberg sent for
+  the topic's tables (``meter.py``; kinds as ``strata_object_store_requests_total``'s, which never counts
+  them: ``store="lake"`` says whose they are), and ``strata_lake_table_objects{table}`` and
+  ``strata_lake_table_bytes{table}``, what the table (with its ``_dlq`` and ``_state`` tables) holds, as
+  the topic's ``lake_tables`` row says after the record: the whole cluster's figure, not this process's
+  share. Unknown (never listed yet): not set.
 
-Labels are topic names only: no table location, bucket, or error text (which may name either) is a label.
+Labels are topic and table names and request kinds only: no location, bucket or error text (which may name
+either) is a label.
 """
 
 from __future__ import annotations
@@ -21,22 +37,33 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from pipeline.lake.maintenance import MaintenanceResult
 from pipeline.lake.round import REFUSED
 from pipeline.lake.runs import COMMITTED, FAILED, LakeRun
 from storage.lake_status import LakeStatus
+from storage.metadata.lake_state import LakeFootprint, LakeUsage
 
 # What counts as an error: a run that ended without learning or moving the table's offsets (REFUSED: its
 # table is claimed by another topic).
 ERROR_OUTCOMES = frozenset({FAILED, REFUSED})
+LAKE_STORE = "lake"
 
 
-class RunObserver(Protocol):
+class LakeObserver(Protocol):
     def observe_run(self, run: LakeRun, seconds: float) -> None:
         """One writer run, and how long it took."""
         ...
 
     def observe_lag(self, statuses: Sequence[LakeStatus], every_topic: bool) -> None:
         """The lag of the topics in ``statuses``; ``every_topic``: they are all the lake-enabled topics."""
+        ...
+
+    def observe_maintenance(self, result: MaintenanceResult) -> None:
+        """One table's maintenance."""
+        ...
+
+    def observe_usage(self, topic: str, table: str, usage: LakeUsage, stored: LakeFootprint | None) -> None:
+        """What the lake sent for ``topic`` in one scope; what its tables hold after (None: unknown)."""
         ...
 
 
@@ -58,11 +85,40 @@ class LakeMetrics:
         self.errors = Counter(
             "strata_lake_errors", "Lake runs that failed or were refused", ["topic"], registry=r
         )
+        self.gap_records = Counter(
+            "strata_lake_gap_records",
+            "Offsets lake tables skipped: deleted before the table committed them",
+            registry=r,
+        )
         self.lag_records = Gauge(
             "strata_lake_lag_records", "Offsets below the LSO not in the lake table", ["topic"], registry=r
         )
         self.lag_seconds = Gauge(
             "strata_lake_lag_seconds", "Age of the oldest record not in the lake table", ["topic"], registry=r
+        )
+        self.orphans = Counter(
+            "strata_lake_orphans_deleted", "Unreferenced lake files deleted by maintenance", registry=r
+        )
+        self.expired = Counter(
+            "strata_lake_snapshots_expired", "Lake table snapshots expired by maintenance", registry=r
+        )
+        self.requests = Counter(
+            "strata_lake_requests",
+            "Object-store requests the lake's pyiceberg sent for a topic's tables, by kind",
+            ["topic", "kind", "store"],
+            registry=r,
+        )
+        self.table_objects = Gauge(
+            "strata_lake_table_objects",
+            "Objects under a lake table's location (with its _dlq and _state tables)",
+            ["table"],
+            registry=r,
+        )
+        self.table_bytes = Gauge(
+            "strata_lake_table_bytes",
+            "Bytes under a lake table's location (with its _dlq and _state tables)",
+            ["table"],
+            registry=r,
         )
         self._lagging: set[str] = set()
 
@@ -74,6 +130,8 @@ class LakeMetrics:
             self.commit_seconds.labels(run.topic).observe(seconds)
         elif run.outcome in ERROR_OUTCOMES:
             self.errors.labels(run.topic).inc()
+        if run.gap_records:
+            self.gap_records.inc(run.gap_records)
 
     def observe_lag(self, statuses: Sequence[LakeStatus], every_topic: bool) -> None:
         shown = {s.topic for s in statuses if s.enabled}
@@ -86,3 +144,15 @@ class LakeMetrics:
             self.lag_records.remove(topic)
             self.lag_seconds.remove(topic)
         self._lagging = (self._lagging - gone) | shown
+
+    def observe_maintenance(self, result: MaintenanceResult) -> None:
+        self.orphans.inc(result.orphans_deleted)
+        self.expired.inc(result.snapshots_expired)
+
+    def observe_usage(self, topic: str, table: str, usage: LakeUsage, stored: LakeFootprint | None) -> None:
+        for kind, n in usage.requests.items():
+            if n:
+                self.requests.labels(topic, kind, LAKE_STORE).inc(n)
+        if stored is not None:
+            self.table_objects.labels(table).set(stored.objects)
+            self.table_bytes.labels(table).set(stored.bytes)

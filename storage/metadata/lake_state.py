@@ -10,6 +10,10 @@ for display and are never read back as the truth; retention's hold (``planner/la
 ``committed_offsets`` only as a lower bound of the table's, which they are (recorded after the commit, and
 reset when the row is leased for another table).
 
+The row also carries what the lake costs, recorded by the lake round at the end of each step
+(``record_lake_usage``, ``pipeline/lake/meter.py``): the requests sent for the topic's tables, and what they
+hold; the totals of every topic's requests are a row of their own, which outlives a topic's row.
+
 Lost races raise (``storage.metadata.base``): ``LeaseLost`` from ``heartbeat_lake_table`` and
 ``finish_lake_run``; ``ClaimRefused`` from ``lease_lake_table`` when another topic's row names the table.
 """
@@ -39,6 +43,10 @@ class LakeTableRow:
     lease_owner: str | None = None
     lease_expires_ms: int | None = None
     commit_requested: bool = False
+    # What the topic's lake round sent, by request kind (record_lake_usage), since the row was made.
+    requests: Mapping[str, int] = field(default_factory=dict)
+    # What its tables hold; None until a listing measured it (see LakeUsage).
+    stored: LakeFootprint | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +76,51 @@ class LakeRunResult:
     request_seen: bool = False
     # When the run began: the row's ``last_run_ms``, from which the commit interval counts (None: now).
     started_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LakeFootprint:
+    """What a topic's lake tables hold: objects and bytes under their locations. ``measured_ms``: the
+    listing these figures start from (what the lake wrote since is added to them)."""
+
+    objects: int
+    bytes: int
+    measured_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LakeUsage:
+    """What the lake sent for one topic in one scope of its round (``pipeline/lake/meter.py``).
+
+    How it moves the row's stored figures: a ``footprint`` (a listing made at the scope's end) replaces
+    them; otherwise the objects and bytes written are added, unless something was deleted (pyiceberg does
+    not say how large a deleted file was), which makes them unknown until the next listing. Unknown stays
+    unknown (NULL in SQL) until a listing.
+    """
+
+    requests: Mapping[str, int] = field(default_factory=dict)  # by kind: PUT, GET, HEAD, LIST, DELETE
+    objects_written: int = 0  # uploads completed
+    bytes_written: int = 0
+    bytes_read: int = 0
+    deletes: int = 0  # objects pyiceberg deleted (their sizes unknown)
+    footprint: LakeFootprint | None = None  # a listing at the scope's end: replaces the stored figures
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to record: no request, no object, no listing."""
+        return not any(self.requests.values()) and not self.objects_written and self.footprint is None
+
+
+@dataclass(frozen=True, slots=True)
+class LakeUsageTotals:
+    """The whole lake's figures: requests sent by every topic's lake round ever (never decreasing), and what
+    the tables of the topics with a row hold now (``unmeasured``: rows whose tables were never listed)."""
+
+    requests: Mapping[str, int]
+    stored_objects: int
+    stored_bytes: int
+    tables: int
+    unmeasured: int
 
 
 class LakeStore(Protocol):
@@ -100,6 +153,18 @@ class LakeStore(Protocol):
 
     def request_lake_commit(self, topic: str) -> bool:
         """Ask for a commit at the next round whatever the interval; False if the topic has no row."""
+        ...
+
+    def record_lake_usage(
+        self, topic: str, topic_created_ms: int, now_ms: int, usage: LakeUsage
+    ) -> LakeFootprint | None:
+        """Add ``usage`` to the row of the topic as created at ``topic_created_ms`` and to the totals, in one
+        transaction; the row's stored figures after it (None: unknown, or no such row). Requests whose row
+        is gone (the topic was deleted meanwhile) still count in the totals. No lease needed: increments."""
+        ...
+
+    def lake_usage_totals(self) -> LakeUsageTotals:
+        """The totals row and the sums of the rows' stored figures, read in one transaction."""
         ...
 
     def forget_lake_table(self, topic: str, topic_created_ms: int) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from storage.errors import SettingsError
-from storage.metadata.schema_lake import v13
+from storage.metadata.schema_lake import v13, v14
 from storage.metadata.schema_registry import v11
 from storage.metadata.schema_registry_ids import v12_postgres, v12_sqlite
 from storage.metadata.schema_transactions import v9, v10
@@ -376,6 +376,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "schema registry: schemas, subjects, versions, references, config, mode", v11(_SQLITE)),
     Migration(12, "schema registry: a schema under several imported ids", v12_sqlite()),
     Migration(13, "lake: pyiceberg's SQL catalog tables, lake writers' leases and status", v13(_SQLITE)),
+    Migration(14, "lake: requests sent and bytes stored, per topic and in total", v14(_SQLITE)),
 )
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1(_POSTGRES)),
@@ -391,6 +392,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "schema registry: schemas, subjects, versions, references, config, mode", v11(_POSTGRES)),
     Migration(12, "schema registry: a schema under several imported ids", v12_postgres()),
     Migration(13, "lake: pyiceberg's SQL catalog tables, lake writers' leases and status", v13(_POSTGRES)),
+    Migration(14, "lake: requests sent and bytes stored, per topic and in total", v14(_POSTGRES)),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {

@@ -31,6 +31,8 @@ class Types(Protocol):
     @property
     def false(self) -> str: ...
     @property
+    def small(self) -> str: ...
+    @property
     def table_options(self) -> str: ...
 
 
@@ -53,6 +55,26 @@ ICEBERG_NAMESPACE_PROPERTIES_DDL = """CREATE TABLE iceberg_namespace_properties 
     property_value VARCHAR(1000) NOT NULL,
     PRIMARY KEY (catalog_name, namespace, property_key)
 )"""
+
+
+# The request kinds counted (storage/objectstore/base.py's REQUEST_KINDS), as column name prefixes.
+REQUEST_COLUMNS = ("put_requests", "get_requests", "head_requests", "list_requests", "delete_requests")
+
+
+def v14(t: Types) -> tuple[str, ...]:
+    counters = ", ".join(f"{c} {t.big} NOT NULL DEFAULT 0" for c in REQUEST_COLUMNS)
+    return (
+        *(f"ALTER TABLE lake_tables ADD COLUMN {c} {t.big} NOT NULL DEFAULT 0" for c in REQUEST_COLUMNS),
+        f"ALTER TABLE lake_tables ADD COLUMN stored_objects {t.big}",
+        f"ALTER TABLE lake_tables ADD COLUMN stored_bytes {t.big}",
+        f"ALTER TABLE lake_tables ADD COLUMN stored_measured_ms {t.big}",
+        f"""CREATE TABLE lake_request_totals (
+            id {t.small} PRIMARY KEY CHECK (id = 1),
+            {counters},
+            updated_ms {t.big} NOT NULL DEFAULT 0
+        ){t.table_options}""",
+        "INSERT INTO lake_request_totals (id) VALUES (1)",
+    )
 
 
 def v13(t: Types) -> tuple[str, ...]:

@@ -71,6 +71,13 @@ INTENDED: tuple[Divergence, ...] = (
         ("*/configs/strata.iceberg.*",),
     ),
     Divergence(
+        "flush-class-config",
+        "Strata's topics take and list strata.flush.class (standard or low-latency: how long a topic's "
+        "records wait for others to share their flush's PUT), with the agent's default class as the "
+        "default. Kafka's broker writes to local disk and has no such config.",
+        ("*/configs/strata.flush.class",),
+    ),
+    Divergence(
         "kraft-min-insync",
         "A KRaft controller formatted with --standalone writes min.insync.replicas=1 as a cluster default, "
         "so Kafka reports it from DYNAMIC_DEFAULT_BROKER_CONFIG; Strata's is Kafka's default, 1, from "

@@ -178,7 +178,14 @@ def test_metrics_history_shows_produce_and_requests(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, points
             time.sleep(0.1)
         assert body["interval_ms"] == 100
-        assert body["prices"] == {"put_per_1000": 0.005, "get_per_1000": 0.0004}
+        assert body["prices"] == {
+            "put_per_1000": 0.005,
+            "get_per_1000": 0.0004,
+            "storage_per_gb_month": 0.023,
+        }
+        # No lake-enabled topic: the lake's part is there, all zero (its rates from the second read on).
+        assert all(p["lake"] is not None and p["lake"]["stored_bytes"] == 0 for p in points)
+        assert points[-1]["lake"]["puts_per_s"] == 0.0
         assert any(p["puts_per_s"] > 0 and p["monthly_cost_usd"] > 0 for p in points)
         assert any(p["produce_p99_ms"] is not None for p in produced)
         for p in points:

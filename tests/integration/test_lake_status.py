@@ -348,6 +348,10 @@ def test_the_cli(local: RunningServer, capsys: pytest.CaptureFixture[str]) -> No
     assert lines[:3] == [f"topic: {topic}", "mode: raw", f"table: {default_table(topic)}"]
     assert "last error: -" in lines
     assert "commit requested: no" in lines
+    # What the lake holds and sent: the warehouse's files, each one upload of three PUT-class requests.
+    shown = status(local, topic)
+    assert f"stored: {shown['stored']['bytes']} bytes in {shown['stored']['files']} files" in lines
+    assert f"requests: {3 * shown['stored']['files']} PUT, {shown['requests']['get']} GET," in " ".join(lines)
     assert [line.split()[:4] for line in lines[-3:]] == [
         ["PARTITION", "COMMITTED", "LSO", "LAG"],
         ["0", "2", "2", "0"],

@@ -1,10 +1,11 @@
 """The console's Lake tab in a real browser (Debian's Chromium), against a real agent whose lake round writes
 real Iceberg tables.
 
-- A lake-enabled topic: its table, lag in offsets (records produced after the last commit), last commit and
-  the partitions' committed offsets and lag; "Commit now" asks for a commit, which the next round makes
-  although the commit interval is an hour; an error of the writer (a table claiming another topic) is
-  shown, and goes once fixed.
+- A lake-enabled topic: its table, lag in offsets (records produced after the last commit), last commit,
+  what its table holds (the warehouse's files, listed here) and the requests the lake sent for it, and
+  the partitions' committed offsets and lag; the overview's Lake card shows the same bytes and files.
+  "Commit now" asks for a commit, which the next round makes although the commit interval is an hour; an
+  error of the writer (a table claiming another topic) is shown, and goes once fixed.
 - A topic without the lake says how to turn it on.
 - bob may describe the orders.* topics but not alter them: he sees the status, and "Commit now" shows the
   refusal (403, 40301).
@@ -43,6 +44,19 @@ def produce(srv: RunningServer, auth: httpx.Auth, counts: dict[int, int]) -> Non
     assert answer.status_code == 200, answer.text
 
 
+def warehouse(srv: RunningServer) -> list[Path]:
+    """The files under the bucket's lake/ prefix (a local directory)."""
+    return [p for p in (Path(srv.runtime.settings.data_dir) / "bucket" / "lake").rglob("*") if p.is_file()]
+
+
+def shown_bytes(n: int) -> str:
+    """dom.js's bytes(): whole bytes, or one decimal in the largest binary unit."""
+    units, value, i = ["B", "KiB", "MiB", "GiB", "TiB"], float(n), 0
+    while value >= 1024 and i < len(units) - 1:
+        value, i = value / 1024, i + 1
+    return f"{value:.1f} {units[i]}" if i else f"{n} B"
+
+
 def set_owner(srv: RunningServer, owner: str) -> None:
     table = srv.runtime.lake_round().writer().catalog.load_table(default_table(TOPIC))
     with table.transaction() as transaction:
@@ -50,7 +64,7 @@ def set_owner(srv: RunningServer, owner: str) -> None:
 
 
 def test_the_lake_tab(browser: Browser, tmp_path: Path, screenshot_dir: Path) -> None:
-    settings = local_settings(tmp_path, principals_file=write_principals(tmp_path))
+    settings = local_settings(tmp_path, principals_file=write_principals(tmp_path), metrics_sample_ms=200)
     alice = httpx.BasicAuth("alice", PASSWORDS["alice"])
     with run_server(settings) as srv:
         configs = {"strata.iceberg.mode": "raw", "strata.iceberg.commit.interval.ms": str(HOUR_MS)}
@@ -81,7 +95,22 @@ def test_the_lake_tab(browser: Browser, tmp_path: Path, screenshot_dir: Path) ->
         expect(rows.nth(0)).to_contain_text("3")
         expect(rows.nth(1).locator("td").nth(1)).to_have_text("2")  # committed to
         expect(rows.nth(1).locator("td").nth(3)).to_have_text("4")  # lag
+        # What the table holds, as the warehouse lists it; every file one upload of three requests.
+        files = warehouse(srv)
+        expect(page.locator("#lake-stored")).to_have_text(shown_bytes(sum(f.stat().st_size for f in files)))
+        expect(page.locator("#card-lake-stored")).to_contain_text(f"{len(files)} files")
+        expect(page.locator("#lake-requests")).to_contain_text(f"{3 * len(files)} PUT")
         page.screenshot(path=str(screenshot_dir / "lake.png"), full_page=True)
+        # The overview's Lake card (the cluster's view: admin's) shows the same bytes and files.
+        overview = open_page(
+            browser, f"{srv.url}/ui", http_credentials={"username": "admin", "password": PASSWORDS["admin"]}
+        )
+        expect(overview.locator("#lake-usage")).to_contain_text(
+            f"{shown_bytes(sum(f.stat().st_size for f in files))} in {len(files)} files"
+        )
+        expect(overview.locator("#lake-cost")).to_contain_text("/month")
+        overview.screenshot(path=str(screenshot_dir / "overview-lake.png"), full_page=True)
+        assert overview.errors == []  # type: ignore[attr-defined]
 
         # Commit now: asked for, then made by the next round although the interval is an hour.
         page.click("#lake-commit-now")

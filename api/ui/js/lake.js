@@ -1,9 +1,10 @@
 // A topic's Lake tab: its Apache Iceberg table as GET /v1/topics/{topic}/lake shows it (mode, table, lag in
-// offsets and seconds, last commit, last run and its error, each partition's committed offset and lag), and
+// offsets and seconds, last commit, last run and its error, what its tables hold and the requests the lake
+// sent for them, each partition's committed offset and lag), and
 // "Commit now" (POST .../lake/commit-now, which needs ALTER on the topic: a refusal is shown, not hidden).
 // The page refreshes itself every 5 s while it is open.
 import { api, describe } from "./api.js";
-import { ago, card, flash, h, num, table, time } from "./dom.js";
+import { ago, bytes, card, flash, h, num, table, time } from "./dom.js";
 
 export function tabs(name, active) {
   const enc = encodeURIComponent(name);
@@ -48,7 +49,13 @@ export async function render(main, [name]) {
       status.last_snapshot_id ? `snapshot ${status.last_snapshot_id}` : "no snapshot yet", "card-lake-commit"),
     card("Commit interval", `${num(status.commit_interval_ms / 1000)} s`,
       status.commit_requested ? h("span", { id: "lake-requested" }, "a commit is asked for") : "no commit asked for",
-      "card-lake-interval")));
+      "card-lake-interval"),
+    card("Stored", h("span", { id: "lake-stored" }, status.stored ? bytes(status.stored.bytes) : "not listed yet"),
+      status.stored ? `${num(status.stored.files)} files, listed ${ago(status.stored.measured_ms)}`
+        : "listed after the first commit", "card-lake-stored"),
+    card("Requests", h("span", { id: "lake-requests" }, `${num(status.requests.put)} PUT · ${num(status.requests.get)} GET`),
+      `${num(status.requests.head)} HEAD, ${num(status.requests.list)} LIST, ${num(status.requests.delete)} DELETE, since the lake was turned on`,
+      "card-lake-requests")));
   const run = status.last_run;
   main.append(h("p", { id: "lake-last-run" }, run
     ? `Last run ${time(run.at_ms)} UTC, leaving ${num(run.lag_records)} offsets behind${status.writing ? "; a writer is running now" : ""}.`

@@ -1,8 +1,8 @@
 // Overview: agents, topics, this agent's throughput and produce latency, object-store requests and their
-// monthly cost (flush PUTs by flush class too), and the metadata store's health. Refreshed every sampling
-// interval.
+// monthly cost (flush PUTs by flush class too), what the lake adds across the cluster (its tables' requests
+// and stored bytes, and their cost), and the metadata store's health. Refreshed every sampling interval.
 import { api, describe } from "./api.js";
-import { append, card, clear, h, num, table } from "./dom.js";
+import { append, bytes, card, clear, h, num, table } from "./dom.js";
 import { lineChart } from "./charts.js";
 
 export async function render(main) {
@@ -44,6 +44,25 @@ function flushClassNote(kind, lowLatencyCost) {
   return `low-latency topics: $${lowLatencyCost.toFixed(2)}/month of PUTs (they flush more often than standard ones)`;
 }
 
+// The lake's card: its requests' cost (the mean of the recent points that have a rate) plus what storing
+// its tables costs, as of the latest point that read the lake's figures. Cluster-wide: every worker's.
+function lakeCard(recent, points, prices) {
+  const lake = points.map((p) => p.lake).filter((l) => l !== null && l !== undefined);
+  if (!lake.length) {
+    return card("Lake (all workers)", "–", points.length ? "the lake's figures could not be read" : "no sample yet", "card-lake");
+  }
+  const now = lake[lake.length - 1];
+  const rated = recent.map((p) => p.lake).filter((l) => l && l.monthly_cost_usd !== null);
+  const mean = (f) => (rated.length ? rated.reduce((s, l) => s + l[f], 0) / rated.length : 0);
+  const total = mean("monthly_cost_usd") + now.storage_monthly_usd;
+  return card("Lake (all workers)", h("span", { id: "lake-cost" }, `$${total.toFixed(2)}/month`),
+    h("span", { id: "lake-usage" },
+      `${fixed(mean("puts_per_s"))} PUT/s · ${fixed(mean("gets_per_s"))} GET/s · `
+      + `${bytes(now.stored_bytes)} in ${num(now.stored_objects)} files `
+      + `($${now.storage_monthly_usd.toFixed(2)}/month at $${prices.storage_per_gb_month}/GiB)`),
+    "card-lake");
+}
+
 function draw(body, cluster, history) {
   const points = history.points;
   const meta = cluster.metadata;
@@ -65,6 +84,7 @@ function draw(body, cluster, history) {
       card("Flush PUTs by class",
         classes.map((c) => `${c} ${fixed(byClass("flush_puts_per_s", c))}/s`).join(" · "),
         flushClassNote(cluster.object_store.kind, byClass("flush_monthly_cost_usd", "low-latency")), "card-classes"),
+      lakeCard(recent, points, history.prices),
       card("Metadata store", meta.ok ? "healthy" : "down",
         meta.ok ? `${meta.backend} · ${meta.latency_ms} ms` : `${meta.backend}: ${meta.message} (${meta.error_code})`, "card-metadata"),
     ),
@@ -72,14 +92,17 @@ function draw(body, cluster, history) {
   body.querySelector("#card-metadata .value").className = `value ${meta.ok ? "ok" : "bad"}`;
   const times = points.map((p) => p.ts_ms);
   const series = (fields) => fields.map(([label, f]) => ({ label, values: points.map((p) => p[f]) }));
+  const lakeSeries = (fields) => fields.map(([label, f]) => ({ label, values: points.map((p) => (p.lake ? p.lake[f] : null)) }));
   append(body, [
-    h("h2", {}, `This agent, last ${span((points.length * history.interval_ms) / 1000)}`),
+    h("h2", {}, `This agent and the lake, last ${span((points.length * history.interval_ms) / 1000)}`),
     points.length < 2 ? h("p", { class: "muted" }, "Charts fill in as the agent samples its metrics.") : null,
     points.length < 2 ? null : h("div", { class: "charts" },
       lineChart("Throughput (MiB/s)", times, series([["produce", "produce_mib_s"], ["fetch", "fetch_mib_s"]])),
       lineChart("Produce latency (ms)", times, series([["p50", "produce_p50_ms"], ["p99", "produce_p99_ms"]])),
       lineChart("Object-store requests (/s)", times, series([["PUT", "puts_per_s"], ["GET", "gets_per_s"]])),
-      lineChart("Request cost (USD/month)", times, series([["estimate", "monthly_cost_usd"]])),
+      lineChart("Request cost (USD/month)", times, [...series([["this agent", "monthly_cost_usd"]]),
+        ...lakeSeries([["lake requests", "monthly_cost_usd"], ["lake storage", "storage_monthly_usd"]])]),
+      lineChart("Lake requests, all workers (/s)", times, lakeSeries([["PUT", "puts_per_s"], ["GET", "gets_per_s"]])),
       lineChart("Flush PUTs by class (/s)", times, classes.map((c) => ({ label: c, values: points.map((p) => p.flush_puts_per_s[c] || 0) }))),
     ),
     h("h2", {}, "Agents"),

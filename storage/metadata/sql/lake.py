@@ -12,14 +12,16 @@ from collections.abc import Mapping
 
 from storage.errors import ClaimRefused, LeaseLost
 from storage.lake_config import MODE, MODE_DISABLED
-from storage.metadata.lake_state import LakeClaim, LakeRunResult, LakeTableRow
+from storage.metadata.lake_state import LakeClaim, LakeFootprint, LakeRunResult, LakeTableRow
 from storage.metadata.rows import TopicInfo
+from storage.metadata.schema_lake import REQUEST_COLUMNS
 from storage.metadata.sql.core import Row, SqlBase, Tx, configs_from_json
+from storage.objectstore.base import REQUEST_KINDS
 
 _COLUMNS = (
     "topic, table_identifier, mode, delete_with_topic, topic_created_ms, committed_offsets,"
     " last_snapshot_id, last_commit_ms, last_run_ms, lag_records, error, lease_owner, lease_expires_ms,"
-    " commit_requested"
+    f" commit_requested, {', '.join(REQUEST_COLUMNS)}, stored_objects, stored_bytes, stored_measured_ms"
 )
 
 
@@ -43,6 +45,8 @@ def _row(r: Row) -> LakeTableRow:
         lease_owner=None if r[11] is None else str(r[11]),
         lease_expires_ms=None if r[12] is None else int(r[12]),
         commit_requested=bool(r[13]),
+        requests={kind: int(n) for kind, n in zip(REQUEST_KINDS, r[14:19], strict=True)},
+        stored=None if r[19] is None else LakeFootprint(int(r[19]), int(r[20]), int(r[21])),
     )
 
 
@@ -101,13 +105,17 @@ class LakeQueries(SqlBase):
                 if held_by is not None and held_by != owner and expires is not None and expires >= now_ms:
                     return None
                 # The committed offsets are another table's once the topic names a new one: reset, so
-                # that retention's hold (planner/lake_hold.py) never reads them as this table's.
+                # that retention's hold (planner/lake_hold.py) never reads them as this table's; so are
+                # its stored figures (unknown until the new table is listed).
                 tx.execute(
-                    "UPDATE lake_tables SET committed_offsets = CASE WHEN table_identifier = ?"
-                    " THEN committed_offsets ELSE '{}' END, table_identifier = ?, mode = ?,"
+                    "UPDATE lake_tables SET committed_offsets ="
+                    " CASE WHEN table_identifier = ? THEN committed_offsets ELSE '{}' END,"
+                    " stored_objects = CASE WHEN table_identifier = ? THEN stored_objects END,"
+                    " stored_bytes = CASE WHEN table_identifier = ? THEN stored_bytes END,"
+                    " table_identifier = ?, mode = ?,"
                     " delete_with_topic = ?, topic_created_ms = ?, lease_owner = ?, lease_expires_ms = ?,"
                     " updated_ms = ? WHERE topic = ?",
-                    (claim.table_identifier, *facts, owner, now_ms + lease_ms, now_ms, claim.topic),
+                    (*[claim.table_identifier] * 3, *facts, owner, now_ms + lease_ms, now_ms, claim.topic),
                 )
             leased = tx.one(f"SELECT {_COLUMNS} FROM lake_tables WHERE topic = ?", (claim.topic,))
             return None if leased is None else _row(leased)

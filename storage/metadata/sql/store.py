@@ -10,6 +10,7 @@ from storage.metadata.sql.files import FileQueries
 from storage.metadata.sql.flush import FlushQueries
 from storage.metadata.sql.jobs import JobQueries
 from storage.metadata.sql.lake import LakeQueries
+from storage.metadata.sql.lake_usage import LakeUsageQueries
 from storage.metadata.sql.producers import ProducerQueries
 from storage.metadata.sql.reads import ReadQueries
 from storage.metadata.sql.schemas import SchemaQueries
@@ -36,6 +37,7 @@ class SqlMetadataStore(
     SecurityQueries,  # SecurityStore
     SchemaQueries,  # SchemaStore (the schema registry)
     LakeQueries,  # LakeStore (the lake writers)
+    LakeUsageQueries,  # LakeStore (what the lake costs)
     MetadataStore,
 ):
     """``MetadataStore`` over any ``Backend``. Thread-safe: every call is one backend transaction.
