@@ -28,9 +28,14 @@ const ROUTES = [
 ];
 
 let stop = null;
+let generation = 0;
 
+// Each page renders into a container of its own, which the next navigation detaches: a page whose data
+// arrives after the user has moved on (a slow answer) then appends to the detached container, never to
+// the page now shown, and its timers are stopped as soon as its render returns.
 async function route() {
   if (stop) { stop(); stop = null; }
+  const mine = ++generation;
   const main = document.getElementById("main");
   const hash = location.hash || "#/";
   const [path, queryText] = hash.split("?");
@@ -39,12 +44,15 @@ async function route() {
     const m = path.match(pattern);
     if (!m) continue;
     for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("active", a.dataset.nav === nav);
-    clear(main);
+    const page = h("div", { class: "page" });
+    clear(main).append(page);
     const params = m.slice(1).map(decodeURIComponent);
     try {
-      stop = (await render(main, params, query)) || null;
+      const stopper = (await render(page, params, query)) || null;
+      if (mine === generation) stop = stopper;
+      else if (stopper) stopper();
     } catch (err) {
-      clear(main).append(h("p", { class: "bad" }, `Could not load this page: ${err.message || err}`));
+      clear(page).append(h("p", { class: "bad" }, `Could not load this page: ${err.message || err}`));
     }
     return;
   }
