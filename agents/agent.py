@@ -31,7 +31,14 @@ from agents.cache import ObjectCache
 from agents.chunks import ChunksResult, FetchResult
 from agents.encode import ProduceRecord, RequestEncoder
 from agents.fetch import Fetcher
-from agents.flush_policy import FLUSH_CLASSES, LOW_LATENCY, STANDARD, FlushCause, FlushPolicy
+from agents.flush_policy import (
+    FLUSH_CLASSES,
+    LOW_LATENCY,
+    LOW_LATENCY_DEPTH,
+    STANDARD,
+    FlushCause,
+    FlushPolicy,
+)
 from agents.flusher import Flusher
 from agents.group_coordinator import GroupCoordinator
 from agents.group_model import GroupLimits
@@ -413,8 +420,10 @@ class Agent:
                 except TimeoutError:
                     pass
                 continue
-            # Wait for a flush slot before draining, so the buffer keeps growing while uploads are busy.
-            while not self._free_slots:
+            # Wait for a flush slot before draining, so the buffer keeps growing while uploads are busy. A
+            # low-latency cut waits for a shallower pipeline (agents/flush_policy.py, LOW_LATENCY_DEPTH).
+            depth = LOW_LATENCY_DEPTH if cause is FlushCause.LOW_LATENCY else self.config.inflight_flushes
+            while self.config.inflight_flushes - self._free_slots >= depth:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
             if len(self.buffer):  # unless a size cut took it meanwhile
