@@ -105,7 +105,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--flush-warmup", type=float, default=3.0)
     add("--flush-duration", type=float, default=20.0, help="each window, s")
     add("--flush-repeat", type=int, default=1, help="(off, on) window pairs per shape")
-    add("--flush-shapes", type=_list(str), default=["all", "split"], help="all (one process), split")
+    add(
+        "--flush-shapes",
+        type=_list(str),
+        default=["all", "thread", "split"],
+        help="all (role all: worker process), thread (role all, worker thread), split (strata lake run)",
+    )
     add_output_args(parser, "lake_bench")
     if "--quick" in argv:
         parser.set_defaults(**QUICK)

@@ -4,8 +4,10 @@ the same SQLite file as the lake's catalog (``storage/lake_catalog.py``) and its
 Two shapes, each one agent on the embedded default (local directory, SQLite) with two topics of
 ``--partitions`` partitions: ``flush-plain`` (no lake) and ``flush-lake`` (``strata.iceberg.mode=raw``,
 ``--interval-ms``):
-- ``all``: ``strata serve --role all``, the embedded default, whose background loop runs the lake round in
-  a thread of the agent's process (sharing its GIL and its metadata store) every 5 s;
+- ``all``: ``strata serve --role all``, the embedded default, whose background loop runs the lake round
+  (every 5 s) and compaction in a child process (``strata/worker_process.py``) on the same metadata store;
+- ``thread``: the same with ``--no-worker-process``: the loop in a thread of the agent's process, sharing
+  its GIL;
 - ``split``: ``strata serve --role agent`` and the writer as ``strata lake run --loop`` in a process of its
   own on the same data directory: the lake's SQLite transactions without its GIL.
 The table is made first (its first commit). Then windows of ``--flush-duration`` seconds after
@@ -40,7 +42,7 @@ from bench.lake_common import (
     wait_for_commit,
     with_warmup,
 )
-from bench.probes import CpuWindow
+from bench.probes import CpuWindow, worker_children
 
 PLAIN, LAKE = "flush-plain", "flush-lake"
 FLUSH = "strata_flush_seconds"
@@ -52,7 +54,11 @@ def flush_phase(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
 def _shape(args: argparse.Namespace, workdir: Path, shape: str) -> dict[str, Any]:
     name = f"flush-{shape}"
-    serve = ["--role", "all" if shape == "all" else "agent", "--log-level", "warning"]
+    serve = {
+        "all": ["--role", "all"],
+        "thread": ["--role", "all", "--no-worker-process"],
+        "split": ["--role", "agent"],
+    }[shape] + ["--log-level", "warning"]
     agent = start_agent(AgentSpec(serve, kafka_ports=1), workdir, name)
     writer: Proc | None = None
     windows: list[dict[str, Any]] = []
@@ -63,6 +69,8 @@ def _shape(args: argparse.Namespace, workdir: Path, shape: str) -> dict[str, Any
             writer = start_writer(agent.data_dir, workdir, f"{name}-writer", LAKE, None)
         wait_for_commit(agent.url, LAKE, 120)
         pids = {"agent": agent.pid, **({"writer": writer.pid} if writer is not None else {})}
+        if shape == "all":
+            (pids["writer"],) = worker_children(agent.pid)
         with StatusPoller(agent.url, LAKE) as poller:
             for _ in range(args.flush_repeat):
                 for kind, topic in (("off", PLAIN), ("on", LAKE)):

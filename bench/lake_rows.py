@@ -11,7 +11,11 @@ from bench.results import Rows
 from bench.targets import LAKE_KEEP_UP_RATIO, LAKE_MIB_PER_CPU_S, lake_lag_s, lake_writer_rss
 
 AREA = "lake"
-SHAPES = {"all": "writer in the agent's process (--role all)", "split": "writer in its own process"}
+SHAPES = {
+    "all": "writer in role all's worker process (--role all)",
+    "thread": "writer in the agent's process (--role all --no-worker-process)",
+    "split": "writer in its own process (strata lake run)",
+}
 
 
 def _pair(a: Any, b: Any, digits: int = 1) -> str:

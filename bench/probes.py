@@ -43,6 +43,21 @@ def proc_cpu_s(pid: int | str) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK if fields else 0.0
 
 
+def worker_children(pid: int) -> list[int]:
+    """The live ``strata serve`` worker processes (multiprocessing's spawned children) of ``pid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        fields = proc_stat(entry) if entry.isdigit() else None
+        if fields is None or int(fields[1]) != pid or fields[0] == "Z":
+            continue
+        try:
+            if b"spawn_main" in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found.append(int(entry))
+        except OSError:
+            continue  # ended meanwhile
+    return found
+
+
 def proc_minor_faults(pid: int | str) -> int:
     """Minor page faults of the process (all its threads) so far; 0 if it is gone. Each is a page the
     kernel mapped and zeroed on first touch: memory malloc had handed back and took again."""

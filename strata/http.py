@@ -1,5 +1,6 @@
 """The HTTP door of a Strata process: ``create_app`` on the runtime's context, with a lifespan that starts
-and stops the runtime, and runs the background loop beside it in role ``all``.
+and stops the runtime, and runs the background loop beside it in role ``all``: in a thread of this
+process, or in a child process (``strata/worker_process.py``), which ``strata serve`` runs by default.
 
 The schema registry's app (api/registry/) is served twice from here: under ``/schema-registry`` on the
 HTTP port (``with_registry``), and at the root of its own port (strata/registry_listener.py), started
@@ -23,9 +24,10 @@ from api.registry.app import create_registry_app, with_registry
 from strata.loop import run_background_loop
 from strata.registry_listener import RegistryListener
 from strata.runtime import Runtime
+from strata.worker_process import WorkerProcess
 
 
-def http_app(runtime: Runtime, *, with_worker: bool = False) -> ASGIApp:
+def http_app(runtime: Runtime, *, with_worker: bool = False, worker_process: bool = False) -> ASGIApp:
     registry = create_registry_app(runtime.registry_context())
     port = runtime.settings.schema_registry_port
     listener = RegistryListener(registry, runtime.settings) if port >= 0 else None
@@ -37,7 +39,10 @@ def http_app(runtime: Runtime, *, with_worker: bool = False) -> ASGIApp:
             if listener is not None:
                 await listener.start()
                 runtime.registry_listener = listener
-            worker = asyncio.create_task(run_background_loop(runtime)) if with_worker else None
+            worker = None
+            if with_worker:
+                loop = WorkerProcess(runtime).run() if worker_process else run_background_loop(runtime)
+                worker = asyncio.create_task(loop)
             try:
                 yield
             finally:

@@ -25,7 +25,8 @@ log = logging.getLogger("strata.loop")
 T = TypeVar("T")
 
 
-async def run_background_loop(runtime: Runtime) -> None:
+async def run_background_loop(runtime: Runtime, after_round: Callable[[], None] | None = None) -> None:
+    """Rounds until cancelled; ``after_round`` is called after each (a child process reports then)."""
     compaction_round = runtime.compaction_round()
     lake_round = runtime.lake_round() if runtime.settings.lake else None
     interval = runtime.settings.worker_interval_ms / 1000
@@ -38,6 +39,8 @@ async def run_background_loop(runtime: Runtime) -> None:
             due_ms = await _guarded("lake schedule", lake_round.next_due_ms)
             if due_ms is not None:
                 wait = min(wait, max(0.0, (due_ms - runtime.clock.now_ms()) / 1000))
+        if after_round is not None:
+            after_round()
         try:
             await asyncio.wait_for(runtime.worker_wakeup.wait(), wait)
         except TimeoutError:

@@ -59,7 +59,6 @@ class Runtime:
     astore: AsyncObjectStore
     metadata: MetadataStore
     metrics: Metrics
-    compaction_metrics: CompactionMetrics
     agent: Agent
     # The agent's recent metrics, sampled while the process runs (the console's overview charts).
     history: MetricsHistory
@@ -69,6 +68,9 @@ class Runtime:
     # Set to run a background round now (the admin endpoint), instead of at the next interval.
     worker_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     _planner: Planner | None = None
+    # Registered on the process's registry by its first compaction round: a process that runs none (an
+    # agent, or role all's parent when its worker is a process: strata/worker_process.py) serves none.
+    _compaction_metrics: CompactionMetrics | None = None
     _round: CompactionRound | None = None
     _lake_round: LakeRound | None = None
     # The Kafka listener, on the same agent core as HTTP; None when disabled (--kafka-port -1, role worker).
@@ -101,6 +103,7 @@ class Runtime:
         ``retention_now``: its first round applies retention (``strata compact``), rather than waiting the
         initial delay a long-running worker waits, as a Kafka broker does."""
         if self._round is None:
+            self._compaction_metrics = CompactionMetrics(self.metrics.registry)
             self._round = CompactionRound(
                 self.store,
                 self.metadata,
@@ -109,7 +112,7 @@ class Runtime:
                 random.SystemRandom(),
                 owner=f"{socket.gethostname()}:{os.getpid()}:{self.rng.getrandbits(32):08x}",
                 config=round_config(self.settings, retention_now=retention_now),
-                on_job=self.compaction_metrics.observe_job,
+                on_job=self._compaction_metrics.observe_job,
             )
         return self._round
 
@@ -293,9 +296,8 @@ def build_runtime(
     counters, store, astore = _object_stores(settings, clock, rng, store, astore)
     if metadata is None:
         metadata = open_metadata_store(settings.metadata_url)
-    registry = CollectorRegistry()  # the process's one registry, shared by the agent and compaction
+    registry = CollectorRegistry()  # the process's one registry, shared by the agent and the worker's rounds
     metrics = Metrics(counters, registry)
-    compaction_metrics = CompactionMetrics(registry)
     agent = Agent(agent_config(settings), astore, metadata, metrics, clock, rng)
     if settings.tls_cert_file or settings.tls_key_file:
         # Both doors use these files: a missing or unreadable one stops start-up with their names, before
@@ -314,7 +316,6 @@ def build_runtime(
         astore,
         metadata,
         metrics,
-        compaction_metrics,
         agent,
         MetricsHistory(
             metrics,

@@ -70,7 +70,7 @@ def serve(settings: Settings) -> int:
         except KeyboardInterrupt:
             pass
         return 0
-    app = http_app(runtime, with_worker=settings.role == "all")
+    app = http_app(runtime, with_worker=settings.role == "all", worker_process=settings.worker_process)
     kafka = f", Kafka on {settings.host}:{settings.kafka_port}" if runtime.kafka is not None else ""
     log.info(
         "strata %s on %s://%s:%d%s: bucket %s, metadata %s",

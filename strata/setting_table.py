@@ -200,6 +200,15 @@ SETTINGS: tuple[Setting, ...] = (
         "Age after which an obsolete file (no live chunk) is deleted; longer than any read",
     ),
     Setting(
+        "worker_process",
+        "STRATA_WORKER_PROCESS",
+        parse_bool,
+        True,
+        "In role all, run the background worker (retention, compaction, GC, the lake) in a child process of "
+        "its own, so that its rounds never hold the agent's interpreter lock; false: in a thread of the "
+        "agent's process",
+    ),
+    Setting(
         "worker_interval_ms",
         "STRATA_WORKER_INTERVAL_MS",
         int,

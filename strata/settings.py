@@ -64,6 +64,7 @@ class Settings:
     security_refresh_ms: int = 1000
     orphan_grace_ms: int = 3_600_000
     gc_grace_ms: int = 600_000
+    worker_process: bool = True
     worker_interval_ms: int = 5_000
     retention_check_interval_ms: int = 300_000
     offsets_retention_minutes: int = 10_080

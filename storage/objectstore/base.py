@@ -63,6 +63,16 @@ class RequestCounters:
         with self._lock:
             self.bytes_read += n
 
+    def add(self, kind: str, n: int) -> None:
+        """``n`` requests of ``kind`` that another process sent (role all's worker process)."""
+        with self._lock:
+            self._counts[kind] += n
+
+    def add_bytes(self, *, read: int, written: int) -> None:
+        with self._lock:
+            self.bytes_read += read
+            self.bytes_written += written
+
     def get(self, kind: str) -> int:
         with self._lock:
             return self._counts[kind]
