@@ -59,8 +59,18 @@ class CompactionQueries(SqlBase):
         outputs = tuple(outputs)
         cleaned = tuple(cleaned)
         _validate_compaction(outputs, cleaned)
+        # Where the inputs are, read before the write transaction: a job's inputs run to thousands of
+        # chunk rows (an L0 merge of many small low-latency flushes), and on SQLite every moment of the
+        # write transaction holds the database's one write lock, which the agents' flush commits wait for.
+        # Chunk rows never change, they only disappear, so this read is good for everything but existence,
+        # which the swap's DELETE checks under the locks.
+        found = self._backend.run(
+            lambda tx: _input_chunks(tx, inputs), write=False, what="commit_compaction inputs"
+        )
         self._backend.run(
-            lambda tx: self._commit_compaction(tx, job_id, owner, inputs, outputs, cleaned, now_ms, report),
+            lambda tx: self._commit_compaction(
+                tx, job_id, owner, inputs, found, outputs, cleaned, now_ms, report
+            ),
             write=True,
             what="commit_compaction",
         )
@@ -71,6 +81,7 @@ class CompactionQueries(SqlBase):
         job_id: int,
         owner: str,
         inputs: list[int],
+        found: list[InputChunk],
         outputs: tuple[CompactionOutput, ...],
         cleaned: tuple[CleanedUpTo, ...],
         now_ms: int,
@@ -86,21 +97,24 @@ class CompactionQueries(SqlBase):
                 f"job {job_id} is {state} (lease owner {lease_owner!r}), not leased by {owner!r}"
             )
 
-        # (b) Where the inputs are. Chunk rows never change, they only disappear, so this unlocked read is
-        # good for everything but existence, which is checked again under the partition locks.
-        found = _input_chunks(tx, inputs)
+        # (b) Where the inputs are (read before this transaction).
         if len(found) != len(inputs):
             raise CommitConflict(f"{len(inputs) - len(found)} input chunk(s) of job {job_id} are gone")
         hulls = _hulls(found)
         _check_within_hulls(outputs, hulls)
 
-        # (c) Locks in the global order: partitions, then the input files; then the inputs again.
+        # (c) Locks in the global order: partitions, then the input files.
         file_ids = sorted({file_id for *_, file_id in found})
-        self._lock_and_recheck(tx, job_id, inputs, hulls, file_ids, cleaned)
+        self._lock_and_check(tx, hulls, file_ids, cleaned)
 
-        # (d) The swap.
-        for batch in batches(inputs):
+        # (d) The swap. Every input must still exist: the DELETE's count says so under the locks (an input
+        # removed meanwhile, by retention say, rolls the whole swap back).
+        deleted = sum(
             tx.execute(f"DELETE FROM chunks WHERE chunk_id IN {in_list(len(batch))}", batch)
+            for batch in batches(inputs)
+        )
+        if deleted != len(inputs):
+            raise CommitConflict(f"input chunks of job {job_id} were removed while it committed")
         _check_no_overlap(tx, outputs)
         for output in outputs:
             _insert_output(tx, output, now_ms)
@@ -117,17 +131,11 @@ class CompactionQueries(SqlBase):
         mark_obsolete_if_empty(tx, file_ids, now_ms)
         finish(tx, job_id, JOB_DONE, now_ms, report)
 
-    def _lock_and_recheck(
-        self,
-        tx: Tx,
-        job_id: int,
-        inputs: list[int],
-        hulls: Hulls,
-        file_ids: list[int],
-        cleaned: tuple[CleanedUpTo, ...],
+    def _lock_and_check(
+        self, tx: Tx, hulls: Hulls, file_ids: list[int], cleaned: tuple[CleanedUpTo, ...]
     ) -> None:
-        """Lock the partitions and input files; then every input must still exist, and every cleaned
-        offset's partition too (CommitConflict), at or below its high watermark (ValueError)."""
+        """Lock the partitions and input files; then every cleaned offset's partition must still exist
+        (CommitConflict), with the offset at or below its high watermark (ValueError)."""
         keys = sorted(set(hulls) | {(up_to.topic, up_to.partition) for up_to in cleaned})
         next_offsets = lock_partitions(tx, self._d, keys, self._d.for_no_key_update)
         for batch in batches(file_ids):
@@ -136,8 +144,6 @@ class CompactionQueries(SqlBase):
                 f" ORDER BY file_id{self._d.for_no_key_update}",
                 batch,
             )
-        if len(_input_chunks(tx, inputs)) != len(inputs):
-            raise CommitConflict(f"input chunks of job {job_id} were removed while it committed")
         for up_to in cleaned:
             hwm = next_offsets.get((up_to.topic, up_to.partition))
             if hwm is None:
