@@ -34,10 +34,11 @@ from agents.fetch import Fetcher
 from agents.flush_policy import (
     FLUSH_CLASSES,
     LOW_LATENCY,
-    LOW_LATENCY_DEPTH,
+    LOW_LATENCY_PIPELINE_BYTES,
     STANDARD,
     FlushCause,
     FlushPolicy,
+    low_latency_depth,
 )
 from agents.flusher import Flusher
 from agents.group_coordinator import GroupCoordinator
@@ -396,6 +397,8 @@ class Agent:
             self._wakeup.set()  # a new deadline: the buffer's first record, or its first urgent one
         elif self._idle_cut and open_bytes - pending.size < self.config.flush_idle_bytes <= open_bytes:
             self._wakeup.set()  # the idle cut's deadline now applies
+        if open_bytes - pending.size < LOW_LATENCY_PIPELINE_BYTES <= open_bytes:
+            self._slot_freed.set()  # a low-latency cut waiting for the first flush may now overlap it
 
     # --- flushing ----------------------------------------------------------------------------------------
     async def _flush_loop(self) -> None:
@@ -421,13 +424,18 @@ class Agent:
                     pass
                 continue
             # Wait for a flush slot before draining, so the buffer keeps growing while uploads are busy. A
-            # low-latency cut waits for a shallower pipeline (agents/flush_policy.py, LOW_LATENCY_DEPTH).
-            depth = LOW_LATENCY_DEPTH if cause is FlushCause.LOW_LATENCY else self.config.inflight_flushes
-            while self.config.inflight_flushes - self._free_slots >= depth:
+            # low-latency cut waits for a shallower pipeline (agents/flush_policy.py, low_latency_depth).
+            while self.config.inflight_flushes - self._free_slots >= self._depth(cause):
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
             if len(self.buffer):  # unless a size cut took it meanwhile
                 self._cut(cause)
+
+    def _depth(self, cause: FlushCause) -> int:
+        """Flushes that may be in flight when a cut of ``cause`` is made."""
+        if cause is FlushCause.LOW_LATENCY:
+            return low_latency_depth(self.buffer.open_bytes)
+        return self.config.inflight_flushes
 
     def _cut(self, cause: FlushCause) -> None:
         """Drain the open buffer into a flush of its own, in a free slot; ``cause``: the class it counts

@@ -20,6 +20,7 @@ from storage import records
 from storage.clock import SystemClock
 from storage.errors import SettingsError
 from storage.metadata import open_metadata_store
+from storage.objectstore.base import Body
 from storage.objectstore.local import LocalAsyncObjectStore
 from storage.topic_config import FLUSH_CLASS, LOW_LATENCY, STANDARD
 
@@ -41,8 +42,8 @@ async def _agent(tmp_path: Path, config: AgentConfig) -> tuple[Agent, LocalAsync
     return agent, store
 
 
-def _enqueue(agent: Agent, topic: str, partition: int = 0) -> asyncio.Future[object]:
-    batch = records.encode_batch([records.Record(0, 1000, b"k", b"v" * 100)])
+def _enqueue(agent: Agent, topic: str, partition: int = 0, value_bytes: int = 100) -> asyncio.Future[object]:
+    batch = records.encode_batch([records.Record(0, 1000, b"k", b"v" * value_bytes)])
     request = ProduceRequest(
         topic, [PartitionBatch(topic, partition, memoryview(batch), 1, 1000, 1000)], FIRST_RECORD
     )
@@ -91,3 +92,51 @@ def test_an_unknown_default_class_is_refused() -> None:
         AgentConfig(default_flush_class="fastest")
     with pytest.raises(SettingsError, match="STRATA_LOW_LATENCY_MS"):
         AgentConfig(low_latency_ms=-1)
+
+
+class GatedStore(LocalAsyncObjectStore):
+    """A local store whose PUTs wait for ``gate``: flushes stay in flight until the test opens it."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.gate = asyncio.Event()
+        self.started = 0
+        self._began = asyncio.Event()
+
+    async def put(self, key: str, data: Body) -> None:
+        self.started += 1
+        self._began.set()
+        await self.gate.wait()
+        await super().put(key, data)
+
+    async def wait_started(self, n: int) -> None:
+        async with asyncio.timeout(10):
+            while self.started < n:
+                self._began.clear()
+                await self._began.wait()
+
+
+async def test_a_low_latency_cut_overlaps_a_flush_in_flight_only_with_enough_bytes(tmp_path: Path) -> None:
+    config = AgentConfig(flush_interval_ms=MINUTE_MS, flush_idle_ms=0, low_latency_ms=1)
+    store = GatedStore(tmp_path / "bucket")
+    metadata = open_metadata_store(f"sqlite:///{tmp_path / 'm.db'}")
+    metadata.create_topic("fast", 1, {FLUSH_CLASS: LOW_LATENCY}, 0)
+    agent = Agent(config, store, metadata, Metrics(store.counters), SystemClock(), random.Random(1))
+    await agent.start()
+    try:
+        await agent.topic("fast")
+        first = _enqueue(agent, "fast")
+        await store.wait_started(1)
+        # One flush in flight: a small low-latency record waits for it rather than cutting a tiny second.
+        small = _enqueue(agent, "fast")
+        await asyncio.sleep(0.2)  # two hundred bounds
+        assert store.started == 1
+        # Enough bytes for a flush of their own: the second cut overlaps the first.
+        big = [_enqueue(agent, "fast", value_bytes=256 << 10) for _ in range(8)]
+        await store.wait_started(2)
+        store.gate.set()
+        await asyncio.wait_for(asyncio.gather(first, small, *big), 10)
+        assert store.started == 2
+    finally:
+        store.gate.set()
+        await agent.close()

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from agents.flush_policy import FlushCause, FlushPolicy
+from agents.flush_policy import (
+    LOW_LATENCY_DEPTH,
+    LOW_LATENCY_PIPELINE_BYTES,
+    FlushCause,
+    FlushPolicy,
+    low_latency_depth,
+)
 
 POLICY = FlushPolicy(interval_s=0.25, flush_bytes=8000, idle_s=0.005, idle_bytes=3000, low_latency_s=0.02)
 
@@ -33,3 +39,9 @@ def test_senders_waiting_over_the_floor_is_due_at_the_last_arrival() -> None:
     assert POLICY.deadline(4000, 10.0, 10.1, None, True) == (10.1, FlushCause.STANDARD)
     # Below the floor the word changes nothing.
     assert POLICY.deadline(100, 10.0, 10.1, None, True) == (10.25, FlushCause.STANDARD)
+
+
+def test_a_second_low_latency_flush_overlaps_the_first_only_with_enough_bytes() -> None:
+    assert low_latency_depth(0) == 1
+    assert low_latency_depth(LOW_LATENCY_PIPELINE_BYTES - 1) == 1
+    assert low_latency_depth(LOW_LATENCY_PIPELINE_BYTES) == LOW_LATENCY_DEPTH == 2
