@@ -14,7 +14,7 @@ AREA = "lake"
 SHAPES = {
     "all": "writer in role all's worker process (--role all)",
     "thread": "writer in the agent's process (--role all --no-worker-process)",
-    "split": "writer in its own process (strata lake run)",
+    "split": "writer in its own process",
 }
 
 

@@ -63,6 +63,20 @@ def test_the_newest_run_gives_a_figure_and_older_runs_fill_in(tmp_path: Path) ->
     assert report.render_page(rendered, current) == rendered
 
 
+def test_retired_figures_are_not_shown() -> None:
+    """A figure whose measured shape no longer exists (report.RETIRED) leaves the page, with its run."""
+    shown = [name for _, name in report.current()]
+    assert shown, "the committed results files give figures"
+    assert not [name for name in shown if name.startswith(report.RETIRED)]
+    retired = [
+        row["figure"]
+        for path in FIGURES_DIR.glob("*.json")
+        for row in json.loads(path.read_text())["figures"]
+        if row["figure"].startswith(report.RETIRED)
+    ]
+    assert retired, "each retired prefix names figures of a committed run"
+
+
 def test_a_results_file_without_its_heads_is_refused(tmp_path: Path) -> None:
     (tmp_path / "x-1.json").write_text(json.dumps({"benchmark": "x", "figures": []}))
     with pytest.raises(ValueError, match="missing"):
