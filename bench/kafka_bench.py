@@ -24,7 +24,8 @@ Phases (``--phases``, default all):
    advertise FindCoordinator). PUTs and flushes come from the agent's /metrics; CPU of the agent (and moto)
    from /proc/PID/stat over the window, so "agent CPU per MiB" is agent core-seconds / MiB acknowledged.
    librdkafka's statistics give the ProduceRequests sent, their mean size and the most awaiting an answer.
-3. latency: the same agent, ``--rate-mib`` (default 20) offered at a fixed rate, linger.ms 5, uncompressed:
+3. latency: the same agent, ``--rate-mib`` (default 20) offered at a fixed rate, linger.ms 5, uncompressed,
+   once per flush class, each after a ``sync`` (what the produce phases left dirty is written first):
    p50/p99 of produce() -> acknowledgement (librdkafka's ``Message.latency()``) of every record produced in
    the window, however late its acknowledgement (up to the 30 s drain; records never acknowledged are
    counted). Then PUTs per flush over phases 2-3, and PUTs while idle for ``--idle`` seconds (target 0).

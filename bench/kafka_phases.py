@@ -30,7 +30,15 @@ from bench.harness import (
     wait_tcp,
 )
 from bench.kafka_load import KafkaLoad, run_consumers, run_producers
-from bench.probes import CpuWindow, RssSampler, cpu_ms_per_mib, loadavg, proc_cpu_s, proc_mem_kib
+from bench.probes import (
+    CpuWindow,
+    RssSampler,
+    cpu_ms_per_mib,
+    loadavg,
+    proc_cpu_s,
+    proc_mem_kib,
+    settle_disk,
+)
 
 
 def topic_name(codec: str) -> str:
@@ -121,6 +129,7 @@ def latency_phase(
     acknowledgement of every record, the PUTs per second it cost, and the flushes' steps."""
     topic = latency_topic(flush_class)
     metrics.create_topics(agent.url, [topic], args.partitions, {"strata.flush.class": flush_class})
+    synced_s = settle_disk()
     before = metrics.scrape(agent.url)
     cpu = CpuWindow({"agent": agent.pid, **extra_pids})
     duration = args.latency_duration or args.duration
@@ -139,6 +148,7 @@ def latency_phase(
     result["cpu_cores"] = cpu.cores()
     result["linger_ms"] = args.latency_linger_ms
     result["flush_class"] = flush_class
+    result["sync_s"] = round(synced_s, 2)
     return result
 
 

@@ -58,6 +58,17 @@ def worker_children(pid: int) -> list[int]:
     return found
 
 
+def settle_disk() -> float:
+    """Write the page cache's dirty pages out (``sync``) before a latency window, and the seconds it took.
+
+    The phases before it leave gigabytes dirty, and the kernel's writeback of them makes the window's
+    fsyncs wait: a low-latency topic's p99 then measures the previous phase, not the agent.
+    """
+    started = time.monotonic()
+    os.sync()
+    return time.monotonic() - started
+
+
 def proc_minor_faults(pid: int | str) -> int:
     """Minor page faults of the process (all its threads) so far; 0 if it is gone. Each is a page the
     kernel mapped and zeroed on first touch: memory malloc had handed back and took again."""

@@ -35,7 +35,7 @@ from bench import metrics
 from bench.harness import ROOT, AgentSpec, log, start_agent, stop_proc
 from bench.harness import backend_stores as stores
 from bench.kafka_load import KafkaLoad, run_producers
-from bench.probes import CpuWindow, cpu_ms_per_mib
+from bench.probes import CpuWindow, cpu_ms_per_mib, settle_disk
 from bench.results import Rows, add_output_args, finish_run, markdown_table, page_figures, run_header
 from bench.targets import Target
 
@@ -49,6 +49,7 @@ def _window(
     args: argparse.Namespace, agent_url: str, bootstrap: str, pid: int, extra: dict[str, int], rate: float
 ) -> dict[str, Any]:
     """One producer for ``--duration`` (closed loop, or ``rate`` MiB/s offered), with the agent's view."""
+    settle_disk()
     before = metrics.scrape(agent_url)
     cpu = CpuWindow({"agent": pid, **extra})
     load = KafkaLoad("none", 1, args.duration, rate_mib=rate, idempotence=True)
