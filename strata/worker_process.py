@@ -3,7 +3,8 @@
 Why a process: compaction's merges and the lake writer are CPU-bound Python. In the agent's process they
 run in a thread that takes the interpreter lock from the event loop for milliseconds at a time, and every
 produce request waiting on that loop pays for it: the ack p99 of a topic at 20 MiB/s on the embedded
-default is many times higher with the worker in the agent's process than beside it (docs/benchmarks.md).
+default was twice as high with the worker in the agent's process as beside it, and eleven times as high
+while the lake wrote (docs/benchmarks.md).
 The child runs the same loop (``strata/loop.py``) on the same settings in role ``worker``, so the two share
 only the bucket and the metadata store, as an agent and a worker on separate hosts do; a round cut short
 (the child killed, or restarted) leaves what a crashed worker leaves: leases that expire and orphans GC
