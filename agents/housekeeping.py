@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from storage.errors import StrataError, Unavailable
@@ -20,32 +21,34 @@ HOUSEKEEPING_INTERVAL_S = 60.0
 
 
 async def housekeeping(agent: Agent) -> None:
-    """Expire idempotency keys, idle producers' state and transactional ids, every minute."""
+    """Expire idempotency keys, idle producers' state and transactional ids, every minute. A store that
+    fails one expiry skips the rest of that turn; the next turn starts again from the first."""
+    metadata, clock, config = agent.metadata, agent.clock, agent.config
+
+    def idempotency() -> Awaitable[int]:
+        before = clock.now_ms() - config.idempotency_window_ms
+        return asyncio.to_thread(metadata.expire_idempotency, before)
+
+    def producers() -> Awaitable[int]:
+        before = clock.now_ms() - config.producer_id_expiration_ms
+        return asyncio.to_thread(metadata.expire_producers, before)
+
+    # (what is expired, for the logs; the expiry, answering how many it removed)
+    expiries: tuple[tuple[str, Callable[[], Awaitable[int]]], ...] = (
+        ("idempotency keys", idempotency),
+        ("producer state rows", producers),
+        ("transactional ids", agent.transactions.expire),
+    )
     while True:
-        await agent.clock.asleep(HOUSEKEEPING_INTERVAL_S)
-        before = agent.clock.now_ms() - agent.config.idempotency_window_ms
-        try:
-            removed = await asyncio.to_thread(agent.metadata.expire_idempotency, before)
-        except Unavailable as exc:
-            log.warning("idempotency expiry skipped: %s", exc.message)
-            continue
-        if removed:
-            log.info("expired %d idempotency keys", removed)
-        before = agent.clock.now_ms() - agent.config.producer_id_expiration_ms
-        try:
-            removed = await asyncio.to_thread(agent.metadata.expire_producers, before)
-        except Unavailable as exc:
-            log.warning("producer state expiry skipped: %s", exc.message)
-            continue
-        if removed:
-            log.info("expired %d producer state rows", removed)
-        try:
-            removed = await agent.transactions.expire()
-        except Unavailable as exc:
-            log.warning("transactional id expiry skipped: %s", exc.message)
-            continue
-        if removed:
-            log.info("expired %d transactional ids", removed)
+        await clock.asleep(HOUSEKEEPING_INTERVAL_S)
+        for what, expire in expiries:
+            try:
+                removed = await expire()
+            except Unavailable as exc:
+                log.warning("expiry of %s skipped: %s", what, exc.message)
+                break
+            if removed:
+                log.info("expired %d %s", removed, what)
 
 
 async def group_sweep(agent: Agent) -> None:

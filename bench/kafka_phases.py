@@ -122,6 +122,26 @@ def latency_topic(flush_class: str) -> str:
     return f"bench-latency-{flush_class}"
 
 
+def measured_window(
+    args: argparse.Namespace, url: str, bootstrap: str, topic: str, load: KafkaLoad, pids: dict[str, int]
+) -> tuple[dict[str, Any], metrics.Scrape, metrics.Scrape]:
+    """Producers for one window, after a ``sync``, with the agent's metrics scraped before it and after its
+    buffer emptied: the producers' figures plus the flushes' (``flush_figures``, ``steps_ms``), the
+    ``cpu_cores`` of ``pids`` and the seconds the ``sync`` took (``sync_s``); and the two scrapes, for
+    figures of the caller's own."""
+    synced_s = settle_disk()
+    before = metrics.scrape(url)
+    cpu = CpuWindow(pids)
+    result = run_producers(args, bootstrap, topic, load, cpu.mark_start, cpu.mark_end)
+    metrics.wait_buffer_empty(url)
+    after = metrics.scrape(url)
+    result.update(metrics.flush_figures(before, after))
+    result["steps_ms"] = metrics.flush_steps_ms(before, after)
+    result["cpu_cores"] = cpu.cores()
+    result["sync_s"] = round(synced_s, 2)
+    return result, before, after
+
+
 def latency_phase(
     args: argparse.Namespace, agent: Agent, extra_pids: dict[str, int], flush_class: str
 ) -> dict[str, Any]:
@@ -129,26 +149,18 @@ def latency_phase(
     acknowledgement of every record, the PUTs per second it cost, and the flushes' steps."""
     topic = latency_topic(flush_class)
     metrics.create_topics(agent.url, [topic], args.partitions, {"strata.flush.class": flush_class})
-    synced_s = settle_disk()
-    before = metrics.scrape(agent.url)
-    cpu = CpuWindow({"agent": agent.pid, **extra_pids})
     duration = args.latency_duration or args.duration
     load = KafkaLoad(
         "none", args.producers, duration, rate_mib=args.rate_mib, linger_ms=args.latency_linger_ms
     )
     started = time.monotonic()
-    result = run_producers(args, bootstrap_of(agent), topic, load, cpu.mark_start, cpu.mark_end)
-    metrics.wait_buffer_empty(agent.url)
-    after = metrics.scrape(agent.url)
+    pids = {"agent": agent.pid, **extra_pids}
+    result, before, after = measured_window(args, agent.url, bootstrap_of(agent), topic, load, pids)
     elapsed = time.monotonic() - started
-    result.update(metrics.flush_figures(before, after))
     result["puts_s"] = (metrics.puts(after) - metrics.puts(before)) / elapsed
     result["class_puts"] = metrics.class_puts(before, after, flush_class)
-    result["steps_ms"] = metrics.flush_steps_ms(before, after)
-    result["cpu_cores"] = cpu.cores()
     result["linger_ms"] = args.latency_linger_ms
     result["flush_class"] = flush_class
-    result["sync_s"] = round(synced_s, 2)
     return result
 
 

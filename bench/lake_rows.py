@@ -115,24 +115,12 @@ def flush_rows(rows: Rows, flush: dict[str, Any]) -> None:
     for shape, f in flush.items():
         head = f"{f['rate_mib']:g} MiB/s, {SHAPES[shape]}"
         off, on = f["off"], f["on"]
-        rows.add(
-            f"{head}: ack p50 / p99, lake off", _pair(off["ack_p50_ms"], off["ack_p99_ms"]), "ms", area=AREA
-        )
-        rows.add(
-            f"{head}: ack p50 / p99, lake on", _pair(on["ack_p50_ms"], on["ack_p99_ms"]), "ms", area=AREA
-        )
-        rows.add(
-            f"{head}: flush mean / p99 (bucket bound), lake off",
-            _pair(off["flush_mean_ms"], off["flush_p99_ms"]),
-            "ms",
-            area=AREA,
-        )
-        rows.add(
-            f"{head}: flush mean / p99 (bucket bound), lake on",
-            _pair(on["flush_mean_ms"], on["flush_p99_ms"]),
-            "ms",
-            area=AREA,
-        )
+        pairs = (("ack p50 / p99", "ack"), ("flush mean / p99 (bucket bound)", "flush"))
+        for label, key in pairs:
+            low, high = ("p50", "p99") if key == "ack" else ("mean", "p99")
+            for kind, window in (("off", off), ("on", on)):
+                pair = _pair(window[f"{key}_{low}_ms"], window[f"{key}_{high}_ms"])
+                rows.add(f"{head}: {label}, lake {kind}", pair, "ms", area=AREA)
         rows.add(
             f"{head}: flush metadata commit mean, lake off / on",
             _pair(off["commit_mean_ms"], on["commit_mean_ms"]),

@@ -34,8 +34,9 @@ from typing import Any
 from bench import metrics
 from bench.harness import ROOT, AgentSpec, log, start_agent, stop_proc
 from bench.harness import backend_stores as stores
-from bench.kafka_load import KafkaLoad, run_producers
-from bench.probes import CpuWindow, cpu_ms_per_mib, settle_disk
+from bench.kafka_load import KafkaLoad
+from bench.kafka_phases import measured_window
+from bench.probes import cpu_ms_per_mib
 from bench.results import Rows, add_output_args, finish_run, markdown_table, page_figures, run_header
 from bench.targets import Target
 
@@ -49,20 +50,13 @@ def _window(
     args: argparse.Namespace, agent_url: str, bootstrap: str, pid: int, extra: dict[str, int], rate: float
 ) -> dict[str, Any]:
     """One producer for ``--duration`` (closed loop, or ``rate`` MiB/s offered), with the agent's view."""
-    settle_disk()
-    before = metrics.scrape(agent_url)
-    cpu = CpuWindow({"agent": pid, **extra})
     load = KafkaLoad("none", 1, args.duration, rate_mib=rate, idempotence=True)
-    result = run_producers(args, bootstrap, TOPIC, load, cpu.mark_start, cpu.mark_end)
-    metrics.wait_buffer_empty(agent_url)
-    after = metrics.scrape(agent_url)
-    result.update(metrics.flush_figures(before, after))
+    pids = {"agent": pid, **extra}
+    result, before, after = measured_window(args, agent_url, bootstrap, TOPIC, load, pids)
     stored = result["stored_mib"]
     result["puts_per_mib"] = result["puts"] / stored if stored else None
-    result["steps_ms"] = metrics.flush_steps_ms(before, after)
     mean = metrics.delta_mean(before, after, "strata_kafka_produce_latency_seconds")
     result["agent_produce_ms"] = None if mean is None else mean * 1000
-    result["cpu_cores"] = cpu.cores()
     return result
 
 

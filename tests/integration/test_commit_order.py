@@ -21,7 +21,7 @@ from agents.encode import ProduceRecord
 from agents.metrics import Metrics
 from storage.clock import SystemClock
 from storage.metadata import open_metadata_store
-from storage.objectstore.base import AsyncObjectStore
+from storage.objectstore.base import AsyncObjectStore, Body
 from storage.objectstore.local import LocalAsyncObjectStore
 
 pytestmark = pytest.mark.integration
@@ -39,7 +39,7 @@ class FirstPutWaits(AsyncObjectStore):
         self.later_put_done = asyncio.Event()
         self._first = True
 
-    async def put(self, key: str, data: bytes) -> None:
+    async def put(self, key: str, data: Body) -> None:
         if self._first:
             self._first = False
             self.first_waiting.set()
