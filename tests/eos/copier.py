@@ -65,6 +65,7 @@ class CopierArgs:
     pause_s: float
     seed: int
     history: Path
+    hold: Path | None = None
 
 
 def _producer(a: CopierArgs) -> Producer:
@@ -116,6 +117,8 @@ def copy_partition(a: CopierArgs) -> int:
         while len(batch) < a.batch and position + len(batch) < end:
             batch += [record_of(m) for m in consumer.consume(a.batch - len(batch), 1.0) if m.error() is None]
         first, after = batch[0].offset, batch[-1].offset + 1
+        while after == end and a.hold is not None and a.hold.exists():
+            time.sleep(0.05)  # the run still owes kills: the last transaction waits, outside any transaction
         log.event(INVOKE, TXN, {"input": [first, after]})
         try:
             producer.begin_transaction()
@@ -155,6 +158,7 @@ def main() -> None:
     p.add_argument("--abort-rate", type=float, default=0.1)
     p.add_argument("--pause-s", type=float, default=0.0)
     p.add_argument("--history", type=Path, required=True)
+    p.add_argument("--hold", type=Path, help="while this file exists, the last transaction waits")
     a = p.parse_args()
     sys.exit(copy_partition(CopierArgs(**vars(a))))
 
@@ -212,6 +216,11 @@ class Copiers:
         self.starts = 0
         self.killed: set[int] = set()  # partitions whose copier the run SIGKILLed and not yet restarted
         self.crashes = 0
+        # While this file exists no copier commits its partition's last transaction, so a copy cannot end
+        # before the run has made every kill it owes (a restart can take long enough for the other copier to
+        # finish, and a fast broker copies a partition in a few seconds).
+        self.hold = out / "hold"
+        self.hold.touch()
 
     def start(self, partition: int) -> None:
         c = self.cfg
@@ -221,6 +230,7 @@ class Copiers:
             "--output-partitions", str(c.output_partitions), "--batch", str(c.batch),
             "--seed", str(c.seed * 100 + self.starts), "--abort-rate", str(c.abort_rate),
             "--pause-s", str(c.pause_s), "--history", str(self.out / f"copier-{partition}.jsonl"),
+            "--hold", str(self.hold),
         ]  # fmt: skip
         self.starts += 1
         with (self.out / f"copier-{partition}.log").open("ab") as log:
@@ -295,9 +305,8 @@ def run_copy(cfg: CopyConfig, out: Path, on_tick: Callable[[float], None] | None
             progress = _copied(out)
             if on_tick is not None:
                 on_tick(progress / cfg.records)
-            # Kills fall due within the first 60 % of the copy, so each one finds a copier still running
-            # (past that, a copier that finished its partition leaves fewer victims, and a fast copy could
-            # end before the last kill).
+            # Kills fall due within the first 60 % of the copy, so they spread over it while both copiers
+            # run; the hold file keeps the copy from ending before the last one.
             if kills < cfg.kills and progress >= 0.6 * (kills + 1) / (cfg.kills + 1) * cfg.records:
                 due = due or time.monotonic()
                 running = [p for p, proc in copiers.procs.items() if proc.poll() is None]
@@ -310,9 +319,12 @@ def run_copy(cfg: CopyConfig, out: Path, on_tick: Callable[[float], None] | None
                     kills += 1
                     mid_txn_kills += bool(open_txn)
                     due = 0.0
+            if kills == cfg.kills:
+                copiers.hold.unlink(missing_ok=True)
             copiers.tend()
             time.sleep(0.1)
     finally:
+        copiers.hold.unlink(missing_ok=True)
         copiers.stop()
         stop.set()
         reader.join(180)
