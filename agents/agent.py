@@ -194,7 +194,9 @@ class Agent:
         self._policy = config.flush_policy
         # Set by ``senders_waiting`` until the next append or cut: the idle cut need not wait for quiet.
         self._senders_waiting = False
-        self._slot_freed = asyncio.Event()
+        # Set when the pipeline's allowed depth may have changed: a flush ended, or the buffer crossed
+        # LOW_LATENCY_PIPELINE_BYTES. A cut waiting for a shallower pipeline re-checks on it.
+        self._depth_changed = asyncio.Event()
         self._flush_tasks: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None
         self._housekeeping_task: asyncio.Task[None] | None = None
@@ -398,7 +400,7 @@ class Agent:
         elif self._idle_cut and open_bytes - pending.size < self.config.flush_idle_bytes <= open_bytes:
             self._wakeup.set()  # the idle cut's deadline now applies
         if open_bytes - pending.size < LOW_LATENCY_PIPELINE_BYTES <= open_bytes:
-            self._slot_freed.set()  # a low-latency cut waiting for the first flush may now overlap it
+            self._depth_changed.set()  # a low-latency cut waiting for the first flush may now overlap it
 
     # --- flushing ----------------------------------------------------------------------------------------
     async def _flush_loop(self) -> None:
@@ -426,8 +428,8 @@ class Agent:
             # Wait for a flush slot before draining, so the buffer keeps growing while uploads are busy. A
             # low-latency cut waits for a shallower pipeline (agents/flush_policy.py, low_latency_depth).
             while self.config.inflight_flushes - self._free_slots >= self._depth(cause):
-                self._slot_freed.clear()
-                await self._slot_freed.wait()
+                self._depth_changed.clear()
+                await self._depth_changed.wait()
             if len(self.buffer):  # unless a size cut took it meanwhile
                 self._cut(cause)
 
@@ -462,7 +464,7 @@ class Agent:
         finally:
             self.buffer.release(pending)
             self._free_slots += 1
-            self._slot_freed.set()
+            self._depth_changed.set()
             if self.buffer.open_bytes >= self.config.flush_bytes:
                 self._wakeup.set()  # a size cut waited for this slot
 

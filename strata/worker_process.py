@@ -116,8 +116,6 @@ class WorkerProcess:
         self.families = WorkerFamilies()
         self.absorber = CountsAbsorber(runtime.counters)
         runtime.metrics.registry.register(self.families)
-        # The running child's pid, for tests and logs (None between children).
-        self.pid: int | None = None
 
     async def run(self) -> None:
         """Keep a child running until cancelled (then stop it)."""
@@ -139,7 +137,6 @@ class WorkerProcess:
         proc = ctx.Process(target=child_main, args=(settings, theirs), name="strata-worker", daemon=True)
         await asyncio.to_thread(proc.start)
         theirs.close()
-        self.pid = proc.pid
         self.absorber.new_child()
         log.info("strata worker process %d started", proc.pid)
         loop = asyncio.get_running_loop()
@@ -156,7 +153,6 @@ class WorkerProcess:
             await asyncio.gather(wakeups, return_exceptions=True)
             await asyncio.shield(asyncio.to_thread(_stop, proc))
             ours.close()
-            self.pid = None
         return proc.exitcode
 
     def _receive(self, conn: Connection) -> None:

@@ -59,16 +59,13 @@ class RequestCounters:
             self.bytes_read += read
             self.bytes_written += written
 
-    def add_bytes_read(self, n: int) -> None:
-        with self._lock:
-            self.bytes_read += n
-
     def add(self, kind: str, n: int) -> None:
         """``n`` requests of ``kind`` that another process sent (role all's worker process)."""
         with self._lock:
             self._counts[kind] += n
 
-    def add_bytes(self, *, read: int, written: int) -> None:
+    def add_bytes(self, *, read: int = 0, written: int = 0) -> None:
+        """Bytes moved outside a counted request: a stream's body, or another process's totals."""
         with self._lock:
             self.bytes_read += read
             self.bytes_written += written

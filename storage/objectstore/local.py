@@ -139,7 +139,7 @@ class LocalObjectStream(StreamBase):
             raise ObjectStoreError(f"local object store: stream read failed: {exc}") from exc
         if self._remaining is not None:
             self._remaining -= len(data)
-        self._counters.add_bytes_read(len(data))
+        self._counters.add_bytes(read=len(data))
         return data
 
     def close(self) -> None:
@@ -252,7 +252,7 @@ class LocalObjectStore(ObjectStore):
                 data = f.read()
             except OSError as exc:
                 raise _store_error("get", key, exc) from exc
-        self.counters.add_bytes_read(len(data))
+        self.counters.add_bytes(read=len(data))
         return data
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
@@ -268,7 +268,7 @@ class LocalObjectStore(ObjectStore):
                 data = f.read(end - start)
             except OSError as exc:
                 raise _store_error("get_range", key, exc) from exc
-        self.counters.add_bytes_read(len(data))
+        self.counters.add_bytes(read=len(data))
         return data
 
     def open_stream(self, key: str, start: int = 0, end: int | None = None) -> ObjectStream:

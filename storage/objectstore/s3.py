@@ -255,7 +255,7 @@ class S3ObjectStream(StreamBase):
             return b""
         with translate_errors(self._where):
             data = self._body.read(n)
-        self._counters.add_bytes_read(len(data))
+        self._counters.add_bytes(read=len(data))
         return data
 
     def close(self) -> None:
@@ -353,7 +353,7 @@ class S3ObjectStore(S3StoreBase, ObjectStore):
                 data = body.read()
             finally:
                 body.close()
-        self.counters.add_bytes_read(len(data))
+        self.counters.add_bytes(read=len(data))
         return data
 
     def open_stream(self, key: str, start: int = 0, end: int | None = None) -> ObjectStream:

@@ -153,7 +153,7 @@ class AsyncS3ObjectStore(S3StoreBase, AsyncObjectStore):
                 raise
             async with response["Body"] as body:
                 data = await body.read()
-        self.counters.add_bytes_read(len(data))
+        self.counters.add_bytes(read=len(data))
         return data
 
     async def close(self) -> None:
