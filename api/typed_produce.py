@@ -41,12 +41,8 @@ from registry.errors import (
     SubjectNotFound,
     VersionNotFound,
 )
-from registry.formats import protobuf_payload
-from registry.formats.avro import AvroSchema
 from registry.formats.base import ParsedSchema
-from registry.formats.jsonschema import JsonSchema
 from registry.formats.payload import InvalidPayload as PayloadRefused
-from registry.formats.protobuf import ProtobufSchema
 from registry.framing import MAGIC_ID
 from registry.service import SchemaRegistry
 from storage import records
@@ -144,6 +140,13 @@ def _field(target: Target | None, value: object, encoding: Encoding, i: int, nam
 
 def encode_payload(schema: ParsedSchema, value: object) -> bytes:
     """A JSON value as the payload that follows the schema id (``PayloadRefused`` if it does not fit)."""
+    # The format modules are imported here, not at the top (registry/formats/lazy.py): a schema of the
+    # type was parsed, so they are loaded already.
+    from registry.formats import protobuf_payload
+    from registry.formats.avro import AvroSchema
+    from registry.formats.jsonschema import JsonSchema
+    from registry.formats.protobuf import ProtobufSchema
+
     if isinstance(schema, AvroSchema):
         return schema.codec.from_json(value)
     if isinstance(schema, ProtobufSchema):

@@ -25,12 +25,8 @@ from dataclasses import dataclass, replace
 
 from api.models import Encoding, record_out
 from registry.errors import InvalidSchema, SchemaNotFound
-from registry.formats import protobuf_payload
-from registry.formats.avro import AvroSchema
 from registry.formats.base import ParsedSchema
-from registry.formats.jsonschema import JsonSchema
 from registry.formats.payload import InvalidPayload
-from registry.formats.protobuf import ProtobufSchema
 from registry.framing import ID_PREFIX, MAGIC_ID
 from registry.service import SchemaRegistry
 from storage.records import Record
@@ -153,6 +149,13 @@ def typed_record_out(reader: SchemaReader, record: Record, encoding: Encoding) -
 def decode_payload(schema: ParsedSchema, payload: bytes) -> object:
     """The payload after the schema id as a JSON value (``InvalidPayload`` if it is not one of the
     schema's, every byte used)."""
+    # The format modules are imported here, not at the top (registry/formats/lazy.py): a schema of the
+    # type was parsed, so they are loaded already.
+    from registry.formats import protobuf_payload
+    from registry.formats.avro import AvroSchema
+    from registry.formats.jsonschema import JsonSchema
+    from registry.formats.protobuf import ProtobufSchema
+
     if isinstance(schema, AvroSchema):
         return schema.codec.to_json(payload)
     if isinstance(schema, ProtobufSchema):

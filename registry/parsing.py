@@ -93,7 +93,7 @@ class SchemaParser:
         self, store: SchemaStore, formats: Mapping[SchemaType, SchemaFormat], cache_size: int
     ) -> None:
         self._store = store
-        self._formats = dict(formats)
+        self._formats = formats  # not copied: a lazy mapping imports a format on its first lookup
         self._cache = _Lru(cache_size)
 
     def format(self, schema_type: SchemaType | str) -> SchemaFormat:

@@ -34,8 +34,8 @@ from registry.errors import (
     VersionNotSoftDeleted,
     VersionSoftDeleted,
 )
-from registry.formats import avro, jsonschema, protobuf
 from registry.formats.base import ParsedSchema, Reference, SchemaFormat, SchemaType
+from registry.formats.lazy import LazyFormats
 from registry.levels import effective_level, effective_normalize
 from registry.modes import Mode, effective_mode, require_registrable, require_writable
 from registry.names import MAX_SCHEMA_ID, parse_version, validate_subject
@@ -57,9 +57,9 @@ _ATTEMPTS = 5
 DEFAULT_CACHE_SIZE = 4096
 
 
-def default_formats() -> dict[SchemaType, SchemaFormat]:
-    """Every format this registry reads, by type."""
-    return {fmt.schema_type: fmt for fmt in (avro.FORMAT, jsonschema.FORMAT, protobuf.FORMAT)}
+def default_formats() -> Mapping[SchemaType, SchemaFormat]:
+    """Every format this registry reads, by type, each imported on first use (registry/formats/lazy.py)."""
+    return LazyFormats()
 
 
 class _Unprepared(Exception):

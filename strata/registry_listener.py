@@ -31,6 +31,7 @@ class RegistryListener:
             host=settings.host,
             port=settings.schema_registry_port,
             lifespan="off",
+            ws="none",  # as strata/server.py's
             # The main server configured logging; configuring it again here would undo a test's capture.
             log_config=None,
             access_log=settings.access_log,

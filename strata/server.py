@@ -91,6 +91,7 @@ def serve(settings: Settings) -> int:
         lifespan="on",
         loop="uvloop",
         http="httptools",
+        ws="none",  # no route is a WebSocket; "auto" would import the websockets library (5 MiB) for nothing
         # TLS with the Kafka listener's certificate and key (both or neither: BrokerConfig checks).
         ssl_certfile=settings.tls_cert_file,
         ssl_keyfile=settings.tls_key_file,

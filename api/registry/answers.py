@@ -18,7 +18,6 @@ from fastapi import Request
 
 from api.registry.access import context
 from registry.formats.base import SchemaType
-from registry.formats.protobuf import ProtobufSchema
 from registry.views import ConfigView, SchemaView, VersionView
 
 Json = dict[str, Any]
@@ -34,6 +33,9 @@ def text_of(request: Request, view: SchemaView, fmt: str) -> str:
     if fmt != SERIALIZED or view.schema_type is not SchemaType.PROTOBUF:
         return view.text
     parsed = context(request).registry.parsed(view.schema_id)
+    # Imported here: a Protobuf schema was parsed, so its module is loaded (registry/formats/lazy.py).
+    from registry.formats.protobuf import ProtobufSchema
+
     return parsed.serialized() if isinstance(parsed, ProtobufSchema) else view.text
 
 

@@ -18,10 +18,14 @@ count them; a path that ends at a map entry is refused, since no record is a map
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-
-from google.protobuf import descriptor_pb2
+from typing import TYPE_CHECKING
 
 from registry.formats.payload import InvalidPayload
+
+if TYPE_CHECKING:
+    # Types only: the message-index codec is read on every produce that validates schemas, and needs none
+    # of protobuf's runtime (registry/formats/lazy.py).
+    from google.protobuf import descriptor_pb2
 
 MAX_VARINT_BYTES = 10
 
