@@ -165,7 +165,10 @@ class LimitsAndAuth:
                     try:
                         reservation.grow(received - reservation.size, arriving=True)
                     except BufferFull as exc:
-                        refused = exc
+                        # Without its traceback: this frame's cell holding ``refused`` would otherwise
+                        # make a cycle with it, and keep the chunk in ``message`` until a full collection
+                        # (tune_gc makes those rare): under overload, hundreds of MiB of refused bodies.
+                        refused = exc.with_traceback(None)
                         raise _BodyRefused from None
                 if not message.get("more_body", False):
                     complete = True

@@ -260,7 +260,7 @@ class SaslGate:
                     raise IllegalSaslState("this listener does not use SASL")
                 exchange.handshake(decoded.request.mechanism, version)
             except (UnsupportedSaslMechanism, IllegalSaslState) as exc:
-                failed = exc
+                failed = exc.with_traceback(None)  # a traceback kept in a local makes a cycle
             code = errors.NONE if failed is None else errors.kafka_error(failed)
             response = SaslHandshakeResponse[version](error_code=code, mechanisms=mechanisms)
         else:
@@ -270,7 +270,7 @@ class SaslGate:
                     raise IllegalSaslState("this listener does not use SASL")
                 out = exchange.authenticate(bytes(decoded.request.auth_bytes or b""))
             except (SaslAuthenticationFailed, IllegalSaslState) as exc:
-                failed = exc
+                failed = exc.with_traceback(None)  # a traceback kept in a local makes a cycle
             if exchange is not None and exchange.state is State.AUTHENTICATED and failed is None:
                 self._authenticated_as(exchange)
             response = SaslAuthenticateResponse[version](

@@ -260,7 +260,7 @@ class RecordValidator:
         try:
             found: str | InvalidPayload = schema.message_name(framing.parse_indexes(raw))
         except InvalidPayload as exc:
-            found = exc
+            found = exc.with_traceback(None)  # cached: its traceback would keep this frame alive
         with self._lock:
             if len(self._names) >= _MESSAGE_NAMES:
                 self._names.clear()

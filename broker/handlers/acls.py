@@ -167,7 +167,7 @@ async def handle_delete_acls(ctx: BrokerContext, req: DeleteAclsRequest) -> Dele
             deleted = await asyncio.to_thread(ctx.metadata.delete_acls, valid)
             await _reload(ctx)
     except StrataError as exc:
-        failed = exc
+        failed = exc.with_traceback(None)  # a traceback kept in a local makes a cycle with the frame
     matches = iter(deleted)
     results = []
     for f in parsed:

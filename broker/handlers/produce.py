@@ -117,7 +117,7 @@ def _check_all(ctx: BrokerContext, req: ProduceRequest, wanted: list[_Wanted], l
         try:
             out[at] = check_batches(name, partition, data, cached.config, now, zstd_allowed, schemas)
         except (BatchRejected, StrataError) as exc:
-            out[at] = exc
+            out[at] = exc.with_traceback(None)  # kept: its traceback would hold this frame and the data
     _record(ctx, tally)
     return out
 
@@ -162,7 +162,7 @@ async def load_topics(ctx: BrokerContext, req: ProduceRequest) -> Topics:
             try:
                 out[topic_data.name] = await ctx.agent.topic(topic_data.name)
             except StrataError as exc:
-                out[topic_data.name] = exc
+                out[topic_data.name] = exc.with_traceback(None)  # as in _check_all
     return out
 
 

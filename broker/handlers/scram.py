@@ -101,7 +101,7 @@ async def handle_alter_user_scram_credentials(
     try:
         outcome = await scram_users.alter_and_reload(ctx.metadata, ctx.security, alterations)
     except StrataError as exc:
-        failed = exc
+        failed = exc.with_traceback(None)  # a traceback kept in a local makes a cycle with the frame
         outcome = dict.fromkeys(users, failed)
     results = [
         _Altered(
