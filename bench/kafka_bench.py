@@ -247,6 +247,12 @@ def evaluate(
         _puts_rows(rows, r["puts"])
     for topic, f in r.get("fetch", {}).items():
         _fetch_rows(rows, topic, f, local)
+    if r.get("fetch_agent_peak_rss_mib") is not None:
+        peak = r["fetch_agent_peak_rss_mib"]
+        bound = targets.fetch_agent_rss()
+        rows.add(
+            "Kafka agent peak RSS during catch-up", round(peak, 1), "MiB", bound, measured=peak, area="memory"
+        )
     if r.get("overload") is not None:
         _overload_rows(rows, r["overload"])
     return rows.rows

@@ -291,7 +291,9 @@ def produce_and_fetch(
         # every byte comes from the object store.
         agent = kafka_agent(args, workdir, "agent-fetch", store_args, args.buffer_bytes, "agent")
         try:
-            out["fetch"] = fetch_phase(args, agent, written, extra_pids)
+            with RssSampler(agent.pid, 0.1) as sampler:
+                out["fetch"] = fetch_phase(args, agent, written, extra_pids)
+            out["fetch_agent_peak_rss_mib"] = max(sampler.peak_kib, proc_mem_kib(agent.pid)["VmHWM"]) / 1024
         finally:
             stop_proc(agent.proc, backend)
 

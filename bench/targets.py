@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from strata.settings import Settings
+
+MiB = 1 << 20
+
 
 @dataclass(frozen=True)
 class Target:
@@ -53,6 +57,15 @@ RSS_HEADROOM_MIB = 150.0  # an agent's peak RSS under overload <= its produce bu
 
 def agent_rss(buffer_mib: float) -> Target:
     return Target("<=", buffer_mib + RSS_HEADROOM_MIB, "MiB")
+
+
+def fetch_agent_rss() -> Target:
+    """A catching-up agent's bound: the fetch answers' budget and the object cache, at their defaults
+    (``kafka_fetch_buffer_bytes``, ``cache_bytes``), plus the same headroom; its produce buffer is empty."""
+    defaults = Settings()
+    return Target(
+        "<=", (defaults.kafka_fetch_buffer_bytes + defaults.cache_bytes) / MiB + RSS_HEADROOM_MIB, "MiB"
+    )
 
 
 # --- the Kafka door (bench.kafka_bench) ---------------------------------------------------------------------
