@@ -9,4 +9,5 @@ pytest_plugins = [
     "tests.fixtures.reference_broker",
     "tests.fixtures.targets",
     "tests.fixtures.broker",
+    "tests.fixtures.collector",
 ]

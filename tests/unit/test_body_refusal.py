@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
-import types
 from collections.abc import Iterator
 
-import pytest
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -19,6 +16,7 @@ from starlette.types import Message, Receive, Scope, Send
 from agents.buffer import ProduceBuffer
 from api.errors import error_response
 from api.middleware import Admission, LimitsAndAuth
+from tests.fixtures.collector import live_frames
 
 KiB = 1024
 CHUNK = 64 * KiB
@@ -54,20 +52,6 @@ def _request(app: LimitsAndAuth, chunks: int) -> list[Message]:
     return sent
 
 
-def _frames(name: str) -> list[types.FrameType]:
-    return [o for o in gc.get_objects() if isinstance(o, types.FrameType) and o.f_code.co_name == name]
-
-
-@pytest.fixture
-def collector_off() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def _app(buffer: ProduceBuffer) -> LimitsAndAuth:
     return LimitsAndAuth(
         _reads_the_body,
@@ -83,7 +67,7 @@ def test_a_body_refused_part_way_is_429_and_leaves_no_cycle(collector_off: None)
     other = buffer.reserve(6 * CHUNK, arriving=True)  # another client's body, still arriving
     sent = _request(_app(buffer), chunks=4)  # its first chunk fits the share; its second does not
     assert sent[0]["status"] == 429
-    assert _frames("limited_receive") == []  # freed with the request, not left to the collector
+    assert live_frames("limited_receive") == []  # freed with the request, not left to the collector
     assert buffer.arriving_bytes == other.size  # the refused body's reservation was given back
     other.release()
 
