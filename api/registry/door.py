@@ -21,7 +21,6 @@ import asyncio
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from werkzeug.http import parse_options_header
 
 from agents.permissions import REGISTRY_UNAUTHENTICATED_PATHS
 from agents.security import Security
@@ -144,6 +143,8 @@ def _utf8(body: bytes, content_type: str | None) -> bytes:
     are not in the declared one are 400."""
     if content_type is None:
         return body
+    from werkzeug.http import parse_options_header  # loaded on first use: see negotiation.py
+
     _, params = parse_options_header(content_type)
     charset = params.get("charset", "").strip().lower()
     if charset in ("", "utf-8", "utf8"):

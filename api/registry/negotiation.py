@@ -11,14 +11,15 @@ The Accept header is parsed by werkzeug (Pallets' HTTP toolkit, well kept, pure 
 with moto's server): its ``MIMEAccept`` orders by quality and specificity as RFC 9110 says. Only the
 registry's leniencies are ours: a bare ``*`` and ``*/<subtype>`` read as ``*/*``, and a quality without its
 leading zero (``q=.2``) as ``q=0.2``, as Confluent's Jersey reads them (werkzeug drops such ranges).
+
+werkzeug is imported by the functions that use it, on the registry's first request with a header to read:
+its package imports its development server, test client and request wrappers, about 13 MiB that an agent
+serving no registry request would carry for nothing (tests/unit/test_agent_imports.py).
 """
 
 from __future__ import annotations
 
 import re
-
-from werkzeug.datastructures import MIMEAccept
-from werkzeug.http import parse_accept_header, parse_options_header
 
 V1 = "application/vnd.schemaregistry.v1+json"
 ANSWER_TYPES = (V1, "application/vnd.schemaregistry+json", "application/json")
@@ -40,6 +41,8 @@ def check_body_type(method: str, content_type: str | None) -> None:
     """Raise UnsupportedMediaType for a POST or PUT whose body type the registry does not read."""
     if method not in ("POST", "PUT") or content_type is None:
         return
+    from werkzeug.http import parse_options_header
+
     media, _ = parse_options_header(content_type)
     if media.lower() not in BODY_TYPES:
         raise UnsupportedMediaType(media)
@@ -57,6 +60,9 @@ def answer_type(accept: str | None) -> str:
             media = "*/*"
         params = _BARE_QUALITY.sub("q=0.", params)
         ranges.append(f"{media};{params}" if params else media)
+    from werkzeug.datastructures import MIMEAccept
+    from werkzeug.http import parse_accept_header
+
     best = parse_accept_header(", ".join(ranges), MIMEAccept).best_match(ANSWER_TYPES)
     if best is None:
         raise NotAcceptable(accept)

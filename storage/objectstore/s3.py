@@ -33,7 +33,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import botocore.session
 import urllib3.exceptions
 from botocore.config import Config
@@ -300,7 +299,11 @@ class S3ObjectStore(S3StoreBase, ObjectStore):
                 if client is None:
                     try:
                         # A session per store: boto3's default session is shared global state. The client
-                        # itself is thread-safe, so one per store serves every thread.
+                        # itself is thread-safe, so one per store serves every thread. boto3 itself (and
+                        # s3transfer, which it imports) loads here, with the first client: ~3 MiB that a
+                        # process whose stores are all async (an agent) never needs.
+                        import boto3.session
+
                         core = botocore.session.Session()
                         core.register_component("data_loader", s3data.data_loader())
                         client = boto3.session.Session(botocore_session=core).client(

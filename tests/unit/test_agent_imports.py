@@ -111,3 +111,43 @@ def test_schema_libraries_load_with_the_first_schema_of_their_type() -> None:
         "['fastavro', 'avro']",
         "['fastavro', 'avro', 'confluent_kafka']",
     ]
+
+
+def test_werkzeug_loads_with_the_registrys_first_negotiation() -> None:
+    """The registry's content negotiation parses headers with werkzeug, whose package imports its server,
+    test client and wrappers (about 13 MiB): it loads with the first header the registry reads."""
+    code = (
+        "import sys, tempfile\n"
+        "from strata.runtime import build_runtime\n"
+        "from strata.settings import load_settings\n"
+        "from strata.http import http_app\n"
+        "import broker.server\n"
+        "runtime = build_runtime(load_settings({'data_dir': tempfile.mkdtemp(), 'kafka_port': 0}))\n"
+        "http_app(runtime)\n"
+        "print('werkzeug' in sys.modules)\n"
+        "from api.registry.negotiation import answer_type\n"
+        "print(answer_type('application/json;q=0.5, */*;q=.2'))\n"
+        "print('werkzeug' in sys.modules)\n"
+        "runtime.metadata.close()\n"
+    )
+    done = _run(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["False", "application/json", "True"]
+
+
+def test_an_async_s3_store_loads_no_boto3() -> None:
+    """An agent's I/O goes through its async store (aiobotocore); boto3, with s3transfer, loads only with
+    the first synchronous client (storage/objectstore/s3.py), in the worker and the CLI's commands."""
+    code = (
+        "import sys\n"
+        "from storage.objectstore import open_async_object_store, open_object_store\n"
+        "url, where = 's3://strata-imports', {'endpoint_url': 'http://127.0.0.1:9', 'region': 'us-east-1'}\n"
+        "open_async_object_store(url, **where)\n"
+        "store = open_object_store(url, retry=None, **where)\n"
+        "print('boto3' in sys.modules)\n"
+        "store._client\n"
+        "print('boto3' in sys.modules)\n"
+    )
+    done = _run(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["False", "True"]
