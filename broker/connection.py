@@ -66,6 +66,7 @@ from broker.admission import ProduceAdmission
 from broker.answers import Answers, Slot
 from broker.budget import Framed, Held, Prebuilt
 from broker.context import BrokerContext
+from broker.frame_pool import FramePool
 from broker.sasl import BEFORE_AUTHENTICATION, SaslGate, State
 from storage.errors import BadRequest, BufferFull, StrataError
 
@@ -92,6 +93,9 @@ class Registry(Protocol):
     def opened(self, connection: Connection) -> bool: ...
 
     def lost(self, connection: Connection) -> None: ...
+
+    @property
+    def frames(self) -> FramePool: ...
 
 
 class Connection(ProduceAdmission, asyncio.BufferedProtocol):
@@ -224,7 +228,7 @@ class Connection(ProduceAdmission, asyncio.BufferedProtocol):
                     self._handle(self._small[body : self._start])
                 elif 4 + size > len(self._small):
                     # A large frame: its own buffer, which the kernel fills from here on.
-                    big = bytearray(size)
+                    big = self._registry.frames.take(size)  # its bytes are undefined until received
                     have = available - 4
                     big[:have] = self._small[self._start + 4 : self._end]
                     self._big, self._big_filled = big, have

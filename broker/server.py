@@ -10,12 +10,16 @@ from dataclasses import replace
 from broker.cluster import ClusterView
 from broker.connection import Connection
 from broker.context import BrokerContext
+from broker.frame_pool import FramePool
 from storage.errors import StrataError
 
 log = logging.getLogger("strata.kafka")
 
 # How often connection deadlines are checked: they are seconds to minutes long.
 SWEEP_INTERVAL_S = 1.0
+# Large frames' buffers kept for use again (broker/frame_pool.py): one idempotent producer's window of five
+# requests of ~1 MiB, and those of a few more clients, waiting for their flushes.
+FRAME_POOL_BYTES = 16 << 20
 
 
 class KafkaServer:
@@ -26,6 +30,7 @@ class KafkaServer:
         self._none_left = asyncio.Event()
         self._none_left.set()
         self._sweeper: asyncio.Task[None] | None = None
+        self.frames = FramePool(FRAME_POOL_BYTES)
 
     @property
     def port(self) -> int:

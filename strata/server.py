@@ -43,7 +43,9 @@ def tune_malloc() -> None:
     frame or flush file is freed, later ones of that size come from the heap, where they fragment it and
     stay resident: on the Kafka overload benchmark against moto S3, peak RSS was markedly lower with the
     threshold fixed (docs/benchmarks.md). Setting it with ``mallopt`` turns the adjustment off for the
-    process; elsewhere than glibc this does nothing.
+    process; elsewhere than glibc this does nothing. The price is a page fault per 4 KiB of every such
+    allocation when it is first written; the Kafka door's large frames, the bulk of them, are therefore
+    taken from a bounded pool of buffers used again (broker/frame_pool.py).
     """
     try:
         libc = ctypes.CDLL(None)
