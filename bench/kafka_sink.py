@@ -1,20 +1,31 @@
-"""A bare asyncio Kafka sink: the ceiling for bench.kafka_bench's produce throughput.
+"""A bare asyncio Kafka sink: the ceiling for bench.kafka_bench's produce throughput, and with ``--durable``
+for bench.round_trip_bench's durable round trip.
 
     python -m bench.kafka_sink --port P [--host 127.0.0.1] [--partitions 32] [--max-seconds 1800]
+                               [--durable log|files|files+commit --dir D] [--raw]
 
 It does what Strata's Kafka door does to a Produce request up to the point where Strata would buffer the
 batches, and nothing after: frames are read the same way (4-byte size, then the frame), decoded with
 ``broker.codec.decode`` (kafka-python's protocol classes), and every partition's records are walked with
-``storage.records.iter_batches(verify_crc=True)`` (magic, lengths, CRC-32C of each batch). The answer goes out
-at once, with fake offsets counted per partition; nothing is stored and nothing waits for a flush.
+``storage.records.iter_batches(verify_crc=True)`` (magic, lengths, CRC-32C of each batch). By default the
+answer goes out at once, with fake offsets counted per partition; nothing is stored and nothing waits.
 
-It answers three APIs, enough for a librdkafka producer (``enable.idempotence`` off):
+It answers four APIs, enough for a librdkafka producer, idempotent or not:
 - ApiVersions, with ``broker.apis.api_versions_response`` (the table Strata advertises);
 - Metadata: itself as the only broker (node 0, leader epoch -1) and every topic asked for with
   ``--partitions`` partitions (every topic it has seen if the request names none);
+- InitProducerId: a new producer id per request, epoch 0 (an idempotent producer asks once);
 - Produce: per partition, the offset of its first record, or UNSUPPORTED_COMPRESSION_TYPE /
   CORRUPT_MESSAGE when ``iter_batches`` refuses the batches (compressed batches, until compression lands).
 Any other request closes the connection. acks=0 gets no response, as in Strata.
+
+``--durable MODE --dir D``: a Produce is answered only once its accepted batches are durable on the
+local disk (bench/durable_log.py: group commit, one ``writev`` and ``fdatasync`` per round to one log file,
+or one new file per round as Strata's local store writes a flush). The connection keeps reading while
+answers wait, and answers go out in request order. The figure is the disk's share of a durable round trip
+with nothing else around it: no metadata commit, no buffer, no flush policy. ``--raw`` reads requests with
+``struct`` instead (bench/sink_raw.py: no protocol classes, no CRC check), so that the sink's own CPU is as
+small as Python allows.
 
 Binds the given host only (127.0.0.1 by default), serves on one uvloop event loop (as ``strata serve``
 does) until SIGTERM, SIGINT or ``--max-seconds``, then prints one JSON line of totals on stdout (requests,
@@ -30,17 +41,22 @@ import json
 import signal
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import uvloop
 from kafka.protocol.metadata.metadata import MetadataResponse
 from kafka.protocol.producer.produce import ProduceResponse
+from kafka.protocol.producer.transaction import InitProducerIdResponse
 
+from bench.durable_log import MODES, GroupCommit, Piece
+from bench.sink_raw import RawConnection, RawSink
 from broker import apis, codec, errors, frames
 from storage import records
 from storage.errors import BadRequest, CodecError
 
 METADATA = 3
+INIT_PRODUCER_ID = 22
 NODE_ID = 0
 MAX_FRAME_BYTES = 100 * 1024 * 1024  # Strata's default kafka_max_request_bytes
 _COMPRESSION = 0x07
@@ -52,15 +68,19 @@ _PPartition = _PTopic.PartitionProduceResponse
 
 
 class Sink:
-    def __init__(self, host: str, port: int, partitions: int) -> None:
+    def __init__(self, host: str, port: int, partitions: int, durable: GroupCommit | None = None) -> None:
         self.host = host
         self.port = port
         self.partitions = partitions
+        self.durable = durable
+        self.next_producer_id = 1000
         self.topics: set[str] = set()
         self.next_offset: dict[tuple[str, int], int] = {}
         self.totals = {"requests": 0, "produce": 0, "batches": 0, "records": 0, "bytes": 0, "refused": 0}
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answers: asyncio.Queue[tuple[asyncio.Future[None] | None, bytes] | None] = asyncio.Queue()
+        sender = None if self.durable is None else asyncio.create_task(_send(answers, writer))
         try:
             while True:
                 size = await frames.read_size(reader, MAX_FRAME_BYTES)
@@ -68,37 +88,52 @@ class Sink:
                     return
                 frame = await reader.readexactly(size)
                 self.totals["requests"] += 1
-                response = self.answer(frame)
-                if response is not None:
+                response, pieces = self.answer(frame)
+                if response is None:
+                    continue
+                if sender is None:
                     writer.write(response)
                     # Answers are written in request order (one request at a time); wait for the socket
                     # only when the client does not read, as Strata's sender does.
                     await writer.drain()
+                else:
+                    assert self.durable is not None
+                    answers.put_nowait((self.durable.append(pieces) if pieces else None, response))
         except (BadRequest, ConnectionError, asyncio.IncompleteReadError) as exc:
             print(f"closing a connection: {exc}", file=sys.stderr, flush=True)
         finally:
+            if sender is not None:
+                answers.put_nowait(None)
+                await sender
             writer.close()
 
-    def answer(self, frame: bytes) -> bytes | None:
+    def answer(self, frame: bytes) -> tuple[bytes | None, list[Piece]]:
+        """The framed answer (None for acks=0), and the accepted batches a durable sink must write first."""
         decoded = codec.decode(frame)
         if isinstance(decoded, codec.UnsupportedApiVersions):
             body: bytes = apis.api_versions_response(0, errors.UNSUPPORTED_VERSION).encode()
-            return frames.frame(decoded.correlation_id, False, body)
+            return frames.frame(decoded.correlation_id, False, body), []
         key, version, request = decoded.api.key, decoded.peek.api_version, decoded.request
         response: Any
+        pieces: list[Piece] = []
         if key == apis.API_VERSIONS:
             response = apis.api_versions_response(version, errors.NONE)
         elif key == METADATA:
             response = self.metadata(version, request)
+        elif key == INIT_PRODUCER_ID:
+            self.next_producer_id += 1
+            response = InitProducerIdResponse[version](
+                throttle_time_ms=0, error_code=0, producer_id=self.next_producer_id, producer_epoch=0
+            )
         elif key == apis.PRODUCE:
-            response = self.produce(version, request)
+            response = self.produce(version, request, pieces)
             if response is None:
-                return None
+                return None, []
         else:
             raise BadRequest(f"the sink does not serve API {key}")
         response.with_header(correlation_id=decoded.peek.correlation_id)
         encoded: bytes = response.encode(header=True, framed=True)
-        return encoded
+        return encoded, pieces
 
     def metadata(self, version: int, request: Any) -> Any:
         if request.topics is None or (version == 0 and not request.topics):
@@ -138,13 +173,16 @@ class Sink:
             topics=topics,
         )
 
-    def produce(self, version: int, request: Any) -> Any:
+    def produce(self, version: int, request: Any, pieces: list[Piece]) -> Any:
+        """The answer; every accepted partition's records are added to ``pieces``."""
         self.totals["produce"] += 1
         topics = []
         for topic_data in request.topic_data:
             parts = []
             for pdata in topic_data.partition_data:
                 code, base = self.accept(topic_data.name, pdata.index, pdata.records)
+                if code == errors.NONE:
+                    pieces.append(pdata.records)
                 parts.append(
                     _PPartition(
                         index=pdata.index,
@@ -195,11 +233,30 @@ class Sink:
         return errors.NONE, base
 
 
+async def _send(
+    answers: asyncio.Queue[tuple[asyncio.Future[None] | None, bytes] | None], writer: asyncio.StreamWriter
+) -> None:
+    """A durable sink's answers, in request order, each once its batches are on disk."""
+    while (item := await answers.get()) is not None:
+        durable, response = item
+        if durable is not None:
+            await durable
+        writer.write(response)
+        await writer.drain()
+
+
 async def main(args: argparse.Namespace) -> None:
-    sink = Sink(args.host, args.port, args.partitions)
-    server = await asyncio.start_server(sink.serve, args.host, args.port)
-    stop = asyncio.Event()
+    if (args.durable is None) != (args.dir is None):
+        raise SystemExit("--durable and --dir go together")
+    durable = None if args.durable is None else GroupCommit(Path(args.dir), args.durable)
+    sink = Sink(args.host, args.port, args.partitions, durable)
     loop = asyncio.get_running_loop()
+    if args.raw:
+        raw = RawSink(args.host, args.port, args.partitions)
+        server = await loop.create_server(lambda: RawConnection(raw, durable), args.host, args.port)
+    else:
+        server = await asyncio.start_server(sink.serve, args.host, args.port)
+    stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     print(f"kafka sink on {args.host}:{args.port}", file=sys.stderr, flush=True)
@@ -208,7 +265,11 @@ async def main(args: argparse.Namespace) -> None:
     except TimeoutError:
         pass
     server.close()
-    print(json.dumps({"sink_totals": sink.totals}), flush=True)
+    totals: dict[str, Any] = dict(sink.totals)
+    if durable is not None:
+        durable.close()
+        totals["durable"] = durable.totals
+    print(json.dumps({"sink_totals": totals}), flush=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -219,6 +280,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--partitions", type=int, default=32)
     parser.add_argument("--max-seconds", type=float, default=1800.0)
+    parser.add_argument("--durable", choices=MODES, help="answer a Produce once its batches are on disk")
+    parser.add_argument("--dir", help="where --durable writes")
+    parser.add_argument("--raw", action="store_true", help="read requests with struct (bench/sink_raw.py)")
     return parser.parse_args(argv)
 
 

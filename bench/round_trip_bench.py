@@ -14,7 +14,15 @@ back to back) with its defaults but for the store and ``--kafka-lanes``:
    include the client's queue), PUTs per MiB, the agent's CPU per MiB, the agent's mean Kafka produce
    latency (admission to answer: its share of the round trip) and the mean of each flush step
    (``strata_flush_step_seconds``: buffered, upload, turn, commit), and the mean flush size;
-2. half rate: the same producer offered half the saturating rate: ack p50/p99.
+2. half rate: the same producer offered half the saturating rate: ack p50/p99;
+3. ceilings (local only; ``--no-ceilings`` skips them): the same producer against ``bench.kafka_sink
+   --raw`` (requests read with ``struct``, no protocol classes, no CRC check) answering at once, then
+   answering only once the batches are durable (bench/durable_log.py's group commit): appended to one log
+   and ``fdatasync``ed per round, then written to a new file per round as Strata's local store writes a
+   flush (write, ``fsync``, rename, directory ``fsync``), then with a SQLite commit per round after the
+   file, as Strata's embedded metadata store commits a flush. What the client, the loopback and the disk
+   allow a durable broker on this machine, with Strata's two rules (a file per flush, offsets committed
+   before the ack) and without; the step from one to the next is what that step costs.
 Targets: on a local directory at least 300 MiB/s, and p99 at most 250 ms at half rate; on S3 (moto, in its
 own process) at most 0.15 PUT per MiB.
 
@@ -32,11 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import metrics
-from bench.harness import ROOT, AgentSpec, log, start_agent, stop_proc
+from bench.harness import ROOT, AgentSpec, free_port, log, module_cmd, spawn, start_agent, stop_proc, wait_tcp
 from bench.harness import backend_stores as stores
-from bench.kafka_load import KafkaLoad
+from bench.kafka_load import KafkaLoad, run_producers
 from bench.kafka_phases import measured_window
-from bench.probes import cpu_ms_per_mib
+from bench.probes import CpuWindow, cpu_ms_per_mib, settle_disk
 from bench.results import Rows, add_output_args, finish_run, markdown_table, page_figures, run_header
 from bench.targets import Target
 
@@ -79,6 +87,52 @@ def run_backend(args: argparse.Namespace, backend: str, workdir: Path) -> dict[s
         finally:
             stop_proc(agent.proc, "agent")
     return out
+
+
+# (label, the sink's arguments): the ceilings of step 3, in order.
+CEILINGS: tuple[tuple[str, list[str]], ...] = (
+    ("answering at once", []),
+    ("durable: one log, fdatasync per round", ["--durable", "log"]),
+    ("durable: a file per round, as Strata's local store", ["--durable", "files"]),
+    ("durable: a file and a SQLite commit per round", ["--durable", "files+commit"]),
+)
+
+
+def ceilings(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Step 3: one idempotent producer against ``bench.kafka_sink --raw`` in each of ``CEILINGS``."""
+    out: dict[str, Any] = {}
+    for n, (label, durable) in enumerate(CEILINGS):
+        port = free_port()
+        cmd = module_cmd(
+            "bench.kafka_sink", "--port", str(port), "--partitions", str(args.partitions), "--raw"
+        )
+        if durable:
+            cmd += [*durable, "--dir", str(workdir / f"sink-{n}")]
+        sink = spawn("sink", cmd, workdir / f"sink-{n}.log")
+        try:
+            wait_tcp(port, sink)
+            log(f"[ceiling] one idempotent producer, sink {label}, {args.duration:g} s")
+            settle_disk()
+            cpu = CpuWindow({"sink": sink.pid})
+            load = KafkaLoad("none", 1, args.duration, idempotence=True)
+            result = run_producers(args, f"127.0.0.1:{port}", TOPIC, load, cpu.mark_start, cpu.mark_end)
+            result["cpu_cores"] = cpu.cores()
+        finally:
+            sink.stop()
+        out[label] = result
+    return out
+
+
+def ceiling_rows(found: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = Rows()
+    for label, result in found.items():
+        lat = result["latency_ms"]
+        rows.add(
+            f"one idempotent producer against a bare sink, {label}",
+            f"{result['mib_s']:.1f} MiB/s, p50 / p99 {lat['p50']:.0f} / {lat['p99']:.0f} ms",
+            area="round-trip",
+        )
+    return rows.rows
 
 
 def evaluate(r: dict[str, Any]) -> list[dict[str, Any]]:
@@ -136,6 +190,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--value-bytes", type=int, default=1024)
     add("--lanes", type=int, default=1, help="the agent's --kafka-lanes")
     add("--tree", default=str(ROOT), help="the source tree the agent runs from")
+    add("--no-ceilings", dest="ceilings", action="store_false", help="skip step 3")
     add_output_args(parser, "round_trip_bench")
     args = parser.parse_args(argv)
     # What bench.kafka_load's producers read from the command line of bench.kafka_bench: the peer load.
@@ -161,6 +216,12 @@ def main(argv: list[str] | None = None) -> int:
             backend_rows = evaluate(result)
             rows += backend_rows
             figures += page_figures(backend_rows)
+        if args.ceilings and "local" in backends:
+            (Path(tmp) / "ceilings").mkdir()
+            report["ceilings"] = ceilings(args, Path(tmp) / "ceilings")
+            found = ceiling_rows(report["ceilings"])
+            rows += found
+            figures += page_figures(found)
     report["targets"] = rows
     report["elapsed_s"] = round(time.monotonic() - started, 1)
     finish_run(report, args, lambda r: print(markdown_table(r["targets"])), figures)
