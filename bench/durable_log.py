@@ -18,20 +18,28 @@ After each round the written range is dropped from the page cache (``POSIX_FADV_
 clean once durable), so later rounds write into pages the kernel recycles rather than pages it must take
 fresh: on a virtual machine a page touched for the first time costs the hypervisor a fault. That is the
 best case of both layouts, which is what a ceiling should be.
+
+Disk: at most ``KEEP_BYTES`` of what was written is kept (the log rolls to a new segment every
+``SEGMENT_BYTES``); older segments and files are unlinked by a thread of their own, off the writer's
+path, as a broker's retention runs beside its appends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import queue
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
 Piece = bytes | memoryview
 MODES = ("log", "files", "files+commit")
+KEEP_BYTES = 1 << 30
+SEGMENT_BYTES = 128 << 20
 
 
 class GroupCommit:
@@ -41,8 +49,14 @@ class GroupCommit:
         self.directory = directory
         self.mode = mode
         directory.mkdir(parents=True, exist_ok=True)
-        self._log_fd = os.open(directory / "segment.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._segment = 0
+        self._log_fd = self._open_segment()
         self._log_end = 0
+        self._kept: deque[tuple[Path, int]] = deque()  # segments or files on disk, oldest first
+        self._kept_bytes = 0
+        self._unlink: queue.SimpleQueue[Path | None] = queue.SimpleQueue()
+        self._cleaner = threading.Thread(target=self._clean, name="group-commit-retention", daemon=True)
+        self._cleaner.start()
         self._pending: list[tuple[Sequence[Piece], asyncio.Future[None]]] = []
         self._wake = threading.Condition()
         self._closed = False
@@ -65,6 +79,28 @@ class GroupCommit:
             self._wake.notify()
         self._thread.join()
         os.close(self._log_fd)
+        self._unlink.put(None)
+        self._cleaner.join()
+
+    def _open_segment(self) -> int:
+        path = self.directory / f"{self._segment:08d}.log"
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def _clean(self) -> None:
+        while (path := self._unlink.get()) is not None:
+            path.unlink(missing_ok=True)
+
+    def _keep(self, path: Path, nbytes: int) -> None:
+        """``path`` holds ``nbytes`` more: hand the oldest beyond ``KEEP_BYTES`` to the cleaner."""
+        if self._kept and self._kept[-1][0] == path:
+            self._kept[-1] = (path, self._kept[-1][1] + nbytes)
+        else:
+            self._kept.append((path, nbytes))
+        self._kept_bytes += nbytes
+        while self._kept_bytes > KEEP_BYTES and len(self._kept) > 1:
+            old, size = self._kept.popleft()
+            self._kept_bytes -= size
+            self._unlink.put(old)
 
     def _run(self) -> None:
         db = None
@@ -107,6 +143,12 @@ class GroupCommit:
             os.fdatasync(self._log_fd)
             os.posix_fadvise(self._log_fd, self._log_end, nbytes, os.POSIX_FADV_DONTNEED)
             self._log_end += nbytes
+            self._keep(self.directory / f"{self._segment:08d}.log", nbytes)
+            if self._log_end >= SEGMENT_BYTES:
+                os.close(self._log_fd)
+                self._segment += 1
+                self._log_fd = self._open_segment()
+                self._log_end = 0
             return nbytes
         self._round += 1
         final = self.directory / f"{self._round:012d}.bin"
@@ -124,6 +166,7 @@ class GroupCommit:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+        self._keep(final, nbytes)
         return nbytes
 
 
