@@ -66,6 +66,9 @@ class BrokerConfig:
     request_receive_timeout_ms: int = 30_000
     # Bytes of Fetch answers held at once over all connections (broker/budget.py).
     fetch_buffer_bytes: int = 64 * MiB
+    # Large frames' buffers kept for use again (broker/frame_pool.py): an idempotent producer's window of
+    # five requests of ~1 MiB, with room to spare. Idle ones stay resident, outside the produce budget.
+    frame_pool_bytes: int = 8 * MiB
     # The ports the lanes are bound to, lane 0 first: set by the listener once bound (port 0 binds each
     # lane to a free port).
     bound_ports: tuple[int, ...] = ()
@@ -81,6 +84,10 @@ class BrokerConfig:
             )
         if self.port and self.port + self.lanes - 1 > 65535:
             raise SettingsError(f"STRATA_KAFKA_PORT {self.port} + {self.lanes} lanes runs past port 65535")
+        if self.frame_pool_bytes < 0:
+            raise SettingsError(
+                f"STRATA_KAFKA_FRAME_POOL_BYTES must be 0 or more, got {self.frame_pool_bytes}"
+            )
         if self.fetch_buffer_bytes < 1:
             raise SettingsError(
                 f"STRATA_KAFKA_FETCH_BUFFER_BYTES must be positive, got {self.fetch_buffer_bytes}"

@@ -17,9 +17,6 @@ log = logging.getLogger("strata.kafka")
 
 # How often connection deadlines are checked: they are seconds to minutes long.
 SWEEP_INTERVAL_S = 1.0
-# Large frames' buffers kept for use again (broker/frame_pool.py): one idempotent producer's window of five
-# requests of ~1 MiB, and those of a few more clients, waiting for their flushes.
-FRAME_POOL_BYTES = 16 << 20
 
 
 class KafkaServer:
@@ -30,7 +27,7 @@ class KafkaServer:
         self._none_left = asyncio.Event()
         self._none_left.set()
         self._sweeper: asyncio.Task[None] | None = None
-        self.frames = FramePool(FRAME_POOL_BYTES)
+        self.frames = FramePool(ctx.config.frame_pool_bytes)
 
     @property
     def port(self) -> int:

@@ -36,6 +36,7 @@ def broker_config(settings: Settings) -> BrokerConfig:
         connections_max_idle_ms=settings.kafka_connections_max_idle_ms,
         request_receive_timeout_ms=settings.kafka_request_receive_timeout_ms,
         fetch_buffer_bytes=settings.kafka_fetch_buffer_bytes,
+        frame_pool_bytes=settings.kafka_frame_pool_bytes,
     )
 
 

@@ -417,6 +417,14 @@ SETTINGS: tuple[Setting, ...] = (
         "more than it was granted",
     ),
     Setting(
+        "kafka_frame_pool_bytes",
+        "STRATA_KAFKA_FRAME_POOL_BYTES",
+        int,
+        8 * MiB,
+        "bytes of large Kafka request buffers kept to be used again (outside the produce buffer); "
+        "0 keeps none",
+    ),
+    Setting(
         "http_fetch_buffer_bytes",
         "STRATA_HTTP_FETCH_BUFFER_BYTES",
         int,

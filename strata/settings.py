@@ -96,6 +96,7 @@ class Settings:
     kafka_request_receive_timeout_ms: int = 30_000
     http_body_timeout_ms: int = 30_000
     kafka_fetch_buffer_bytes: int = 64 * MiB
+    kafka_frame_pool_bytes: int = 8 * MiB
     http_fetch_buffer_bytes: int = 64 * MiB
     kafka_max_request_bytes: int = 100 * MiB
     metrics_sample_ms: int = 5_000
