@@ -64,13 +64,16 @@ class FramePool:
                     buf.extend(bytes(size - len(buf)))
                 self.reused += 1
                 return buf
-        # An eighth more than asked: a client's large requests differ by a few bytes (librdkafka fills a
-        # request up to its batch.size), and a buffer can serve only frames within its allocation.
-        buf = bytearray(size + size // 8)
+        # An eighth more than asked, for a buffer the pool keeps: a client's large requests differ by a few
+        # bytes (librdkafka fills a request up to its batch.size), and a buffer can serve only frames within
+        # its allocation. One the pool has no room for is allocated as asked, used once.
+        alloc = size + size // 8 + 1
+        if self._kept + alloc > self.max_bytes:
+            return bytearray(size)
+        buf = bytearray(alloc - 1)
         del buf[size:]  # shrunk in place: the allocation stays
         alloc = buf.__alloc__()
-        if self._kept + alloc <= self.max_bytes:
-            self._buffers.append(buf)
-            self._allocs.append(alloc)
-            self._kept += alloc
+        self._buffers.append(buf)
+        self._allocs.append(alloc)
+        self._kept += alloc
         return buf
