@@ -7,9 +7,12 @@ import subprocess
 import sys
 
 
-def _run(code: str) -> subprocess.CompletedProcess[str]:
+def _printed(code: str) -> list[str]:
+    """The lines ``code`` prints, run in a fresh interpreter (which must exit 0)."""
     argv = [sys.executable, "-c", code]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
 
 
 def test_serving_does_not_load_numpy() -> None:
@@ -22,9 +25,7 @@ def test_serving_does_not_load_numpy() -> None:
         "    assert compression.decompress(codec, compression.compress(codec, data), len(data)) == data\n"
         "print(sorted(m for m in sys.modules if m == 'numpy' or m.startswith('numpy.')))\n"
     )
-    done = _run(code)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert _printed(code) == ["[]"]
 
 
 def test_a_compaction_round_still_gets_its_runner() -> None:
@@ -36,8 +37,7 @@ def test_a_compaction_round_still_gets_its_runner() -> None:
         "assert 'numpy' in sys.modules\n"
         "assert planner.runner.RunnerConfig is __import__('planner.config').config.RunnerConfig\n"
     )
-    done = _run(code)
-    assert done.returncode == 0, done.stderr
+    _printed(code)
 
 
 def test_an_http_only_agent_loads_no_kafka_library_nor_the_cli_clients_libraries() -> None:
@@ -57,9 +57,7 @@ def test_an_http_only_agent_loads_no_kafka_library_nor_the_cli_clients_libraries
         "    print(port, loaded)\n"
         "    runtime.metadata.close()\n"
     )
-    done = _run(code)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:2] == ["-1 []", "0 ['kafka', 'broker.server']"]
+    assert _printed(code)[:2] == ["-1 []", "0 ['kafka', 'broker.server']"]
 
 
 def test_an_agent_whose_lake_is_not_read_loads_no_iceberg_library() -> None:
@@ -75,9 +73,7 @@ def test_an_agent_whose_lake_is_not_read_loads_no_iceberg_library() -> None:
         "print([m for m in ('pyiceberg', 'sqlalchemy') if m in sys.modules])\n"
         "runtime.metadata.close()\n"
     )
-    done = _run(code)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert _printed(code) == ["[]"]
 
 
 SCHEMA_LIBRARIES = ("google.protobuf", "grpc_tools", "fastavro", "avro", "jsonschema", "confluent_kafka")
@@ -104,9 +100,7 @@ def test_schema_libraries_load_with_the_first_schema_of_their_type() -> None:
         "print(loaded())\n"
         "runtime.metadata.close()\n"
     )
-    done = _run(code)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:3] == [
+    assert _printed(code)[:3] == [
         "[]",
         "['fastavro', 'avro']",
         "['fastavro', 'avro', 'confluent_kafka']",
@@ -130,9 +124,7 @@ def test_werkzeug_loads_with_the_registrys_first_negotiation() -> None:
         "print('werkzeug' in sys.modules)\n"
         "runtime.metadata.close()\n"
     )
-    done = _run(code)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:3] == ["False", "application/json", "True"]
+    assert _printed(code)[:3] == ["False", "application/json", "True"]
 
 
 def test_an_async_s3_store_loads_no_boto3() -> None:
@@ -148,6 +140,4 @@ def test_an_async_s3_store_loads_no_boto3() -> None:
         "store._client\n"
         "print('boto3' in sys.modules)\n"
     )
-    done = _run(code)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:2] == ["False", "True"]
+    assert _printed(code)[:2] == ["False", "True"]
