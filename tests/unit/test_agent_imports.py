@@ -109,7 +109,8 @@ def test_schema_libraries_load_with_the_first_schema_of_their_type() -> None:
 
 def test_werkzeug_loads_with_the_registrys_first_negotiation() -> None:
     """The registry's content negotiation parses headers with werkzeug, whose package imports its server,
-    test client and wrappers (about 13 MiB): it loads with the first header the registry reads."""
+    test client and wrappers (about 2 MiB of a built agent): it loads with the first header the registry
+    reads."""
     code = (
         "import sys, tempfile\n"
         "from strata.runtime import build_runtime\n"
