@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
+import psycopg
 import pytest
 
 from storage.errors import (
@@ -18,7 +20,13 @@ from storage.errors import (
     UnknownTopic,
 )
 from storage.metadata import LEVEL_INGEST, MetadataStore, NewChunk, NewFile, open_metadata_store
-from storage.metadata.rows import GroupRow, OffsetToCommit, ProducerBatch, ProducerIdAndEpoch
+from storage.metadata.rows import (
+    GroupRow,
+    IdempotencyEntry,
+    OffsetToCommit,
+    ProducerBatch,
+    ProducerIdAndEpoch,
+)
 from storage.metadata.txn_state import AbortedTxn, TxnState
 
 pytestmark = pytest.mark.integration
@@ -266,3 +274,62 @@ def test_markers_and_aborted_ranges_go_with_the_records_below_the_log_start(stor
     assert store.txn_markers("t", 0, 0, 100) == []
     assert store.aborted_txns("t", 0, 0, 100) == []
     assert store.partition_state("t", 0).high_watermark == 9
+
+
+def _wait_for_lock_waits(observer: psycopg.Connection, count: int) -> None:
+    """Until ``count`` sessions of this database wait for a lock (fails after 5 s)."""
+    for _ in range(500):
+        row = observer.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND datname = current_database()"
+        ).fetchone()
+        if row is not None and int(row[0]) >= count:
+            return
+        threading.Event().wait(0.01)
+    pytest.fail(f"{count} sessions never waited for a lock")
+
+
+@pytest.mark.postgres
+def test_an_abort_waits_for_a_flush_writing_the_transactions_first_batch(postgres_schema_url: str) -> None:
+    """A flush commit has checked a transaction's first batch in a partition and not yet committed when a
+    new incarnation's InitProducerId aborts the transaction (a producer abandoned mid-send, as a crashed
+    client's). The abort must wait for the flush and mark the batch aborted; ending the transaction without
+    a marker there would leave a committed-looking batch that read_committed consumers return."""
+    flusher, coordinator = open_metadata_store(postgres_schema_url), open_metadata_store(postgres_schema_url)
+    try:
+        flusher.create_topic("t", 2, {}, NOW)
+        p = begin(flusher, partitions=(0, 1))
+        with (
+            ThreadPoolExecutor(2) as pool,  # outermost: on a failure the holder lets go before we join
+            psycopg.connect(postgres_schema_url) as holder,
+            psycopg.connect(postgres_schema_url, autocommit=True) as observer,
+        ):
+            # The holder inserts the flush's idempotency key: the flush, which has by then locked the
+            # partition and the transaction's row there, waits for it just before it commits.
+            holder.execute(
+                "INSERT INTO idempotency (key, topic, offsets, created_ms) VALUES ('k', 't', '[]', %s)",
+                (NOW,),
+            )
+            flush = pool.submit(
+                flusher.commit_flush,
+                NewFile(f"L0/{uuid.uuid4().hex}", 4096, LEVEL_INGEST, NOW),
+                [NewChunk("t", 1, 1, 0, 100, NOW - 5, NOW, 0)],
+                [IdempotencyEntry("k", "t", [(0, 0)])],
+                NOW,
+                [ProducerBatch(0, 0, 0, 1, p.producer_id, p.epoch, 0, True)],
+                DAY,
+            )
+            _wait_for_lock_waits(observer, 1)
+            init = pool.submit(coordinator.init_transactional_producer, "tx", 60_000, MAX, None, NOW)
+            _wait_for_lock_waits(observer, 2)
+            holder.rollback()  # the key was never there: the flush goes on and commits
+            assert flush.result(timeout=30).base_offsets == [0]
+            assert init.result(timeout=30)[0] == ProducerIdAndEpoch(p.producer_id, p.epoch + 1)
+        assert flusher.aborted_txns("t", 1, 0, 100) == [AbortedTxn(p.producer_id, 0, 1)]
+        [marker] = flusher.txn_markers("t", 1, 0, 100)
+        assert (marker.offset, marker.is_commit) == (1, False)
+        state = flusher.partition_state("t", 1)
+        assert (state.high_watermark, state.last_stable_offset) == (2, 2)
+    finally:
+        flusher.close()
+        coordinator.close()

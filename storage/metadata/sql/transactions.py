@@ -7,12 +7,14 @@ and ``txn_offsets``. ``commit_flush`` never locks a ``transactions`` row; it rea
 ``txn_partitions`` under the partition locks it holds (``sql/txn_append.py``).
 
 Ending a transaction (EndTxn, the abort of an open transaction by InitProducerId, the timeout sweep) is
-``_end_txn``: under the locks of every partition the transaction wrote to, each of them gets one offset for
-its marker (``next_offset`` + 1, a ``txn_markers`` row), an aborted one its ``aborted_txns`` row, and the
-transaction's ``txn_partitions`` rows go, which moves those partitions' LSO; a commit moves the
+``_end_txn``: under the locks of every partition added to the transaction, each one it wrote to gets one
+offset for its marker (``next_offset`` + 1, a ``txn_markers`` row), an aborted one its ``aborted_txns`` row,
+and the transaction's ``txn_partitions`` rows go, which moves those partitions' LSO; a commit moves the
 transaction's pending offsets into ``group_offsets``. A flush commit holds the same partition locks while
 it checks a transactional batch against ``txn_partitions``, so a batch of a transaction commits before its
-marker or is refused: never after it, where it would open a transaction nobody ends (a hanging one).
+marker or is refused: never after it, where it would open a transaction nobody ends (a hanging one), or
+(written first in a partition while an abort looked) be read as committed. Which partitions were written
+is read only once their locks are held.
 """
 
 from __future__ import annotations
@@ -333,11 +335,13 @@ class TransactionQueries(GroupQueries):
         """
         pid = txn.producer_id if producer_id is None else producer_id
         d = self._d
-        written = [
-            (str(r[0]), int(r[1]), int(r[2]))
+        # Every partition added, written or not yet: no new one can be added while the transactions row is
+        # held, but a flush commit may be writing the transaction's first batch in one of them right now.
+        added = [
+            (str(r[0]), int(r[1]))
             for r in tx.all(
-                "SELECT topic, partition_id, first_offset FROM txn_partitions"
-                " WHERE transactional_id = ? AND producer_id = ? AND first_offset IS NOT NULL",
+                "SELECT topic, partition_id FROM txn_partitions"
+                " WHERE transactional_id = ? AND producer_id = ?",
                 (txn.transactional_id, pid),
             )
         ]
@@ -355,10 +359,54 @@ class TransactionQueries(GroupQueries):
             )
         ]
         offsets = pending if commit else []
-        keys = sorted({(t, p) for t, p, _ in written} | {(o.topic, o.partition) for _, o in offsets})
+        keys = sorted(set(added) | {(o.topic, o.partition) for _, o in offsets})
         # One sorted pass over every partition: the data partitions get a marker (next_offset changes),
         # the offsets' partitions must keep existing while the offsets are written.
         locked = lock_partition_offsets(tx, d, keys, d.for_no_key_update)
+        # Where the transaction wrote is read only now. A flush commit sets first_offset under the
+        # partition's lock, so one that was writing the first batch here has committed by now (its batch
+        # gets a marker), or has not begun (it will find no row and refuse the batch). Read before the
+        # locks, on PostgreSQL such a batch would commit with no marker after it: an aborted batch that
+        # read_committed consumers would return.
+        written = [
+            (str(r[0]), int(r[1]), int(r[2]))
+            for r in tx.all(
+                "SELECT topic, partition_id, first_offset FROM txn_partitions"
+                " WHERE transactional_id = ? AND producer_id = ? AND first_offset IS NOT NULL",
+                (txn.transactional_id, pid),
+            )
+        ]
+        markers = self._write_markers(tx, txn, pid, written, locked, commit, now_ms)
+        tx.execute(
+            "DELETE FROM txn_partitions WHERE transactional_id = ? AND producer_id = ?",
+            (txn.transactional_id, pid),
+        )
+        # Into group_offsets in (group, topic, partition) order; those of deleted partitions are dropped.
+        by_group: dict[str, list[OffsetToCommit]] = {}
+        for group, o in sorted(offsets, key=lambda g: (g[0], g[1].topic, g[1].partition)):
+            if (o.topic, o.partition) in locked:
+                by_group.setdefault(group, []).append(o)
+        for group, committed in by_group.items():
+            self._upsert(tx, group, committed, now_ms)
+        tx.execute(
+            "DELETE FROM txn_offsets WHERE transactional_id = ? AND producer_id = ?",
+            (txn.transactional_id, pid),
+        )
+        tx.execute("DELETE FROM txn_groups WHERE transactional_id = ?", (txn.transactional_id,))
+        return [(t, p) for t, p, _ in markers]
+
+    def _write_markers(
+        self,
+        tx: Tx,
+        txn: Txn,
+        pid: int,
+        written: list[tuple[str, int, int]],
+        locked: dict[tuple[str, int], tuple[int, int]],
+        commit: bool,
+        now_ms: int,
+    ) -> list[tuple[str, int, int]]:
+        """A marker offset in each partition of ``written`` (topic, partition, first offset) that still
+        exists, and an aborted range for an abort; returns (topic, partition, marker offset) of each."""
         next_offsets = {key: next_offset for key, (next_offset, _) in locked.items()}
         markers: list[tuple[str, int, int]] = []
         for topic, partition, _ in sorted(written):
@@ -382,20 +430,4 @@ class TransactionQueries(GroupQueries):
                     f" VALUES {values(len(batch), 5)}",
                     [v for t, p, o in batch for v in (t, p, pid, first_of[(t, p)], o)],
                 )
-        tx.execute(
-            "DELETE FROM txn_partitions WHERE transactional_id = ? AND producer_id = ?",
-            (txn.transactional_id, pid),
-        )
-        # Into group_offsets in (group, topic, partition) order; those of deleted partitions are dropped.
-        by_group: dict[str, list[OffsetToCommit]] = {}
-        for group, o in sorted(offsets, key=lambda g: (g[0], g[1].topic, g[1].partition)):
-            if (o.topic, o.partition) in locked:
-                by_group.setdefault(group, []).append(o)
-        for group, committed in by_group.items():
-            self._upsert(tx, group, committed, now_ms)
-        tx.execute(
-            "DELETE FROM txn_offsets WHERE transactional_id = ? AND producer_id = ?",
-            (txn.transactional_id, pid),
-        )
-        tx.execute("DELETE FROM txn_groups WHERE transactional_id = ?", (txn.transactional_id,))
-        return [(t, p) for t, p, _ in markers]
+        return markers
