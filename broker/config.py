@@ -35,10 +35,16 @@ class BrokerConfig:
     lanes: int = 1
     # --kafka-cluster: show the live agents sharing the metadata store as the brokers (broker/cluster.py),
     # instead of this agent as the only one; agents heartbeat every cluster_heartbeat_s and leave the view
-    # cluster_timeout_ms after their last heartbeat.
+    # cluster_timeout_ms after their last heartbeat. 9 s is Kafka's broker.session.timeout.ms: an agent
+    # restarted within it never leaves the view, as a restarted Kafka broker does not. One that leaves and
+    # comes back costs clients more than the seconds in between: librdkafka decommissions a broker that
+    # leaves Metadata, and a transactional producer whose cached group coordinator was that broker then
+    # hangs in send_offsets_to_transaction past its timeout
+    # (https://github.com/confluentinc/librdkafka/issues/5511). Measured (tests/eos, debug=eos,broker): with
+    # 5 s, an agent restarted in about 6 s left Metadata for a moment and a producer hung so.
     cluster: bool = False
     cluster_heartbeat_s: float = 1.0
-    cluster_timeout_ms: int = 5000
+    cluster_timeout_ms: int = 9000
     # TLS on the listener (the same certificate and key as HTTP's): clients use security.protocol=SSL.
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
@@ -84,6 +90,11 @@ class BrokerConfig:
             )
         if self.port and self.port + self.lanes - 1 > 65535:
             raise SettingsError(f"STRATA_KAFKA_PORT {self.port} + {self.lanes} lanes runs past port 65535")
+        if self.cluster_timeout_ms < 3 * self.cluster_heartbeat_s * 1000:
+            raise SettingsError(
+                "STRATA_KAFKA_CLUSTER_TIMEOUT_MS must be at least three heartbeats"
+                f" ({3 * self.cluster_heartbeat_s * 1000:.0f} ms), got {self.cluster_timeout_ms}"
+            )
         if self.frame_pool_bytes < 0:
             raise SettingsError(
                 f"STRATA_KAFKA_FRAME_POOL_BYTES must be 0 or more, got {self.frame_pool_bytes}"

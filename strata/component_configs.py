@@ -27,6 +27,7 @@ def broker_config(settings: Settings) -> BrokerConfig:
         node_id=settings.kafka_node_id,
         lanes=settings.kafka_lanes,
         cluster=settings.kafka_cluster,
+        cluster_timeout_ms=settings.kafka_cluster_timeout_ms,
         tls_cert_file=settings.tls_cert_file,
         tls_key_file=settings.tls_key_file,
         auto_create_topics=settings.auto_create_topics,

@@ -365,6 +365,14 @@ SETTINGS: tuple[Setting, ...] = (
         "instead of this agent as the only broker",
     ),
     Setting(
+        "kafka_cluster_timeout_ms",
+        "STRATA_KAFKA_CLUSTER_TIMEOUT_MS",
+        int,
+        9000,
+        "With --kafka-cluster: an agent leaves the brokers this long after its last heartbeat (Kafka's "
+        "broker.session.timeout.ms); at least three heartbeats (3000)",
+    ),
+    Setting(
         "auto_create_topics",
         "STRATA_AUTO_CREATE_TOPICS",
         parse_bool,

@@ -87,6 +87,7 @@ class Settings:
     kafka_node_id: int = 0
     kafka_lanes: int = 1
     kafka_cluster: bool = False
+    kafka_cluster_timeout_ms: int = 9000
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     auto_create_topics: bool = True

@@ -36,7 +36,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from tests.eos.checker import Verdict
 from tests.eos.copycheck import check_copy
 from tests.eos.history import FAIL, INFO, INVOKE, OK, TXN, HistoryWriter, Record, read_events
-from tests.eos.kafka_io import QUIET, DrainResult, create_topic, drain, read_committed_consumer, record_of
+from tests.eos.kafka_io import CLIENT, DrainResult, create_topic, drain, read_committed_consumer, record_of
 from tests.eos.workload import ROOT, WorkloadError, worker_env
 
 INPUT_PARTITIONS = 2
@@ -75,7 +75,7 @@ def _producer(a: CopierArgs) -> Producer:
             "transactional.id": f"{a.group}-{a.partition}",
             "transaction.timeout.ms": 10_000,
             "linger.ms": 5,
-            **QUIET,
+            **CLIENT,
         }
     )
     deadline = time.monotonic() + INIT_DEADLINE_S
@@ -196,7 +196,7 @@ class CopyResult:
 def seed(cfg: CopyConfig, topic: str) -> dict[int, list[int]]:
     """Writes 0..records-1 round robin over the input partitions; returns each partition's values in order."""
     producer = Producer(
-        {"bootstrap.servers": cfg.bootstrap, "enable.idempotence": True, "linger.ms": 5, **QUIET}
+        {"bootstrap.servers": cfg.bootstrap, "enable.idempotence": True, "linger.ms": 5, **CLIENT}
     )
     for value in range(cfg.records):
         producer.produce(topic, value=str(value).encode(), partition=value % INPUT_PARTITIONS)

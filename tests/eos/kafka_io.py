@@ -20,13 +20,18 @@ from confluent_kafka.cimpl import NewTopic  # where it is defined and typed; adm
 
 from tests.eos.history import Record
 
-# librdkafka logs at warning and above only; its errors the harness meets come back as exceptions.
-QUIET = {"log_level": 4}
+# Every client of the harness. librdkafka logs at warning and above only; its errors the harness meets come
+# back as exceptions. Reconnects are tried at most a second apart (librdkafka's default backs off to 10 s):
+# a client that still counts a restarted agent down when the other agent is killed sees every broker down
+# at once and re-bootstraps, and a re-bootstrap decommissions the broker that a pending
+# send_offsets_to_transaction waits on, which then never returns, past its timeout (librdkafka 2.16,
+# measured here with debug=eos,broker; https://github.com/confluentinc/librdkafka/issues/5511).
+CLIENT = {"log_level": 4, "reconnect.backoff.max.ms": 1000}
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
     """Creates ``topic``; retried while the cluster answers with a retriable error (an agent restarting)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT})
     deadline = time.monotonic() + timeout
     while True:
         future = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[
@@ -75,7 +80,7 @@ def read_committed_consumer(bootstrap: str, group: str, **extra: Any) -> Consume
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
-            **QUIET,
+            **CLIENT,
             **extra,
         }
     )

@@ -61,13 +61,15 @@ class Cluster:
 
     def faults(self) -> Callable[[float], None]:
         """An ``on_tick(progress)``: SIGKILL agent a at a fifth of the run, restart it 2 s later, then the
-        same for b at half. Each done step goes to ``self.faults_done``."""
+        same for b at half, at least 3 s after a answers again: one agent down at a time, and clients
+        (which retry a connection every second at most, ``CLIENT``) have found a back before b goes. Each
+        done step goes to ``self.faults_done``."""
         a, b = self.ports
         # (progress reached, seconds since the previous step, what, action)
         steps: list[tuple[float, float, str, Callable[[], None]]] = [
             (0.2, 0.0, "kill a", lambda: self.kill(a)),
             (0.0, 2.0, "start a", lambda: self.start(a)),
-            (0.5, 0.0, "kill b", lambda: self.kill(b)),
+            (0.5, 3.0, "kill b", lambda: self.kill(b)),
             (0.0, 2.0, "start b", lambda: self.start(b)),
         ]
         last = [time.monotonic()]

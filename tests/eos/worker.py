@@ -28,7 +28,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from tests.eos.history import CRASH, FAIL, INFO, INVOKE, OK, TXN, HistoryWriter, Mop, Poll, Send, SendOffsets
-from tests.eos.kafka_io import QUIET, read_committed_consumer, record_of
+from tests.eos.kafka_io import CLIENT, read_committed_consumer, record_of
 
 VALUES_PER_WORKER = 100_000_000  # worker i writes values in [i * this, (i + 1) * this): unique in the run
 CALL_TIMEOUT_S = 30.0
@@ -76,7 +76,7 @@ class Worker:
                 "transactional.id": f"{self.s.topic}-{self.process}",
                 "transaction.timeout.ms": self.s.txn_timeout_ms,
                 "linger.ms": 2,
-                **QUIET,
+                **CLIENT,
             }
         )
         deadline = time.monotonic() + 60
