@@ -8,8 +8,9 @@ An idempotent producer keeps at most 5 requests unanswered per connection, and a
 flush's commit, so one producer's throughput is its bytes in flight over the round trip. The load is the
 peer benchmark's: one librdkafka process (bench/kafka_loadgen.py ``--idempotence``), 1 KiB values,
 acks=all, linger.ms 20, batch.size 1 MiB, ``--partitions`` 12, uncompressed. One ``strata serve --role
-agent`` per backend, run from ``--tree`` (this tree by default: another tree measures the previous code
-back to back) with its defaults but for the store and ``--kafka-lanes``:
+agent`` per backend (``--role all``: the embedded default, whose worker process merges the fresh files
+meanwhile; its CPU is reported beside the agent's), run from ``--tree`` (this tree by default: another tree
+measures the previous code back to back) with its defaults but for the store and ``--kafka-lanes``:
 1. saturation: closed loop for ``--duration`` after ``--warmup``: acknowledged MiB/s, ack p50/p99 (which
    include the client's queue), PUTs per MiB, the agent's CPU per MiB, the agent's mean Kafka produce
    latency (admission to answer: its share of the round trip) and the mean of each flush step
@@ -44,7 +45,7 @@ from bench.harness import ROOT, AgentSpec, free_port, log, module_cmd, spawn, st
 from bench.harness import backend_stores as stores
 from bench.kafka_load import KafkaLoad, run_producers
 from bench.kafka_phases import measured_window
-from bench.probes import CpuWindow, cpu_ms_per_mib, settle_disk
+from bench.probes import CpuWindow, cpu_ms_per_mib, settle_disk, worker_children
 from bench.results import Rows, add_output_args, finish_run, markdown_table, page_figures, run_header
 from bench.targets import Target
 
@@ -68,15 +69,27 @@ def _window(
     return result
 
 
+def _workers(agent_pid: int) -> dict[str, int]:
+    """The agent's worker processes (role ``all``), named ``worker0``...; waits for the first to start."""
+    deadline = time.monotonic() + 30
+    while not (found := worker_children(agent_pid)):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the agent started no worker process within 30 s")
+        time.sleep(0.2)
+    return {f"worker{i}": pid for i, pid in enumerate(found)}
+
+
 def run_backend(args: argparse.Namespace, backend: str, workdir: Path) -> dict[str, Any]:
-    out: dict[str, Any] = {"backend": backend}
+    out: dict[str, Any] = {"backend": backend, "role": args.role}
     with stores(backend, workdir, ["strata-round-trip"]) as ((store_args,), extra):
-        serve = ["--role", "agent", "--log-level", "warning", *store_args]
+        serve = ["--role", args.role, "--log-level", "warning", *store_args]
         serve += ["--kafka-lanes", str(args.lanes)]
         spec = AgentSpec(serve, kafka_ports=args.lanes, tree=Path(args.tree).resolve())
         agent = start_agent(spec, workdir, f"agent-{backend}")
         try:
             assert agent.bootstrap is not None
+            if args.role == "all":  # the background jobs' process, the compaction worker among them
+                extra = {**extra, **_workers(agent.pid)}
             metrics.create_topics(agent.url, [TOPIC], args.partitions)
             log(f"[{backend}] one idempotent producer, closed loop, {args.duration:g} s")
             full = _window(args, agent.url, agent.bootstrap, agent.pid, extra, 0.0)
@@ -138,7 +151,7 @@ def ceiling_rows(found: dict[str, Any]) -> list[dict[str, Any]]:
 def evaluate(r: dict[str, Any]) -> list[dict[str, Any]]:
     rows = Rows()
     local = r["backend"] == "local"
-    label = "local" if local else "S3 (moto)"
+    label = ("local" if local else "S3 (moto)") + (", role all" if r.get("role") == "all" else "")
     area = "round-trip"
     full, half = r["saturation"], r["half"]
     bar = ONE_PRODUCER_LOCAL_MIB_S if local else None
@@ -162,6 +175,9 @@ def evaluate(r: dict[str, Any]) -> list[dict[str, Any]]:
     rows.add(
         f"agent CPU per MiB, {label}", cpu_ms_per_mib(full["cpu_cores"].get("agent"), full["mib_s"]), "ms"
     )
+    workers = [v for k, v in full["cpu_cores"].items() if k.startswith("worker")]
+    if workers:
+        rows.add(f"worker CPU per MiB, {label}", cpu_ms_per_mib(sum(workers), full["mib_s"]), "ms")
     agent_ms = full["agent_produce_ms"]
     rows.add(
         f"agent's produce latency at saturation (admission to answer), {label}",
@@ -189,6 +205,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--warmup", type=float, default=2.0)
     add("--value-bytes", type=int, default=1024)
     add("--lanes", type=int, default=1, help="the agent's --kafka-lanes")
+    add(
+        "--role",
+        choices=("agent", "all"),
+        default="agent",
+        help="the agent's --role: all (the embedded default) adds the background jobs' process",
+    )
     add("--tree", default=str(ROOT), help="the source tree the agent runs from")
     add("--no-ceilings", dest="ceilings", action="store_false", help="skip step 3")
     add_output_args(parser, "round_trip_bench")
