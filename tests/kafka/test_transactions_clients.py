@@ -28,6 +28,7 @@ from tests.kafka.transactions import (
     create_topics,
     produce_plain,
     read_all,
+    settled_watermarks,
     values,
     watermarks,
 )
@@ -79,10 +80,18 @@ def test_commit_and_abort_across_topics_and_partitions(target: Target) -> None:
     producer.commit_transaction(TXN_TIMEOUT_S)
     # Each partition the transaction wrote to holds its records, then one offset for the commit marker.
     for isolation in (READ_COMMITTED, READ_UNCOMMITTED):
-        assert watermarks(target.bootstrap, orders, 0, isolation) == (0, 5 + 1)
-        assert watermarks(target.bootstrap, orders, 1, isolation) == (0, 3 + 1)
-        assert watermarks(target.bootstrap, orders, 2, isolation) == (0, 0)
-        assert watermarks(target.bootstrap, audit, 0, isolation) == (0, 2 + 1)
+        for topic, partition, want in (
+            (orders, 0, 5 + 1),
+            (orders, 1, 3 + 1),
+            (orders, 2, 0),
+            (audit, 0, 2 + 1),
+        ):
+            assert settled_watermarks(
+                target.name, target.bootstrap, topic, partition, isolation, (0, want)
+            ) == (
+                0,
+                want,
+            )
 
     producer.begin_transaction()
     aborted_records = [(orders, 0, b"x0-0"), (orders, 0, b"x0-1"), (orders, 2, b"x2-0")]
@@ -111,8 +120,14 @@ def test_commit_and_abort_across_topics_and_partitions(target: Target) -> None:
     ]
     assert values(uncommitted) == sorted(v for t, _, v in committed_records + aborted_records if t == orders)
     # The abort marker takes an offset as well.
-    assert watermarks(target.bootstrap, orders, 0, READ_COMMITTED) == (0, 7 + 1 + 1)
-    assert watermarks(target.bootstrap, orders, 2, READ_UNCOMMITTED) == (0, 1 + 1)
+    assert settled_watermarks(target.name, target.bootstrap, orders, 0, READ_COMMITTED, (0, 9)) == (
+        0,
+        7 + 1 + 1,
+    )
+    assert settled_watermarks(target.name, target.bootstrap, orders, 2, READ_UNCOMMITTED, (0, 2)) == (
+        0,
+        1 + 1,
+    )
 
 
 def test_read_committed_stops_at_an_open_transaction(target: Target) -> None:

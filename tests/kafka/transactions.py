@@ -125,6 +125,21 @@ def watermarks(bootstrap: str, topic: str, partition: int, isolation: str) -> tu
         reader.close()
 
 
+def settled_watermarks(
+    target_name: str, bootstrap: str, topic: str, partition: int, isolation: str, want: tuple[int, int]
+) -> tuple[int, int]:
+    """``watermarks`` right after a transaction ended. Strata writes the markers before it answers EndTxn,
+    so its answer is read once. Kafka writes them after it has answered, so on the reference broker the
+    last stable offset can still be the transaction's first offset for a moment: it is read until it is
+    ``want``, or READ_TIMEOUT_S has passed (then the last answer is returned, for the caller's assert)."""
+    deadline = time.monotonic() + READ_TIMEOUT_S
+    while True:
+        seen = watermarks(bootstrap, topic, partition, isolation)
+        if target_name != "reference" or seen == want or time.monotonic() > deadline:
+            return seen
+        time.sleep(0.1)
+
+
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     """The group's committed offsets (partitions without one left out). A read_committed consumer asks with
     require_stable, so a transaction's offsets are read only once its commit is complete."""
