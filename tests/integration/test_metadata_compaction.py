@@ -46,6 +46,7 @@ from storage.metadata import (
 from storage.metadata.postgres import PostgresBackend
 from storage.metadata.sql import Backend, FileState, SqlMetadataStore, Tx
 from storage.metadata.sqlite import SqliteBackend
+from tests.fixtures.metadata import lock_waiters
 
 pytestmark = pytest.mark.integration
 
@@ -664,11 +665,7 @@ def test_postgres_retention_inside_a_waiting_commit_is_a_conflict(postgres_schem
             )
             waiting = 0
             for _ in range(500):
-                row = observer.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND datname = current_database() AND query LIKE '%FROM partitions%'"
-                ).fetchone()
-                waiting = 0 if row is None else int(row[0])
+                waiting = lock_waiters(observer, "%FROM partitions%")
                 if waiting or commit.done():
                     break
                 threading.Event().wait(0.01)

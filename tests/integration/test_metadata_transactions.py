@@ -28,6 +28,7 @@ from storage.metadata.rows import (
     ProducerIdAndEpoch,
 )
 from storage.metadata.txn_state import AbortedTxn, TxnState
+from tests.fixtures.metadata import lock_waiters
 
 pytestmark = pytest.mark.integration
 
@@ -279,11 +280,7 @@ def test_markers_and_aborted_ranges_go_with_the_records_below_the_log_start(stor
 def _wait_for_lock_waits(observer: psycopg.Connection, count: int) -> None:
     """Until ``count`` sessions of this database wait for a lock (fails after 5 s)."""
     for _ in range(500):
-        row = observer.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            " AND datname = current_database()"
-        ).fetchone()
-        if row is not None and int(row[0]) >= count:
+        if lock_waiters(observer) >= count:
             return
         threading.Event().wait(0.01)
     pytest.fail(f"{count} sessions never waited for a lock")

@@ -86,9 +86,7 @@ def test_commit_and_abort_across_topics_and_partitions(target: Target) -> None:
             (orders, 2, 0),
             (audit, 0, 2 + 1),
         ):
-            assert settled_watermarks(
-                target.name, target.bootstrap, topic, partition, isolation, (0, want)
-            ) == (
+            assert settled_watermarks(target, topic, partition, isolation, (0, want)) == (
                 0,
                 want,
             )
@@ -120,11 +118,11 @@ def test_commit_and_abort_across_topics_and_partitions(target: Target) -> None:
     ]
     assert values(uncommitted) == sorted(v for t, _, v in committed_records + aborted_records if t == orders)
     # The abort marker takes an offset as well.
-    assert settled_watermarks(target.name, target.bootstrap, orders, 0, READ_COMMITTED, (0, 9)) == (
+    assert settled_watermarks(target, orders, 0, READ_COMMITTED, (0, 9)) == (
         0,
         7 + 1 + 1,
     )
-    assert settled_watermarks(target.name, target.bootstrap, orders, 2, READ_UNCOMMITTED, (0, 2)) == (
+    assert settled_watermarks(target, orders, 2, READ_UNCOMMITTED, (0, 2)) == (
         0,
         1 + 1,
     )

@@ -17,6 +17,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from tests.fixtures.targets import Target
+
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
 READ_TIMEOUT_S = 30.0
@@ -126,7 +128,7 @@ def watermarks(bootstrap: str, topic: str, partition: int, isolation: str) -> tu
 
 
 def settled_watermarks(
-    target_name: str, bootstrap: str, topic: str, partition: int, isolation: str, want: tuple[int, int]
+    target: Target, topic: str, partition: int, isolation: str, want: tuple[int, int]
 ) -> tuple[int, int]:
     """``watermarks`` right after a transaction ended. Strata writes the markers before it answers EndTxn,
     so its answer is read once. Kafka writes them after it has answered, so on the reference broker the
@@ -134,8 +136,8 @@ def settled_watermarks(
     ``want``, or READ_TIMEOUT_S has passed (then the last answer is returned, for the caller's assert)."""
     deadline = time.monotonic() + READ_TIMEOUT_S
     while True:
-        seen = watermarks(bootstrap, topic, partition, isolation)
-        if target_name != "reference" or seen == want or time.monotonic() > deadline:
+        seen = watermarks(target.bootstrap, topic, partition, isolation)
+        if target.name != "reference" or seen == want or time.monotonic() > deadline:
             return seen
         time.sleep(0.1)
 
