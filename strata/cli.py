@@ -277,7 +277,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except (ClientError, SettingsError, OSError) as exc:
-        stderr_console().print(f"[red]{exc}[/red]")
+        from rich.text import Text
+
+        # One unwrapped line, not markup: a path in the message stays whole, and its brackets print as is.
+        stderr_console().print(Text(str(exc), style="red"), soft_wrap=True)
         return 1
     except KeyboardInterrupt:
         return 130

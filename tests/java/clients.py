@@ -1,9 +1,11 @@
 """Run the Java client scenarios of tests/java/src (Kafka's own producer, consumer and Admin client) and
 read their one JSON answer. The sources are compiled with the JDK's javac against Kafka's jars into
-``.cache/kafka/classes``, again whenever a source is newer than its class files."""
+``.cache/kafka/classes``, again whenever a source is newer than its class files: under a file lock, since the
+suite's pytest-xdist workers may all ask at once."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
 from pathlib import Path
@@ -21,19 +23,25 @@ def compiled() -> Path:
     sources = sorted(SOURCES.rglob("*.java"))
     stamp = CLASSES / ".built"
     newest = max(p.stat().st_mtime for p in sources)
-    if not stamp.exists() or stamp.stat().st_mtime < newest:
-        CLASSES.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            ["javac", "--release", "17", "-nowarn", "-cp", kafka.classpath(), "-d", str(CLASSES)]
-            + [str(p) for p in sources],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"javac failed on tests/java/src:\n{done.stderr}")
-        stamp.touch()
+    CLASSES.mkdir(parents=True, exist_ok=True)
+    with open(CLASSES.parent / "classes.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not stamp.exists() or stamp.stat().st_mtime < newest:
+            _javac(sources, stamp)
     return CLASSES
+
+
+def _javac(sources: list[Path], stamp: Path) -> None:
+    done = subprocess.run(
+        ["javac", "--release", "17", "-nowarn", "-cp", kafka.classpath(), "-d", str(CLASSES)]
+        + [str(p) for p in sources],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"javac failed on tests/java/src:\n{done.stderr}")
+    stamp.touch()
 
 
 def scenario(name: str, bootstrap: str, timeout: float = 120, **options: object) -> Any:
