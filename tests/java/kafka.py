@@ -79,15 +79,9 @@ def classpath() -> str:
     return str(LIB / "*")
 
 
-# The JVMs here live seconds (a tool, a client scenario) or serve a test session's small loads (the
-# reference broker): C1 alone and the serial collector spend about half the CPU of the defaults on them
-# (one admin-create scenario: 1.4 s of user time against 2.5), and the suite's two workers share two cores.
-JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
-
-
 def command(main_class: str, *args: str, heap: str = "256m", extra_cp: Sequence[Path] = ()) -> list[str]:
     cp = ":".join([classpath(), *(str(p) for p in extra_cp)])
-    return ["java", f"-Xmx{heap}", *JVM_FLAGS, "-cp", cp, main_class, *args]
+    return ["java", f"-Xmx{heap}", "-cp", cp, main_class, *args]
 
 
 def run(

@@ -56,6 +56,7 @@ NOT_SETTINGS = {
     "STRATA_URL": "strata/client_commands.py",  # the CLI client's server
     "STRATA_TOKEN": "strata/client_commands.py",  # the CLI client's bearer token
     "STRATA_TEST_POSTGRES_URL": "tests/fixtures/metadata.py",  # the test suite's PostgreSQL
+    "STRATA_TEST_WORKERS": "scripts/check",  # the test suite's pytest-xdist workers
     "STRATA_SPARK_JARS_DIR": "pipeline/jars.py",  # where Spark finds the hadoop-aws jars
     "STRATA_SPARK_MASTER": "strata/cli.py",  # the Spark master of `strata compact --spark`
 }
