@@ -20,6 +20,7 @@ from storage.acl_model import (
     validate_binding,
 )
 from storage.errors import BadRequest
+from tests.examples import examples
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
@@ -181,7 +182,7 @@ def _kafka(bindings: list[AclBinding], r: Request) -> bool:
     return any(b.permission is ALLOW and b.operation in allowed_by for b in matching)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(BINDINGS, max_size=8),
     st.sampled_from(["a", "ab", "abc", "b", "c"]),

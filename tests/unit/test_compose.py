@@ -57,6 +57,7 @@ NOT_SETTINGS = {
     "STRATA_TOKEN": "strata/client_commands.py",  # the CLI client's bearer token
     "STRATA_TEST_POSTGRES_URL": "tests/fixtures/metadata.py",  # the test suite's PostgreSQL
     "STRATA_TEST_WORKERS": "scripts/check",  # the test suite's pytest-xdist workers
+    "STRATA_TEST_EXAMPLE_SCALE": "tests/examples.py",  # the property tests' example counts
     "STRATA_SPARK_JARS_DIR": "pipeline/jars.py",  # where Spark finds the hadoop-aws jars
     "STRATA_SPARK_MASTER": "strata/cli.py",  # the Spark master of `strata compact --spark`
 }

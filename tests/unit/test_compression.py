@@ -21,9 +21,10 @@ from kafka import codec as kafka_python_codec
 from storage.errors import CodecError
 from storage.records import compression
 from storage.records.compression import GZIP, LZ4, SNAPPY, ZSTD, compress, decompress, output_limit
+from tests.examples import examples
 
 CODECS = [GZIP, SNAPPY, LZ4, ZSTD]
-FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Compressible and incompressible data, some of it larger than one 32 KiB xerial block.
 _payloads = st.one_of(
@@ -190,7 +191,7 @@ def test_decompression_bombs_give_codec_error_within_the_bound() -> None:
 # --- garbage -----------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(CODECS), st.binary(max_size=300))
 def test_random_bytes_give_only_codec_error(codec: int, data: bytes) -> None:
     _or_codec_error(codec, data)

@@ -17,6 +17,7 @@ from pipeline.snapshot import ChunkTask
 from storage import records
 from storage.errors import CodecError
 from storage.records import compression
+from tests.examples import examples
 
 CODECS = [0, compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
 
@@ -127,7 +128,7 @@ def _outcome(run: Callable[[], pa.RecordBatch]) -> object:
         return type(exc).__name__
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(files())
 def test_column_decoder_gives_the_reference_rows(case: tuple[bytes, list[ChunkTask]]) -> None:
     content, tasks = case

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from broker import apis, codec
 from storage.errors import BadRequest
+from tests.examples import examples
 from tests.fixtures.frames import corpus, sample_frames
 
 SAMPLES = sample_frames()
@@ -36,13 +37,13 @@ def test_the_corpus_is_there() -> None:
     assert len(corpus()) >= 7
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=200))
 def test_random_bytes_decode_or_refuse(frame: bytes) -> None:
     _decodes_or_refuses(frame)
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.sampled_from(sorted(apis.TABLE)),
     st.data(),
@@ -54,7 +55,7 @@ def test_valid_headers_with_random_bodies(key: int, data: st.DataObject, body: b
     _decodes_or_refuses(struct.pack(">hhi", key, version, 7) + body)
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(SAMPLES), st.data())
 def test_mutated_requests_decode_or_refuse(frame: bytes, data: st.DataObject) -> None:
     mutated = bytearray(frame)

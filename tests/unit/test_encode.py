@@ -19,6 +19,7 @@ from storage.errors import InvalidPayload, InvalidTimestamp, RecordTooLarge, Str
 from storage.metadata.rows import TopicInfo
 from storage.partitioner import partition_for_key
 from storage.topic_config import HOUR_MS, TopicConfig
+from tests.examples import examples
 
 NOW = 1_700_000_000_000
 INFO = TopicInfo("t", 4, {}, 0)
@@ -156,7 +157,7 @@ def _shape(req: ProduceRequest) -> object:
     )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_item, min_size=1, max_size=12), _configs, st.integers(0, 2**20))
 def test_encode_text_is_encode(items: list[dict[str, Any]], overrides: dict[str, str], seed: int) -> None:
     """The same batches (byte for byte), order and round-robin positions, request after request; declined
@@ -187,7 +188,7 @@ def test_encode_text_declines_what_it_does_not_handle() -> None:
     assert encoder.encode_text(INFO, config, [{"partition": 2**70}], NOW) is None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.binary(max_size=300), st.booleans())
 def test_the_c_crc32c_is_the_packages(data: bytes, portable: bool) -> None:
     """assemble_batches' CRC-32C (storage/_crc32c.h), the instruction's and the table's, against crc32c."""

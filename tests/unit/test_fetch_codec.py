@@ -8,6 +8,7 @@ from kafka.protocol.consumer.fetch import FetchResponse
 
 from broker import fetch_codec
 from storage import records
+from tests.examples import examples
 
 VERSIONS = range(4, 13)
 
@@ -68,7 +69,7 @@ def library_response(version: int, correlation_id: int, data: list) -> bytes:
     return frame
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(VERSIONS), st.integers(-(2**31), 2**31 - 1), topics)
 def test_response_encodes_as_the_library_does(version: int, correlation_id: int, data: list) -> None:
     ours = fetch_codec.encode_response(

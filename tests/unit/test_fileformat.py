@@ -22,8 +22,9 @@ from storage.fileformat import (
     verify_chunk,
 )
 from storage.records import Record, decode_records, encode_batch
+from tests.examples import examples
 
-FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def sample_file() -> tuple[bytes, tuple[ChunkMeta, ...]]:

@@ -19,8 +19,9 @@ from planner.offset_map import (
     SkimpyOffsetMap,
 )
 from storage.errors import OffsetMapFull, StrataError
+from tests.examples import examples
 
-FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 class ScalarOffsetMap(SkimpyOffsetMap):

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage.partitioner import murmur2, partition_for_key
+from tests.examples import examples
 
 # Kafka's clients/src/test/java/org/apache/kafka/common/utils/UtilsTest.java, testMurmur2.
 KAFKA_MURMUR2_VECTORS = [
@@ -105,7 +106,7 @@ def _reference_murmur2(data: bytes) -> int:
     return _java_int(h ^ _urshift(h, 15))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=64), st.integers(1, 10_000))
 def test_matches_java_transliteration(key: bytes, partitions: int) -> None:
     assert murmur2(key) == _reference_murmur2(key)
@@ -116,7 +117,7 @@ def test_matches_java_transliteration(key: bytes, partitions: int) -> None:
 # --- the compiled partitioner (confluent-kafka's librdkafka murmur2) against the Python murmur2 ----------
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(
     st.binary(max_size=300),
     st.integers(1, 2**31 - 1) | st.integers(1, 64) | st.sampled_from([1, 2, 3, 1000, 2**31 - 1]),

@@ -24,6 +24,7 @@ from storage.metadata import open_metadata_store
 from storage.metadata.base import MetadataStore
 from storage.metadata.rows import ChunkRow, FileChunk, NewChunk, NewFile, PartitionStats
 from storage.topic_config import TopicConfig
+from tests.examples import examples
 
 COMPACT = {"cleanup.policy": "compact"}
 NOW = 1_700_000_000_000
@@ -370,7 +371,7 @@ def test_should_retain(
 _record = st.tuples(st.integers(0, 40), st.booleans(), st.booleans(), st.integers(-1, 40))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(_record, max_size=30),
     st.integers(-1, 40),

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from api.models import ProduceIn
 from api.produce_body import is_json, parse_produce_body
 from storage.errors import BadRequest, InvalidPayload, StrataError
+from tests.examples import examples
 
 _text = st.one_of(st.none(), st.text(max_size=8), st.integers(-2, 2), st.booleans())
 _header = st.fixed_dictionaries(
@@ -93,7 +94,7 @@ def _reference(body: dict[str, Any]) -> list[tuple[Any, ...]] | None:
     return out
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(_body)
 def test_the_compiled_parser_accepts_what_the_model_accepts(body: dict[str, Any]) -> None:
     try:

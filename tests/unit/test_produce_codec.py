@@ -9,6 +9,7 @@ from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
 from broker import produce_codec
 from storage.errors import BadRequest
+from tests.examples import examples
 
 VERSIONS = range(3, 10)
 
@@ -35,7 +36,7 @@ def library_request(version: int, transactional_id: str | None, acks: int, timeo
     return frame
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.sampled_from(VERSIONS),
     st.one_of(st.none(), names),
@@ -89,7 +90,7 @@ responses = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(VERSIONS), st.integers(-(2**31), 2**31 - 1), responses)
 def test_response_encodes_as_the_library_does(version: int, correlation_id: int, data: list) -> None:
     T = ProduceResponse.TopicProduceResponse

@@ -14,9 +14,10 @@ from storage.errors import CodecError, InvalidRecord
 from storage.records import Header, Record, compression, encode_batch, read_header
 from storage.records.check import check_batch
 from storage.records.decode import decode_records_reference
+from tests.examples import examples
 from tests.unit.test_records import raw_batch, raw_record, simple_body, zz
 
-FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _check(batch: bytes, compacted: bool = False) -> tuple[int, int]:

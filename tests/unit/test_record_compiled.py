@@ -34,10 +34,11 @@ from storage.records.columns import scan_columns, siphash24
 from storage.records.decode import decode_records_reference
 from storage.records.encode import encode_batch_reference
 from storage.records.scan import RecordSpan, scan_batch_reference
+from tests.examples import examples
 
 CODECS = [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
-FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-MANY = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MANY = settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 _Outcome = tuple[str, object]
 _EXPECTED_ERRORS = (CodecError, ValueError, TypeError, AttributeError)

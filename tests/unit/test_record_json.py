@@ -25,9 +25,10 @@ from api.record_json import render_records
 from storage.errors import StrataError
 from storage.metadata.rows import ChunkRow
 from storage.records import Header, Record, compression, encode_batch
+from tests.examples import examples
 
 CODECS = [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
-MANY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MANY = settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Text is rendered eight bytes at a time up to the first byte needing more than a copy: pieces that put
 # quotes, escapes, multi-byte characters and invalid UTF-8 (a lone lead byte, a surrogate, past U+10FFFF,

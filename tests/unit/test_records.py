@@ -25,6 +25,7 @@ from storage.records import codec as record_codec
 from storage.records import compiled as record_compiled
 from storage.records import encode as record_encode
 from storage.records import scan as record_scan
+from tests.examples import examples
 
 # Real bytes from a Kafka 0.11 broker, as kept in kafka-python's test/record/test_records.py. The third
 # element is two batches back to back (the fourth carries a header).
@@ -52,7 +53,7 @@ KAFKA_BATCHES = [
 ]
 KAFKA_BYTES = b"".join(KAFKA_BATCHES)
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # --- an independent encoder for hand-made (and deliberately broken) batches -------------------------------

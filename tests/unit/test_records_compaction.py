@@ -14,6 +14,7 @@ from storage.records import (
     iter_batches,
 )
 from storage.records.scan import scan_batch_reference
+from tests.examples import examples
 
 _records = st.lists(
     st.tuples(
@@ -40,7 +41,7 @@ def _build(
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_records, st.integers(0, 1000), st.integers(0, 10**6), st.data())
 def test_scan_matches_decode_and_filter_keeps_exactly_the_chosen(
     spec: list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]],

@@ -27,9 +27,10 @@ from storage.records import (
     recompress_batch,
 )
 from storage.records.scan import scan_batch_reference
+from tests.examples import examples
 
 CODECS = [compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
-FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 _records = st.lists(
     st.tuples(
@@ -179,7 +180,7 @@ def _every_reader(batch: bytes) -> None:
             pass
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(CODECS), st.binary(max_size=200), st.integers(0, 40))
 def test_garbage_records_sections_give_only_codec_error(codec: int, garbage: bytes, count: int) -> None:
     _every_reader(_raw_batch(garbage, count=count, attributes=codec))

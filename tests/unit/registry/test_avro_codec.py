@@ -17,6 +17,7 @@ from registry.formats.avro import FORMAT
 from registry.formats.avro_codec import AvroCodec
 from registry.formats.base import Resolved, SchemaType
 from registry.formats.payload import InvalidPayload
+from tests.examples import examples
 
 ADDRESS = {
     "type": "record",
@@ -165,7 +166,7 @@ def test_missing_required_field(codec: AvroCodec) -> None:
         codec.from_json({k: v for k, v in VALUE.items() if k != "id"})
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=64))
 def test_random_bytes_give_only_invalid_payload(codec: AvroCodec, data: bytes) -> None:
     for read in (codec.decode, codec.to_json):

@@ -15,6 +15,7 @@ from registry.formats.payload import InvalidPayload
 from registry.framing import Bad, Kind, parse_indexes, payload_start, scan, scan_reference
 from storage import records
 from storage.records import compression
+from tests.examples import examples
 
 NOW = 1_700_000_000_000
 HEADER_NAMES = ["__value_schema_id", "__key_schema_id", "trace", ""]
@@ -60,7 +61,7 @@ def _both(data: bytes, field: str, indexes: bool, each: bool) -> None:
     assert (got, nulls) == (expected, expected_nulls)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(_RECORD, min_size=1, max_size=12),
     st.sampled_from(["key", "value"]),

@@ -16,8 +16,9 @@ from registry.formats.protobuf import FORMAT, ProtobufSchema
 from registry.formats.protobuf_builtins import SHIPPED
 from registry.formats.protobuf_compile import compile_proto
 from registry.formats.protobuf_normalize import normalize
+from tests.examples import examples
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 ORDER = """syntax = "proto3";
 package shop;

@@ -14,6 +14,7 @@ from registry.errors import InvalidSchema
 from registry.formats.base import Resolved, SchemaType
 from registry.formats.protobuf import FORMAT
 from registry.formats.protobuf_option_scan import Scan, ScanError, UndefinedOption
+from tests.examples import examples
 
 P3 = 'syntax = "proto3";\npackage p;\n'
 P2 = 'syntax = "proto2";\npackage p;\n'
@@ -267,7 +268,7 @@ PIECES = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(PIECES, max_size=40).map(" ".join))
 @example("option (x) = '\\x';")  # a truncated escape
 @example('message M { int32 a = 1 [(x) = "\\u12"]; }')

@@ -20,8 +20,9 @@ from registry.formats.protobuf_wire import (
     read_message_indexes,
     write_message_indexes,
 )
+from tests.examples import examples
 
-FAST = settings(max_examples=200, deadline=None)
+FAST = settings(max_examples=examples(200), deadline=None)
 
 SCHEMA = FORMAT.parse(
     """syntax = "proto3";

@@ -16,6 +16,7 @@ from registry.validate import record_name, subject_for
 from registry.verdicts import FieldRule, RecordRefused, rules_of
 from storage.records import compression
 from storage.topic_config import TopicConfig
+from tests.examples import examples
 from tests.unit.registry.validation_fakes import (
     AVRO,
     AVRO_KEY,
@@ -347,7 +348,7 @@ RECURSIVE_AVSC = json.dumps(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from([17, 50, 60, 70]), st.binary(max_size=64), st.booleans())
 def test_random_payloads_pass_or_are_refused_and_nothing_else(
     schema_id: int, payload: bytes, prefixed: bool
