@@ -29,7 +29,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * Apache Kafka's Java producer and consumer, driven by the tests in tests/java: one scenario per run, its
  * parameters as key=value arguments, its result as one JSON object on stdout (errors as {"error": ...} with
  * the exception's class and message), so that the same run can be pointed at Strata and at the reference
- * broker and the two answers compared.
+ * broker and the two answers compared. {@code serve} runs scenarios read from stdin in one JVM (below).
  *
  * <pre>
  *   produce  bootstrap topic count [compression=none] [idempotence=true] [partition=-1] [base_ts=now]
@@ -41,6 +41,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   admin-create bootstrap topic partitions
  *   streams  bootstrap app count [timeout_ms=60000] [guarantee=at_least_once]   (StreamsCount)
  *   txn-produce bootstrap topic txn_id [committed=5] [aborted=3]   (Transactions)
+ *   serve    (then one scenario per line of stdin, tab-separated)
  * </pre>
  */
 public final class Clients {
@@ -48,34 +49,61 @@ public final class Clients {
 
     private Clients() {}
 
+    /** Marks an answer line in ``serve`` mode, where the clients' own output shares stdout. */
+    static final String ANSWER = "@answer ";
+
     public static void main(String[] args) throws Exception {
+        if (args.length > 0 && args[0].equals("serve")) {
+            serve();
+        } else {
+            System.out.println(JSON.writeValueAsString(run(args)));
+            System.out.flush();
+        }
+        System.exit(0);
+    }
+
+    /**
+     * One scenario per line of stdin (its arguments separated by tabs), each answer on one line of stdout
+     * after {@link #ANSWER}, until stdin closes: one JVM serves a test process's scenarios, which spares
+     * each scenario the JVM's start and the loading of Kafka's classes. Each scenario closes the clients
+     * it opened, so none sees another's.
+     */
+    static void serve() throws Exception {
+        java.io.BufferedReader in = new java.io.BufferedReader(
+                new java.io.InputStreamReader(System.in, java.nio.charset.StandardCharsets.UTF_8));
+        for (String line = in.readLine(); line != null; line = in.readLine()) {
+            if (!line.isEmpty()) {
+                System.out.println(ANSWER + JSON.writeValueAsString(run(line.split("\t", -1))));
+                System.out.flush();
+            }
+        }
+    }
+
+    /** The scenario ``args[0]`` with the key=value options after it; its answer, or its error. */
+    static Object run(String[] args) {
         Map<String, String> opts = new HashMap<>();
         for (int i = 1; i < args.length; i++) {
             int eq = args[i].indexOf('=');
             opts.put(args[i].substring(0, eq), args[i].substring(eq + 1));
         }
-        Object result;
         try {
-            switch (args[0]) {
-                case "produce" -> result = produce(opts);
-                case "consume" -> result = consume(opts);
-                case "times" -> result = times(opts);
-                case "admin" -> result = AdminChecks.run(opts);
-                case "admin-create" -> result = AdminChecks.create(opts);
-                case "streams" -> result = StreamsCount.run(opts);
-                case "txn-produce" -> result = Transactions.produce(opts);
+            return switch (args[0]) {
+                case "produce" -> produce(opts);
+                case "consume" -> consume(opts);
+                case "times" -> times(opts);
+                case "admin" -> AdminChecks.run(opts);
+                case "admin-create" -> AdminChecks.create(opts);
+                case "streams" -> StreamsCount.run(opts);
+                case "txn-produce" -> Transactions.produce(opts);
                 default -> throw new IllegalArgumentException("unknown scenario " + args[0]);
-            }
+            };
         } catch (Exception e) {
             Map<String, Object> error = new LinkedHashMap<>();
             Throwable cause = e.getCause() != null ? e.getCause() : e;
             error.put("error", cause.getClass().getSimpleName());
             error.put("message", String.valueOf(cause.getMessage()));
-            result = error;
+            return error;
         }
-        System.out.println(JSON.writeValueAsString(result));
-        System.out.flush();
-        System.exit(0);
     }
 
     static Properties base(Map<String, String> opts) {
