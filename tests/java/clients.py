@@ -3,10 +3,12 @@ read their one JSON answer. The sources are compiled with the JDK's javac agains
 ``.cache/kafka/classes``, again whenever a source is newer than its class files: under a file lock, since the
 suite's pytest-xdist workers may all ask at once.
 
-A test process sends its scenarios to one JVM (``Clients serve``), started at the first and stopped when the
-process exits: a JVM's start and its loading of Kafka's classes cost more CPU than most scenarios, and the
-suite runs about a hundred. A scenario that overruns its timeout kills that JVM (the next starts another).
-Kafka Streams runs in a JVM of its own each time (its threads and state directory are the JVM's).
+A test process sends its scenarios to one JVM (``Clients serve``), and the runs of Kafka's tools that
+``tool`` makes to another (``Tools``), each started at its first use and stopped when the process exits: a
+JVM's start and its loading of Kafka's classes cost more CPU than most scenarios or tool runs, and the suite
+makes about two hundred. A call that overruns its timeout kills its JVM (the next starts another). Kafka
+Streams runs in a JVM of its own each time (its threads and state directory are the JVM's), and so does
+every tool run through ``kafka.run``: the README's commands are checked as an operator runs them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tests.java import kafka
 SOURCES = Path(__file__).resolve().parent / "src"
 CLASSES = kafka.ROOT / ".cache" / "kafka" / "classes"
 MAIN = "strata.javatests.Clients"
+TOOLS = "strata.javatests.Tools"
 
 
 def compiled() -> Path:
@@ -59,13 +62,13 @@ ANSWER = b"@answer "  # Clients.ANSWER
 OWN_JVM = {"streams"}
 
 
-class _ScenarioJvm:
-    """``Clients serve``: a scenario per line written, an answer per line read."""
+class _ServingJvm:
+    """A JVM that reads a call per line written and answers each with a line read."""
 
-    def __init__(self) -> None:
+    def __init__(self, *command: str) -> None:
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop)
         self._proc = subprocess.Popen(
-            kafka.command(MAIN, "serve", extra_cp=[compiled()]),
+            kafka.command(*command, extra_cp=[compiled()]),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -96,7 +99,7 @@ class _ScenarioJvm:
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     self.stop()
-                    raise RuntimeError(f"{args[0]}: the scenario JVM exited:\n{self._tail(seen)}")
+                    raise RuntimeError(f"{args[0]}: the serving JVM exited:\n{self._tail(seen)}")
                 self._pending += chunk
 
     def _tail(self, seen: list[bytes]) -> str:
@@ -112,32 +115,40 @@ class _ScenarioJvm:
         self._stderr.close()
 
 
-_jvm: _ScenarioJvm | None = None
+_jvms: dict[str, _ServingJvm] = {}  # by main class
 
 
-def _stop_jvm() -> None:
-    global _jvm
-    if _jvm is not None:
-        _jvm.stop()
-        _jvm = None
+def _ask(command: tuple[str, ...], args: list[str], timeout: float) -> Any:
+    assert not any(c in arg for arg in args for c in "\t\n"), args  # the line's separators
+    jvm = _jvms.get(command[0])
+    if jvm is None:
+        jvm = _jvms[command[0]] = _ServingJvm(*command)
+    try:
+        return jvm.ask(args, timeout)
+    except (subprocess.TimeoutExpired, RuntimeError):
+        del _jvms[command[0]]  # stopped: the next call starts another
+        raise
 
 
-atexit.register(_stop_jvm)
+@atexit.register
+def _stop_jvms() -> None:
+    for jvm in _jvms.values():
+        jvm.stop()
+    _jvms.clear()
+
+
+def tool(main_class: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run one of Kafka's tools to its end, as ``kafka.run`` does, in this process's tool JVM."""
+    answer = _ask((TOOLS,), [main_class, *args], timeout)
+    stderr = "\n".join(line for line in answer["stderr"].splitlines() if not line.startswith("SLF4J:"))
+    return subprocess.CompletedProcess([main_class, *args], answer["code"], answer["stdout"], stderr)
 
 
 def scenario(name: str, bootstrap: str, timeout: float = 120, **options: object) -> Any:
     """One scenario's answer: ``name`` with ``bootstrap=...`` and ``options`` as key=value arguments."""
-    global _jvm
     args = [f"bootstrap={bootstrap}", *(f"{k}={v}" for k, v in options.items())]
     if name not in OWN_JVM:
-        assert not any(c in arg for arg in args for c in "\t\n"), args  # the line's separators
-        if _jvm is None:
-            _jvm = _ScenarioJvm()
-        try:
-            return _jvm.ask([name, *args], timeout)
-        except (subprocess.TimeoutExpired, RuntimeError):
-            _jvm = None  # stopped: the next scenario starts another
-            raise
+        return _ask((MAIN, "serve"), [name, *args], timeout)
     cmd = kafka.command(MAIN, name, *args, extra_cp=[compiled()])
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]

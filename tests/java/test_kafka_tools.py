@@ -15,7 +15,7 @@ import pytest
 
 from tests.fixtures.kafka import RunningBroker
 from tests.fixtures.reference_broker import ReferenceBroker
-from tests.java import kafka
+from tests.java import clients, kafka
 from tests.java.clients import scenario
 
 pytestmark = pytest.mark.integration
@@ -39,7 +39,7 @@ def _normalised(text: str) -> str:
 def _both(strata: RunningBroker, reference: ReferenceBroker, tool: str, *args: str) -> tuple[Any, Any]:
     answers = []
     for bootstrap in (strata.bootstrap, reference.bootstrap):
-        done = kafka.run(tool, "--bootstrap-server", bootstrap, *args)
+        done = clients.tool(tool, "--bootstrap-server", bootstrap, *args)
         answers.append((done.returncode, _normalised(done.stdout), done.stderr.strip()))
     return answers[0], answers[1]
 

@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.fixtures.targets import Target, unique
-from tests.java import kafka
+from tests.java import clients, kafka
 from tests.java.clients import scenario
 from tests.kafka.transactions import (
     READ_COMMITTED,
@@ -162,7 +162,7 @@ def table(text: str) -> list[dict[str, str]]:
 
 
 def transactions_tool(target: Target, *args: str) -> subprocess.CompletedProcess[str]:
-    return kafka.run(kafka.TRANSACTIONS, "--bootstrap-server", target.bootstrap, *args)
+    return clients.tool(kafka.TRANSACTIONS, "--bootstrap-server", target.bootstrap, *args)
 
 
 def open_transaction(target: Target, topic: str, txn_id: str) -> Any:
