@@ -33,14 +33,24 @@ class KafkaLoad:
     idempotence: bool = False
 
 
-def _producer_cmds(args: argparse.Namespace, bootstrap: str, topic: str, load: KafkaLoad) -> list[list[str]]:
+def producer_cmds(
+    args: argparse.Namespace, bootstrap: str, topic: str, load: KafkaLoad, seed: int = 1
+) -> list[list[str]]:
+    """The ``load.procs`` generator commands, seeded ``seed``, ``seed + 1``, ..."""
     linger = args.linger_ms if load.linger_ms is None else load.linger_ms
     batch = args.batch_bytes if load.batch_bytes is None else load.batch_bytes
     queue = args.queue_mib if load.queue_mib is None else load.queue_mib
     cmds = []
     for i in range(load.procs):
         cmd = module_cmd("bench.kafka_loadgen", "produce", "--bootstrap", bootstrap, "--topic", topic)
-        cmd += ["--compression", load.compression, "--instances", str(load.instances), "--seed", str(i + 1)]
+        cmd += [
+            "--compression",
+            load.compression,
+            "--instances",
+            str(load.instances),
+            "--seed",
+            str(seed + i),
+        ]
         cmd += ["--value-bytes", str(args.value_bytes), "--value-kind", args.value_kind]
         cmd += ["--linger-ms", str(linger), "--batch-bytes", str(batch), "--queue-mib", str(queue)]
         cmd += ["--rate-mib", str(load.rate_mib / load.procs), "--duration", str(load.duration)]
@@ -62,7 +72,7 @@ def run_producers(
     on_window_end: loadrun.Hook = None,
 ) -> dict[str, Any]:
     """``load.procs`` producer processes with one window; their results merged."""
-    with loadrun.generators(_producer_cmds(args, bootstrap, topic, load), "strata-kloadgen-") as (
+    with loadrun.generators(producer_cmds(args, bootstrap, topic, load), "strata-kloadgen-") as (
         popens,
         outs,
     ):
