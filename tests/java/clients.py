@@ -5,8 +5,8 @@ suite's pytest-xdist workers may all ask at once.
 
 A test process sends its scenarios to one JVM (``Clients serve``), and the runs of Kafka's tools that
 ``tool`` makes to another (``Tools``), each started at its first use and stopped when the process exits: a
-JVM's start and its loading of Kafka's classes cost more CPU than most scenarios or tool runs, and the suite
-makes about two hundred. A call that overruns its timeout kills its JVM (the next starts another). Kafka
+JVM's start and its loading of Kafka's classes cost more CPU than most scenarios or tool runs. A call that
+overruns its timeout, or finds its JVM gone, stops that JVM, and the next call starts another. Kafka
 Streams runs in a JVM of its own each time (its threads and state directory are the JVM's), and so does
 every tool run through ``kafka.run``: the README's commands are checked as an operator runs them.
 """
@@ -78,8 +78,11 @@ class _ServingJvm:
     def ask(self, args: list[str], timeout: float) -> Any:
         assert self._proc.stdin is not None
         assert self._proc.stdout is not None
-        self._proc.stdin.write(("\t".join(args) + "\n").encode())
-        self._proc.stdin.flush()
+        try:
+            self._proc.stdin.write(("\t".join(args) + "\n").encode())
+            self._proc.stdin.flush()
+        except BrokenPipeError:
+            raise self._gone(args[0], []) from None
         deadline = time.monotonic() + timeout
         seen: list[bytes] = []  # the clients' own output, for the error
         fd = self._proc.stdout.fileno()
@@ -98,24 +101,41 @@ class _ServingJvm:
             if select.select([fd], [], [], left)[0]:
                 chunk = os.read(fd, 65536)
                 if not chunk:
-                    self.stop()
-                    raise RuntimeError(f"{args[0]}: the serving JVM exited:\n{self._tail(seen)}")
+                    raise self._gone(args[0], seen)
                 self._pending += chunk
 
-    def _tail(self, seen: list[bytes]) -> str:
+    def _gone(self, call: str, seen: list[bytes]) -> RuntimeError:
+        """The JVM exited: stopped here, and the error names the call and ends with the JVM's output."""
         self._stderr.seek(0)
         err = self._stderr.read().decode(errors="replace")
         out = b"\n".join(seen).decode(errors="replace")
-        return f"{out[-2000:]}\n{err[-3000:]}"
+        self.stop()
+        return RuntimeError(f"{call}: the serving JVM exited:\n{out[-2000:]}\n{err[-3000:]}")
+
+    def kill(self) -> None:
+        """Kill the JVM and wait for it, leaving this object to find it gone (for the harness's test)."""
+        self._proc.kill()
+        self._proc.wait()
 
     def stop(self) -> None:
         if self._proc.poll() is None:
             self._proc.kill()
         self._proc.wait()
+        for pipe in (self._proc.stdin, self._proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except BrokenPipeError:
+                    pass  # stdin's last line could not reach a JVM that had exited
         self._stderr.close()
 
 
 _jvms: dict[str, _ServingJvm] = {}  # by main class
+
+
+def serving_jvm(main_class: str) -> _ServingJvm | None:
+    """This process's serving JVM of ``main_class``, if one is running."""
+    return _jvms.get(main_class)
 
 
 def _ask(command: tuple[str, ...], args: list[str], timeout: float) -> Any:

@@ -12,6 +12,7 @@ import pytest
 
 from tests.fixtures.kafka import RunningBroker
 from tests.fixtures.reference_broker import ReferenceBroker
+from tests.java import clients
 from tests.java.clients import scenario
 
 pytestmark = pytest.mark.integration
@@ -116,3 +117,19 @@ def test_the_admin_client(strata: RunningBroker, reference_broker: ReferenceBrok
     assert strata_answer["cluster"] == {"nodes": 1, "controller": True}
     # Every step's answer, configs with their sources included, is the reference broker's.
     assert strata_answer == kafka_answer
+
+
+def test_a_scenario_jvm_that_died_is_reported_then_replaced() -> None:
+    """The test processes' serving JVM (tests/java/clients.py): a call that finds it gone fails, naming the
+    call, and the next call starts another."""
+    assert scenario("no-such-scenario", "127.0.0.1:1") == {
+        "error": "IllegalArgumentException",
+        "message": "unknown scenario no-such-scenario",
+    }
+    jvm = clients.serving_jvm(clients.MAIN)
+    assert jvm is not None
+    jvm.kill()
+    with pytest.raises(RuntimeError, match="no-such-scenario: the serving JVM exited"):
+        scenario("no-such-scenario", "127.0.0.1:1")
+    assert clients.serving_jvm(clients.MAIN) is None
+    assert scenario("no-such-scenario", "127.0.0.1:1")["error"] == "IllegalArgumentException"
