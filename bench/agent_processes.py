@@ -52,8 +52,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--out", default=None, help="JSON results (default bench/results/agent_processes-<time>.json)")
     args = parser.parse_args(argv)
     args.agents = [int(n) for n in args.agents.split(",") if n]
-    # What kafka_load.producer_cmds reads besides the load: the throughput phases' settings, unused here.
-    args.linger_ms, args.batch_bytes, args.queue_mib = 5.0, 1_000_000, 256
+    # What kafka_load.producer_cmds reads besides the load: librdkafka's batch.size and queue bound as
+    # bench.kafka_bench's defaults set them (linger.ms comes with the load).
+    args.linger_ms, args.batch_bytes, args.queue_mib = 5.0, 1_000_000, 64
     return args
 
 

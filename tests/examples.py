@@ -20,7 +20,7 @@ def examples(full: int) -> int:
     try:
         scale = float(raw)
     except ValueError:
-        raise ValueError(f"STRATA_TEST_EXAMPLE_SCALE must be a positive number, not {raw!r}") from None
-    if scale <= 0:
+        scale = 0.0
+    if not scale > 0:  # not a number, zero, negative or NaN
         raise ValueError(f"STRATA_TEST_EXAMPLE_SCALE must be a positive number, not {raw!r}")
     return max(min(FLOOR, full), round(full * scale))

@@ -160,7 +160,7 @@ def _stop_jvms() -> None:
 def tool(main_class: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run one of Kafka's tools to its end, as ``kafka.run`` does, in this process's tool JVM."""
     answer = _ask((TOOLS,), [main_class, *args], timeout)
-    stderr = "\n".join(line for line in answer["stderr"].splitlines() if not line.startswith("SLF4J:"))
+    stderr = kafka.without_slf4j(answer["stderr"])
     return subprocess.CompletedProcess([main_class, *args], answer["code"], answer["stdout"], stderr)
 
 

@@ -96,8 +96,13 @@ def run(
         timeout=timeout,
         check=False,
     )
-    done.stderr = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("SLF4J:"))
+    done.stderr = without_slf4j(done.stderr)
     return done
+
+
+def without_slf4j(stderr: str) -> str:
+    """A tool's stderr without SLF4J's no-binding notice (Kafka's jars bring no logging backend)."""
+    return "\n".join(line for line in stderr.splitlines() if not line.startswith("SLF4J:"))
 
 
 def main(argv: list[str]) -> int:

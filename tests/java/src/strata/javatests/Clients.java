@@ -54,7 +54,7 @@ public final class Clients {
 
     public static void main(String[] args) throws Exception {
         if (args.length > 0 && args[0].equals("serve")) {
-            serve();
+            serve(Clients::run);
         } else {
             System.out.println(JSON.writeValueAsString(run(args)));
             System.out.flush();
@@ -63,17 +63,18 @@ public final class Clients {
     }
 
     /**
-     * One scenario per line of stdin (its arguments separated by tabs), each answer on one line of stdout
-     * after {@link #ANSWER}, until stdin closes: one JVM serves a test process's scenarios, which spares
-     * each scenario the JVM's start and the loading of Kafka's classes. Each scenario closes the clients
-     * it opened, so none sees another's.
+     * One call per line of stdin (its arguments separated by tabs), each answer from {@code call} on one
+     * line of stdout after {@link #ANSWER}, until stdin closes: one JVM serves a test process's scenarios
+     * (or, from {@link Tools}, its tool runs), which spares each the JVM's start and the loading of Kafka's
+     * classes. Each scenario closes the clients it opened, so none sees another's.
      */
-    static void serve() throws Exception {
+    static void serve(java.util.function.Function<String[], Object> call) throws Exception {
         java.io.BufferedReader in = new java.io.BufferedReader(
                 new java.io.InputStreamReader(System.in, java.nio.charset.StandardCharsets.UTF_8));
         for (String line = in.readLine(); line != null; line = in.readLine()) {
             if (!line.isEmpty()) {
-                System.out.println(ANSWER + JSON.writeValueAsString(run(line.split("\t", -1))));
+                Object answer = call.apply(line.split("\t", -1));
+                System.out.println(ANSWER + JSON.writeValueAsString(answer));
                 System.out.flush();
             }
         }

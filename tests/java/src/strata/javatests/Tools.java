@@ -1,9 +1,6 @@
 package strata.javatests;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
-import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
-import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.io.PrintWriter;
 import java.io.StringWriter;
@@ -24,8 +21,6 @@ import org.apache.kafka.common.utils.internals.Exit;
  * stays the one a JVM would give, but its stderr may hold an extra message.
  */
 public final class Tools {
-    private static final ObjectMapper JSON = new ObjectMapper();
-
     private Tools() {}
 
     /** A tool's call of Exit.exit or Exit.halt. */
@@ -45,35 +40,34 @@ public final class Tools {
         Exit.setHaltProcedure((code, message) -> {
             throw new ToolExit(code);
         });
+        Clients.serve(Tools::runCaptured);
+        System.exit(0);
+    }
+
+    /** One tool run, {@code parts[0]} its main class: its exit code and what it printed. */
+    private static Object runCaptured(String[] parts) {
         PrintStream out = System.out;
         PrintStream err = System.err;
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        for (String line = in.readLine(); line != null; line = in.readLine()) {
-            if (line.isEmpty()) {
-                continue;
-            }
-            String[] parts = line.split("\t", -1);
-            ByteArrayOutputStream toolOut = new ByteArrayOutputStream();
-            ByteArrayOutputStream toolErr = new ByteArrayOutputStream();
-            System.setOut(new PrintStream(toolOut, true, StandardCharsets.UTF_8));
-            System.setErr(new PrintStream(toolErr, true, StandardCharsets.UTF_8));
-            int code;
-            try {
-                code = run(parts[0], Arrays.copyOfRange(parts, 1, parts.length));
-            } finally {
-                System.out.flush();
-                System.err.flush();
-                System.setOut(out);
-                System.setErr(err);
-            }
-            Map<String, Object> answer = new LinkedHashMap<>();
-            answer.put("code", code);
-            answer.put("stdout", toolOut.toString(StandardCharsets.UTF_8));
-            answer.put("stderr", toolErr.toString(StandardCharsets.UTF_8));
-            out.println(Clients.ANSWER + JSON.writeValueAsString(answer));
-            out.flush();
+        ByteArrayOutputStream toolOut = new ByteArrayOutputStream();
+        ByteArrayOutputStream toolErr = new ByteArrayOutputStream();
+        System.setOut(new PrintStream(toolOut, true, StandardCharsets.UTF_8));
+        System.setErr(new PrintStream(toolErr, true, StandardCharsets.UTF_8));
+        int code;
+        try {
+            code = run(parts[0], Arrays.copyOfRange(parts, 1, parts.length));
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("no tool " + parts[0], e);  // ends the serving JVM, as before
+        } finally {
+            System.out.flush();
+            System.err.flush();
+            System.setOut(out);
+            System.setErr(err);
         }
-        System.exit(0);
+        Map<String, Object> answer = new LinkedHashMap<>();
+        answer.put("code", code);
+        answer.put("stdout", toolOut.toString(StandardCharsets.UTF_8));
+        answer.put("stderr", toolErr.toString(StandardCharsets.UTF_8));
+        return answer;
     }
 
     private static int run(String mainClass, String[] args) throws ReflectiveOperationException {
