@@ -33,6 +33,13 @@ accepted only if every check Kafka's broker makes on it (LogValidator) holds her
   and the caller checks the partition again in the check threads (broker/handlers/produce.py). A topic
   without validation gets no check at all.
 
+A partition whose batches are all stored as sent (CreateTime, ``compression.type`` producer or
+uncompressed, no schema validation) and are what a well-behaved producer sends (uncompressed, every rule
+above holding, maxTimestamp right) is checked in one call to storage/_recordcheck.c ``plain_batches``,
+which builds no header object: that runs once per partition of every Produce request, on the event loop.
+Anything else takes the careful path below, which is the authority on every refusal and its message;
+tests/unit/test_plain_batches.py holds the two to the same result on any bytes and config.
+
 A batch that only passes its CRC is never stored: a record no reader can decode would stop every reader
 of its partition at its offset. Checking a compressed batch costs its decompression, which the Kafka door
 runs off the event loop (``broker/handlers/produce.py``), so that a small batch inflating to tens of MiB
@@ -60,13 +67,14 @@ view into the request frame):
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from agents.buffer import PartitionBatch
-from agents.encode import check_timestamp
+from agents.encode import MAX_TIMESTAMP_MS, check_timestamp
 from broker import errors
 from registry.verdicts import RecordRefused, SchemaValidator, Tally, rules_of
 from storage import records
+from storage._recordcheck import any_compressed, plain_batches
 from storage.errors import CodecError, InvalidRecord, InvalidTimestamp, RecordTooLarge
 from storage.records import compression
 from storage.records.check import check_batch
@@ -141,12 +149,14 @@ def check_batches(
 ) -> list[PartitionBatch]:
     """One PartitionBatch per producer batch in ``data``, or BatchRejected. ``zstd_allowed``: the request's
     version may carry zstd (Produce v7 and later). On a LogAppendTime topic every batch is stamped with
-    ``now_ms``, which is then each PartitionBatch's min and max timestamp. ``schemas``: the topic's schema
-    check (``schema_check``), which may raise Unresolved."""
+    ``now_ms``, then each PartitionBatch's min and max timestamp. ``schemas``: the topic's schema check."""
     view = memoryview(data)
     end = len(view)
     append_time = now_ms if config.log_append_time else None
     target = config.compression_codec
+    as_sent = not (config.log_append_time or target or schemas)  # then perhaps the fast path
+    if as_sent and (plain := _plain(topic, partition, view, config, now_ms)) is not None:
+        return plain
     compacted = config.compacted
     max_bytes = config.max_message_bytes
     max_record_bytes = config.max_decompressed_message_bytes
@@ -210,6 +220,22 @@ def check_batches(
     return out
 
 
+def _plain(
+    topic: str, partition: int, view: memoryview, config: TopicConfig, now_ms: int
+) -> list[PartitionBatch] | None:
+    """The batches of a partition stored exactly as sent, checked at once by storage/_recordcheck.c; None
+    when one is anything but what a well-behaved producer sends, and ``check_batches``' loop decides."""
+    lowest = max(0, now_ms - config.message_timestamp_before_max_ms)
+    highest = min(MAX_TIMESTAMP_MS, now_ms + config.message_timestamp_after_max_ms)
+    plain = plain_batches(view, config.compacted, config.max_message_bytes, lowest, highest)
+    if plain is None:
+        return None
+    return [
+        PartitionBatch(topic, partition, view[at : at + size], count, low, high, pid, epoch, seq, txn)
+        for at, size, count, low, high, pid, epoch, seq, txn in plain
+    ]
+
+
 def _check_header(header: records.BatchHeader, max_bytes: int) -> None:
     """The rules on a batch's header fields: no transactions, offsets 0..n-1, the size, producer fields."""
     if header.attributes & CONTROL:
@@ -271,22 +297,10 @@ def _rewritten(
     return records.stamp_log_append_time(batch, header, append_time)
 
 
-def _headers(data: bytes | memoryview) -> Iterator[tuple[int, int]]:
-    """(position, attributes) of each batch in ``data``, from the headers alone; stops at a length the
-    codec will report."""
-    pos = 0
-    while pos + records.RECORD_BATCH_OVERHEAD <= len(data):
-        (attributes,) = _ATTRIBUTES.unpack_from(data, pos + _ATTRIBUTES_AT)
-        yield pos, attributes
-        (length,) = struct.unpack_from(">i", data, pos + 8)
-        if length <= 0:
-            return
-        pos += records.LOG_OVERHEAD + length
-
-
-def codecs_in(data: bytes | memoryview) -> set[int]:
-    """The compression codecs of the batches in ``data``, from their headers alone."""
-    return {attributes & COMPRESSION_MASK for _, attributes in _headers(data)}
+def has_compressed(data: bytes | memoryview) -> bool:
+    """Whether a batch header in ``data`` names a codec other than none, read from the headers alone: what
+    decides that a request is checked off the event loop (storage/_recordcheck.c ``any_compressed``)."""
+    return any_compressed(data)
 
 
 def _precheck(view: memoryview, pos: int, zstd_allowed: bool) -> int:

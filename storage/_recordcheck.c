@@ -38,10 +38,29 @@ schema_refs(buffer, start, end, count, last_delta, key, header, indexes, each)
     With ``each`` there is one tuple per non-null field; without, one per run: a record whose (kind, ref,
     indexes) equal the previous non-null record's adds nothing, so a batch of one schema costs one tuple.
     The walk stops after the first BAD tuple: no later record can be the first to fail.
+plain_batches(buffer, compacted, max_bytes, lowest_ts, highest_ts)
+    the produce path's fast path for batches stored exactly as sent (broker/batches.py): every batch of a
+    partition's bytes checked at once, header and records, without building a header object. It gives a
+    list of (start, size, count, smallest, largest, producer_id, epoch, base_sequence, transactional), one
+    per batch (producer_id below -1 given as -1, Kafka's "no producer"), only when every batch is what a
+    well-behaved producer sends: magic 2, uncompressed, not control, the LogAppendTime bit clear, a length
+    inside the bytes, its CRC-32C right, 1..n records at relative offsets 0..n-1 that check_records finds
+    valid with the header's maxTimestamp right, at most ``max_bytes`` bytes, a producer id with an epoch
+    and sequence >= 0 (and a transactional batch with one), every record timestamp within
+    [lowest_ts, highest_ts]. Anything else, and an empty buffer, gives None: the caller then takes its
+    careful path, which is the authority on every refusal and its message (tests/unit/test_plain_batches.py
+    holds the two to the same result). It keeps the GIL: it runs on the event loop for one request's
+    partition, and releasing the GIL there would hand it to another thread for a switch interval.
+
+any_compressed(buffer)
+    whether a batch header in ``buffer`` names a codec other than none, read from the headers alone (the
+    attributes of each whole header, stepping by its length field, stopping at a length <= 0): what
+    broker/batches.py ``codecs_in`` finds, without the set.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "_crc32c.h"
 #include "_recordread.h"
 
 /* Verdicts; storage/records/check.py names them. */
@@ -313,12 +332,137 @@ static PyObject *schema_refs(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* --- plain_batches and any_compressed ------------------------------------------------------------------ */
+
+#define BATCH_OVERHEAD 61 /* storage/records/codec.py RECORD_BATCH_OVERHEAD */
+#define LOG_OVERHEAD 12
+#define CRC_START 21
+#define MIN_RECORD_SIZE 7
+#define ATTR_CODEC 0x07
+#define ATTR_LOG_APPEND_TIME 0x08
+#define ATTR_TRANSACTIONAL 0x10
+#define ATTR_CONTROL 0x20
+
+static int64_t be64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static int32_t be32(const uint8_t *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+static int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
+
+typedef struct {
+    Py_ssize_t size;
+    int64_t count, smallest, largest, producer_id, base_sequence;
+    int epoch, transactional;
+} PlainBatch;
+
+/* The batch at buf[pos..len): 1 and *out filled when it is plain (see plain_batches above), else 0. */
+static int plain_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t len, int compacted, int64_t max_bytes,
+                       int64_t lowest, int64_t highest, PlainBatch *out) {
+    const uint8_t *h = buf + pos;
+    Py_ssize_t remaining = len - pos;
+    if (remaining < BATCH_OVERHEAD || h[16] != 2)
+        return 0;
+    int64_t size = (int64_t)LOG_OVERHEAD + be32(h + 8);
+    int attributes = be16(h + 21);
+    if (size < BATCH_OVERHEAD || size > remaining || size > max_bytes)
+        return 0;
+    if (attributes & (ATTR_CODEC | ATTR_LOG_APPEND_TIME | ATTR_CONTROL))
+        return 0;
+    int64_t last_delta = be32(h + 23), count = be32(h + 57);
+    int64_t producer_id = be64(h + 43), base_sequence = be32(h + 53);
+    int epoch = be16(h + 51);
+    if (count < 1 || last_delta != count - 1 || count * MIN_RECORD_SIZE > size - BATCH_OVERHEAD)
+        return 0;
+    if (producer_id >= 0 ? (base_sequence < 0 || epoch < 0) : (attributes & ATTR_TRANSACTIONAL) != 0)
+        return 0;
+    if (crc32c_update(0, h + CRC_START, (size_t)(size - CRC_START)) != (uint32_t)be32(h + 17))
+        return 0;
+    int64_t index, smallest, largest;
+    if (check(buf, pos + BATCH_OVERHEAD, pos + size, count, last_delta, be64(h + 27), be64(h + 35), compacted,
+              &index, &smallest, &largest) != RC_OK)
+        return 0;
+    if (smallest < lowest || largest > highest)
+        return 0;
+    out->size = (Py_ssize_t)size;
+    out->count = count;
+    out->smallest = smallest;
+    out->largest = largest;
+    out->producer_id = producer_id < -1 ? -1 : producer_id;
+    out->base_sequence = base_sequence;
+    out->epoch = epoch;
+    out->transactional = (attributes & ATTR_TRANSACTIONAL) != 0;
+    return 1;
+}
+
+static PyObject *plain_batches(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    int compacted;
+    long long max_bytes, lowest, highest;
+    if (!PyArg_ParseTuple(args, "y*pLLL", &view, &compacted, &max_bytes, &lowest, &highest))
+        return NULL;
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    PyObject *out = PyList_New(0);
+    Py_ssize_t pos = 0;
+    while (out != NULL && pos < view.len) {
+        PlainBatch b;
+        if (!plain_batch(buf, pos, view.len, compacted, max_bytes, lowest, highest, &b)) {
+            Py_CLEAR(out);
+            PyBuffer_Release(&view);
+            Py_RETURN_NONE;
+        }
+        PyObject *item = Py_BuildValue("(nnLLLLiLO)", pos, b.size, (long long)b.count, (long long)b.smallest,
+                                       (long long)b.largest, (long long)b.producer_id, b.epoch,
+                                       (long long)b.base_sequence, b.transactional ? Py_True : Py_False);
+        if (item == NULL || PyList_Append(out, item) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(item);
+        pos += b.size;
+    }
+    PyBuffer_Release(&view);
+    if (out != NULL && PyList_GET_SIZE(out) == 0) {
+        Py_DECREF(out);
+        Py_RETURN_NONE; /* no batch at all: the careful path says so */
+    }
+    return out;
+}
+
+static PyObject *any_compressed(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    int found = 0;
+    Py_ssize_t pos = 0;
+    while (pos + BATCH_OVERHEAD <= view.len) {
+        if (be16(buf + pos + 21) & ATTR_CODEC) {
+            found = 1;
+            break;
+        }
+        int32_t length = be32(buf + pos + 8);
+        if (length <= 0)
+            break;
+        pos += LOG_OVERHEAD + (Py_ssize_t)length;
+    }
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(found);
+}
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS,
      "check_records(buffer, start, end, count, last_delta, base_ts, max_ts, compacted)"
      " -> (verdict, index, smallest_ts, largest_ts)"},
     {"schema_refs", schema_refs, METH_VARARGS,
      "schema_refs(buffer, start, end, count, last_delta, key, header, indexes, each) -> (refs, nulls)"},
+    {"plain_batches", plain_batches, METH_VARARGS,
+     "plain_batches(buffer, compacted, max_bytes, lowest_ts, highest_ts) -> list of batch tuples, or None"},
+    {"any_compressed", any_compressed, METH_O, "any_compressed(buffer) -> bool"},
     {NULL, NULL, 0, NULL},
 };
 

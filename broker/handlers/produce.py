@@ -38,7 +38,7 @@ from agents.buffer import ProduceRequest as AgentRequest
 from agents.offsets import FIRST_RECORD, RecordOffsets
 from agents.permissions import KAFKA, TOPIC, TRANSACTIONAL_ID, ApiKey
 from broker import errors
-from broker.batches import BatchRejected, check_batches, codecs_in, schema_check
+from broker.batches import BatchRejected, check_batches, has_compressed, schema_check
 from broker.budget import Answer
 from broker.context import BrokerContext
 from broker.produce_codec import ProduceRequest, TopicData, encode_response
@@ -81,7 +81,7 @@ def has_compressed_batches(req: ProduceRequest) -> bool:
     (``check_off_loop``), read from the batch headers alone."""
     for topic_data in req.topic_data:
         for pdata in topic_data.partition_data:
-            if pdata.records and codecs_in(pdata.records) - {0}:
+            if pdata.records and has_compressed(pdata.records):
                 return True
     return False
 
