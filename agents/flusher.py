@@ -251,14 +251,19 @@ class Flusher:
             if deleted and any(chunk_index in deleted for chunk_index, _ in span):
                 req.future.set_exception(UnknownTopic(f"topic {req.topic!r} was deleted during produce"))
                 continue
-            req.future.set_result(
-                RecordOffsets(
+            if len(span) == 1:  # a Kafka request's partition: one batch, mostly (no comprehensions)
+                ((c, start),) = span
+                offsets = RecordOffsets(
+                    [partition_of[c]], [bases[c] + start], req.request.order, [log_starts[c]]
+                )
+            else:
+                offsets = RecordOffsets(
                     [partition_of[c] for c, _ in span],
                     [bases[c] + start for c, start in span],
                     req.request.order,
                     [log_starts[c] for c, _ in span],
                 )
-            )
+            req.future.set_result(offsets)
 
 
 def _placements(spans: list[tuple[int, int]], order: Order) -> list[tuple[int, int]]:

@@ -90,6 +90,9 @@ class BuiltFile:
         """(chunk index, relative offset in the chunk of its first record) of each batch of request
         ``index``, whose batches are ``batches``: per batch, never per record (agents/offsets.py)."""
         starts = self.starts[index]
+        if len(batches) == 1:  # a Kafka request's partition, mostly: no comprehension
+            batch = batches[0]
+            return [(self.index_of[(batch.topic, batch.partition)], starts[0])]
         return [(self.index_of[(batch.topic, batch.partition)], starts[b]) for b, batch in enumerate(batches)]
 
     def rebase(self, requests: list[list[PartitionBatch]], body: bytes) -> None:

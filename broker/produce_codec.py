@@ -254,6 +254,8 @@ def encode_response(
     """The whole response frame, size included. Runs once per answered Produce request, on the loop."""
     flexible = version >= FLEXIBLE_FROM
     tags = b"\x00" if flexible else b""
+    # What nearly every partition answers with from v8 on: no record errors, no error message.
+    no_errors, null = (b"\x01", b"\x00") if flexible else (wire.EMPTY_ARRAY_CLASSIC, wire.NULL_CLASSIC)
     # Response header: correlation id, then (v1, flexible versions) an empty tagged-field section.
     parts: list[bytes] = [_I32.pack(correlation_id), tags, wire.count(len(topics), flexible)]
     append = parts.append
@@ -270,12 +272,15 @@ def encode_response(
             else:
                 append(_PARTITION_V3.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms))
             if version >= 8:
-                append(wire.count(len(p.record_errors), flexible))
-                for batch_index, message in p.record_errors:
-                    append(_I32.pack(batch_index))
-                    append(wire.string(message, flexible))
-                    append(tags)
-                append(wire.string(p.error_message, flexible))
+                if p.record_errors:
+                    append(wire.count(len(p.record_errors), flexible))
+                    for batch_index, message in p.record_errors:
+                        append(_I32.pack(batch_index))
+                        append(wire.string(message, flexible))
+                        append(tags)
+                else:
+                    append(no_errors)
+                append(null if p.error_message is None else wire.string(p.error_message, flexible))
             append(tags)
         append(tags)
     append(_THROTTLE)

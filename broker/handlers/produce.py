@@ -131,7 +131,10 @@ async def check_off_loop(ctx: BrokerContext, req: ProduceRequest, topics: Topics
 
 def validates_schemas(topics: Topics) -> bool:
     """Whether a topic of the request validates schemas: its partitions are checked before admission."""
-    return any(isinstance(t, CachedTopic) and t.config.schema_validation for t in topics.values())
+    for t in topics.values():  # noqa: SIM110 (a loop, not a generator: once per Produce request)
+        if isinstance(t, CachedTopic) and t.config.schema_validation:
+            return True
+    return False
 
 
 def check_on_loop(ctx: BrokerContext, req: ProduceRequest, topics: Topics) -> Checked | None:
@@ -242,8 +245,13 @@ class PendingAnswer:
         self.clock = ctx.clock
         self._latency = ctx.agent.metrics.kafka_produce_latency
         self._started = self.clock.monotonic()
-        self.waiting = sum(1 for r in results if r.future is not None and not r.future.done())
-        self.idempotent = any(r.idempotent for r in results)
+        # Loops, not generators: this runs once per waiting Produce request.
+        waiting, idempotent = 0, False
+        for r in results:
+            if r.future is not None and not r.future.done():
+                waiting += 1
+            idempotent = idempotent or r.idempotent
+        self.waiting, self.idempotent = waiting, idempotent
 
     def settled(self, _: object) -> None:
         self.waiting -= 1
@@ -381,7 +389,8 @@ def _settle(results: list[_PartitionResult]) -> None:
             result.error_code, result.error_message = errors.kafka_error(exc), exc.message
         else:
             offsets = future.result()
-            [(_, result.base_offset)] = offsets
+            assert len(offsets) == 1  # the Kafka door asks for its partition's first record only
+            _, result.base_offset = offsets[0]
             result.log_append_time_ms = result.append_time
             if offsets.log_starts:
                 result.log_start_offset = offsets.log_starts[0]
