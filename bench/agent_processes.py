@@ -4,13 +4,18 @@
     python -m bench.agent_processes --agents 1,2 --rate-mib 2 --duration 1 --warmup 0.5   # smoke run
 
 The load is the latency phase's: ``--producers`` librdkafka processes (bench/kafka_loadgen.py, default 2),
-1 KiB values, linger.ms 5, uncompressed, ``--rate-mib`` in all at a fixed rate, to one low-latency topic
-of ``--partitions`` partitions (32). It runs once per count N of ``--agents``, each time against N fresh
-``strata serve --role agent`` processes sharing one data directory (its local bucket and SQLite metadata),
-each the only broker at its own port, as agents behind one load-balanced address are; producer i talks to
-agent i mod N. Reported per N: MiB/s acknowledged in the window, ack p50 / p99 of every record produced
-in it (librdkafka's ``Message.latency()``), the ProduceRequests sent, the agents' CPU in all and the
-generators' (cores, /proc over the window), and the PUTs a second summed over the agents' /metrics.
+1 KiB values, linger.ms 5, uncompressed, ``--rate-mib`` in all at a fixed rate, to one topic of
+``--partitions`` partitions (32), low-latency unless ``--flush-class standard``. It runs once per count N
+of ``--agents``, each time against N fresh ``strata serve --role agent`` processes sharing one data
+directory (its local bucket and SQLite metadata), each the only broker at its own port, as agents behind
+one load-balanced address are; producer i talks to agent i mod N. Reported per N: MiB/s acknowledged in
+the window, ack p50 / p99 of every record produced in it (librdkafka's ``Message.latency()``), the
+ProduceRequests sent, the agents' CPU in all and the generators' (cores, /proc over the window), the
+agents' CPU per request, and the PUTs a second summed over the agents' /metrics.
+
+The CPU per request compares trees (``--tree``) only with ``--flush-class standard``: a standard topic
+flushes on its timer, while a low-latency agent cuts a flush whenever the one before has committed, so
+it spends whatever CPU is left on flushes.
 
 What it asks: how far processes would take the low-latency class here. An agent serves every connection
 on one event loop, which a load of small requests saturates (librdkafka sends a ProduceRequest per
@@ -49,6 +54,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--value-bytes", type=int, default=1024)
     add("--value-kind", choices=["text", "random"], default="text")
     add("--tree", default=str(ROOT), help="the tree the agents run from")
+    add(
+        "--flush-class",
+        choices=["low-latency", "standard"],
+        default="low-latency",
+        help="the topic's strata.flush.class; standard flushes on its timer, so the agents' CPU per request"
+        " is comparable between trees (a low-latency agent flushes as often as its CPU allows)",
+    )
     add("--out", default=None, help="JSON results (default bench/results/agent_processes-<time>.json)")
     args = parser.parse_args(argv)
     args.agents = [int(n) for n in args.agents.split(",") if n]
@@ -67,7 +79,7 @@ def start_agents(args: argparse.Namespace, workdir: Path, count: int) -> list[Ag
             agents.append(start_agent(spec, workdir, f"agent{i}", data_name="data"))
             if i == 0:  # before the others start: one creates the topic, then every one can read it
                 metrics.create_topics(
-                    agents[0].url, [TOPIC], args.partitions, {"strata.flush.class": "low-latency"}
+                    agents[0].url, [TOPIC], args.partitions, {"strata.flush.class": args.flush_class}
                 )
     except BaseException:
         for agent in agents:
@@ -105,6 +117,10 @@ def run_once(args: argparse.Namespace, count: int) -> dict[str, Any]:
     cores = cpu.cores()
     merged["agents"] = count
     merged["agents_cpu_cores"] = round(sum(cores[f"agent{i}"] for i in range(count)), 2)
+    # librdkafka counts the requests of the whole run, warm-up included; at a fixed rate the window holds
+    # its share of them (the drain after it sends little).
+    in_window = merged["requests_sent"] * args.duration / (args.duration + args.warmup)
+    merged["cpu_us_per_request"] = merged["agents_cpu_cores"] * args.duration / max(in_window, 1) * 1e6
     merged["puts_s"] = (
         sum(metrics.puts(a) - metrics.puts(b) for a, b in zip(after, before, strict=True)) / elapsed
     )
@@ -114,15 +130,15 @@ def run_once(args: argparse.Namespace, count: int) -> dict[str, Any]:
 def table(runs: list[dict[str, Any]], rate: float) -> str:
     lines = [
         f"| agent processes at {rate:g} MiB/s | MiB/s | ack p50 / p99 ms | requests sent"
-        " | agents / generators cores | PUTs/s |",
-        "| --- | --- | --- | --- | --- | --- |",
+        " | agents / generators cores | agent CPU µs per request | PUTs/s |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in runs:
         lat = r["latency_ms"]
         lines.append(
             f"| {r['agents']} | {r['mib_s']:.1f} | {lat['p50']:.1f} / {lat['p99']:.1f}"
             f" | {r['requests_sent']} | {r['agents_cpu_cores']} / {r['loadgen_cpu_cores']}"
-            f" | {r['puts_s']:.1f} |"
+            f" | {r['cpu_us_per_request']:.0f} | {r['puts_s']:.1f} |"
         )
     return "\n".join(lines)
 
@@ -133,7 +149,8 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     runs = []
     for count in args.agents:
-        log(f"{count} agent process(es), {args.producers} producers, {args.rate_mib:g} MiB/s, low-latency")
+        what = f"{args.producers} producers, {args.rate_mib:g} MiB/s, {args.flush_class}"
+        log(f"{count} agent process(es), {what}")
         runs.append(run_once(args, count))
     report["runs"] = runs
     report["elapsed_s"] = round(time.monotonic() - started, 1)
