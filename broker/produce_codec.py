@@ -3,8 +3,10 @@
 Why by hand: profiling the agent at 6,000 small Produce requests a second (bench/kafka_bench.py, latency
 phase) showed its one event-loop thread saturated, and kafka-python's generic decode and encode of Produce
 (header included) took about a fifth of it. Only these hot paths are written by hand; everything else
-stays with kafka-python's generated classes. tests/unit/test_produce_codec.py checks both directions byte
-for byte against kafka-python at every version, and the fuzz tests run this decoder.
+stays with kafka-python's generated classes. The decoder reads the fields in C (broker/_produce.c: as
+straight-line Python it was still a tenth of the loop), the encoder is Python.
+tests/unit/test_produce_codec.py checks both directions byte for byte against kafka-python at every
+version, and the fuzz tests run this decoder.
 
 Request, after the frame size (integers big-endian)::
 
@@ -45,15 +47,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from broker import wire
+from broker import _produce, wire
 from storage.errors import BadRequest
 
 FLEXIBLE_FROM = 9
 
-_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-_HEAD = struct.Struct(">hhi")  # api key, version, correlation id
-_ACKS_TIMEOUT = struct.Struct(">hi")
 _PARTITION = struct.Struct(">ihqqq")  # index, error code, base offset, log append time, log start offset
 _PARTITION_V3 = struct.Struct(">ihqq")  # v3-4: no log start offset
 
@@ -94,141 +93,20 @@ class PartitionResponse:
     log_start_offset: int = -1
 
 
-def _uv(data: bytes | bytearray, pos: int) -> tuple[int, int]:
-    """An unsigned varint at ``pos``: (value, next position). IndexError past the end."""
-    byte = data[pos]
-    if byte < 0x80:  # nearly every length and count in a Produce request
-        return byte, pos + 1
-    value, shift = byte & 0x7F, 7
-    while True:
-        pos += 1
-        byte = data[pos]
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos + 1
-        shift += 7
-        if shift > 28:
-            raise BadRequest("Produce request has a varint longer than 5 bytes")
-
-
-def _skip_tags(data: bytes | bytearray, pos: int) -> int:
-    count, pos = _uv(data, pos)
-    for _ in range(count):
-        _, pos = _uv(data, pos)  # tag
-        size, pos = _uv(data, pos)
-        pos += size
-    return pos
-
-
 def decode_request(frame: bytes | bytearray) -> ProduceRequest:
     """A Produce request frame (after the size). BadRequest on anything that does not fit the schema.
 
-    Straight-line code on purpose (no reader object, lengths checked where bytes are taken): this runs
-    once per Produce request on the event loop. A read past the end raises IndexError or struct.error,
-    turned into BadRequest here.
-    """
+    The fields are read by broker/_produce.c (the layout above); the batches stay views into ``frame``."""
     try:
-        return _decode(frame)
-    except (IndexError, struct.error):
-        raise BadRequest("Produce request truncated") from None
-    except UnicodeDecodeError:
+        version, correlation_id, transactional_id, acks, timeout_ms, topics = _produce.decode(frame)
+    except UnicodeDecodeError:  # before ValueError, its base class
         raise BadRequest("Produce request has a string that is not UTF-8") from None
-
-
-def _decode_head(frame: bytes | bytearray) -> tuple[int, int, str | None, int, int, int]:
-    """The request header and the fields before the topics: version, correlation id, transactional id,
-    acks, timeout, and where the topics start."""
-    end = len(frame)
-    key, version, correlation_id = _HEAD.unpack_from(frame, 0)
-    if key != 0 or not 3 <= version <= 9:
-        raise BadRequest(f"not a Produce request of version 3-9: key {key} version {version}")
-    flexible = version >= FLEXIBLE_FROM
-    (client_id_length,) = _I16.unpack_from(frame, 8)  # a classic nullable string even in header v2
-    if client_id_length < -1:
-        raise BadRequest(f"Produce request has a client id length of {client_id_length}")
-    pos = 10 + max(client_id_length, 0)
-    if flexible:
-        pos = _skip_tags(frame, pos)  # header v2's tagged fields
-        length, pos = _uv(frame, pos)
-        length -= 1
-    else:
-        (length,) = _I16.unpack_from(frame, pos)
-        pos += 2
-    transactional_id: str | None = None
-    if length >= 0:
-        if pos + length > end:
-            raise IndexError
-        transactional_id = frame[pos : pos + length].decode("utf-8")
-        pos += length
-    elif length != -1:
-        raise BadRequest(f"Produce request has a transactional id length of {length}")
-    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, pos)
-    return version, correlation_id, transactional_id, acks, timeout_ms, pos + _ACKS_TIMEOUT.size
-
-
-def _decode(frame: bytes | bytearray) -> ProduceRequest:
-    end = len(frame)
-    view = memoryview(frame)
-    version, correlation_id, transactional_id, acks, timeout_ms, pos = _decode_head(frame)
-    flexible = version >= FLEXIBLE_FROM
-    if flexible:
-        topic_count, pos = _uv(frame, pos)
-        topic_count -= 1
-    else:
-        (topic_count,) = _I32.unpack_from(frame, pos)
-        pos += 4
-    # Every element takes at least one byte: a count past the bytes left is garbage, not a promise.
-    if not 0 <= topic_count <= end - pos:
-        raise BadRequest(f"Produce request has {topic_count} topics")
-    topics = []
-    for _ in range(topic_count):
-        if flexible:
-            length, pos = _uv(frame, pos)
-            length -= 1
-        else:
-            (length,) = _I16.unpack_from(frame, pos)
-            pos += 2
-        if length < 0 or pos + length > end:
-            raise BadRequest(f"Produce request has a topic name length of {length}")
-        topic = TopicData(frame[pos : pos + length].decode("utf-8"))
-        pos += length
-        if flexible:
-            count, pos = _uv(frame, pos)
-            count -= 1
-        else:
-            (count,) = _I32.unpack_from(frame, pos)
-            pos += 4
-        if not 0 <= count <= end - pos:
-            raise BadRequest(f"Produce request has {count} partitions in a topic")
-        partitions = topic.partition_data
-        for _ in range(count):
-            (index,) = _I32.unpack_from(frame, pos)
-            pos += 4
-            if flexible:
-                length, pos = _uv(frame, pos)
-                length -= 1
-            else:
-                (length,) = _I32.unpack_from(frame, pos)
-                pos += 4
-            records: memoryview | None = None
-            if length >= 0:
-                if pos + length > end:
-                    raise IndexError
-                records = view[pos : pos + length]
-                pos += length
-            elif length != -1:
-                raise BadRequest(f"Produce request has a records length of {length}")
-            partitions.append(PartitionData(index, records))
-            if flexible:
-                pos = _skip_tags(frame, pos)
-        if flexible:
-            pos = _skip_tags(frame, pos)
-        topics.append(topic)
-    if flexible:
-        pos = _skip_tags(frame, pos)
-    if pos != end:
-        raise BadRequest(f"Produce request has {end - pos} bytes after its last field")
-    return ProduceRequest(version, correlation_id, transactional_id, int(acks), int(timeout_ms), topics)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    topic_data = [
+        TopicData(name, [PartitionData(index, records) for index, records in parts]) for name, parts in topics
+    ]
+    return ProduceRequest(version, correlation_id, transactional_id, acks, timeout_ms, topic_data)
 
 
 class PartitionResult(Protocol):

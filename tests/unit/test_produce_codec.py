@@ -71,6 +71,39 @@ def test_truncated_or_padded_requests_are_bad_requests(version: int) -> None:
         produce_codec.decode_request(frame + b"\x00")
 
 
+@settings(max_examples=examples(600), deadline=None)
+@given(
+    st.sampled_from(VERSIONS),
+    st.one_of(st.none(), names),
+    topics,
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=3),
+)
+def test_a_changed_request_is_refused_or_read_as_the_library_reads_it(
+    version: int, transactional_id: str | None, data: list, changes: list[tuple[int, int]]
+) -> None:
+    """Bytes changed anywhere (a length, a count, a varint, a name): the decoder refuses them, or reads
+    exactly what kafka-python's generated decoder reads. It never reads a field kafka-python does not."""
+    frame = bytearray(library_request(version, transactional_id, -1, 1000, data))
+    client_id = range(10, 10 + len("codec-test"))  # skipped, never decoded: kafka-python decodes it
+    for at, byte in changes:
+        if (at := at % len(frame)) not in client_id:
+            frame[at] = byte
+    try:
+        got = produce_codec.decode_request(frame)
+    except BadRequest:
+        return
+    library = ProduceRequest.decode(bytes(frame), version=got.API_VERSION, header=True)
+    assert (got.correlation_id, got.transactional_id, got.acks, got.timeout_ms) == (
+        library.header.correlation_id,
+        library.transactional_id,
+        library.acks,
+        library.timeout_ms,
+    )
+    assert [(t.name, [(p.index, p.records) for p in t.partition_data]) for t in got.topic_data] == [
+        (t.name, [(p.index, p.records) for p in t.partition_data]) for t in library.topic_data
+    ]
+
+
 error_messages = st.one_of(st.none(), st.text(max_size=30))
 responses = st.lists(
     st.tuples(
