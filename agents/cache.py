@@ -40,6 +40,8 @@ class ObjectCache:
 
     def make_room(self) -> None:
         """Evict down to ``limit()``: the owner needs the memory back."""
+        if not self._bytes:  # nothing to give back (the produce buffer asks on every reservation)
+            return
         limit = self.limit()
         if self._bytes > limit:
             with self._lock:

@@ -38,7 +38,7 @@ def append_key(request: ProduceRequest) -> AppendKey | None:
         first.producer_id,
         first.producer_epoch,
         first.base_sequence,
-        sum(b.record_count for b in batches),
+        first.record_count if len(batches) == 1 else sum(b.record_count for b in batches),
         request.order,
     )
 

@@ -310,8 +310,8 @@ def _admit_topic(
                 if not isinstance(outcome, list):
                     raise outcome
                 batches = outcome
-            result.idempotent = any(batch.producer_id >= 0 for batch in batches[:1])
-            if req.transactional_id is None and any(batch.transactional for batch in batches):
+            result.idempotent = batches[0].producer_id >= 0  # check_batches gives at least one
+            if req.transactional_id is None and _any_transactional(batches):
                 # As Kafka: transactional records come with the transactional id they are authorized by.
                 result.error_code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                 result.error_message = "transactional batches need the request's transactional id"
@@ -333,6 +333,13 @@ def _admit_topic(
         except StrataError as exc:
             result.error_code, result.error_message = errors.kafka_error(exc), exc.message
     return plan
+
+
+def _any_transactional(batches: list[PartitionBatch]) -> bool:
+    for batch in batches:  # noqa: SIM110 (a loop, not a generator: once per partition of every request)
+        if batch.transactional:
+            return True
+    return False
 
 
 def _check_now(
