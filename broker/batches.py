@@ -227,13 +227,9 @@ def _plain(
     when one is anything but what a well-behaved producer sends, and ``check_batches``' loop decides."""
     lowest = max(0, now_ms - config.message_timestamp_before_max_ms)
     highest = min(MAX_TIMESTAMP_MS, now_ms + config.message_timestamp_after_max_ms)
-    plain = plain_batches(view, config.compacted, config.max_message_bytes, lowest, highest)
-    if plain is None:
-        return None
-    return [
-        PartitionBatch(topic, partition, view[at : at + size], count, low, high, pid, epoch, seq, txn)
-        for at, size, count, low, high, pid, epoch, seq, txn in plain
-    ]
+    return plain_batches(
+        view, config.compacted, config.max_message_bytes, lowest, highest, PartitionBatch, topic, partition
+    )
 
 
 def _check_header(header: records.BatchHeader, max_bytes: int) -> None:

@@ -38,15 +38,16 @@ schema_refs(buffer, start, end, count, last_delta, key, header, indexes, each)
     With ``each`` there is one tuple per non-null field; without, one per run: a record whose (kind, ref,
     indexes) equal the previous non-null record's adds nothing, so a batch of one schema costs one tuple.
     The walk stops after the first BAD tuple: no later record can be the first to fail.
-plain_batches(buffer, compacted, max_bytes, lowest_ts, highest_ts)
+plain_batches(buffer, compacted, max_bytes, lowest_ts, highest_ts, make, topic, partition)
     the produce path's fast path for batches stored exactly as sent (broker/batches.py): every batch of a
     partition's bytes checked at once, header and records, without building a header object. It gives a
-    list of (start, size, count, smallest, largest, producer_id, epoch, base_sequence, transactional), one
-    per batch (producer_id below -1 given as -1, Kafka's "no producer"), only when every batch is what a
-    well-behaved producer sends: magic 2, uncompressed, not control, the LogAppendTime bit clear, a length
-    inside the bytes, its CRC-32C right, 1..n records at relative offsets 0..n-1 that check_records finds
-    valid with the header's maxTimestamp right, at most ``max_bytes`` bytes, a producer id with an epoch
-    and sequence >= 0 (and a transactional batch with one), every record timestamp within
+    list with one ``make(topic, partition, data, count, smallest, largest, producer_id, epoch,
+    base_sequence, transactional)`` per batch (``data`` the batch's slice of ``buffer``, a memoryview then
+    when ``buffer`` is one; producer_id below -1 given as -1, Kafka's "no producer"), only when every batch
+    is what a well-behaved producer sends: magic 2, uncompressed, not control, the LogAppendTime bit clear, a
+    length inside the bytes, its CRC-32C right, 1..n records at relative offsets 0..n-1 that check_records
+    finds valid with the header's maxTimestamp right, at most ``max_bytes`` bytes, a producer id with an
+    epoch and sequence >= 0 (and a transactional batch with one), every record timestamp within
     [lowest_ts, highest_ts]. Anything else, and an empty buffer, gives None: the caller then takes its
     careful path, which is the authority on every refusal and its message (tests/unit/test_plain_batches.py
     holds the two to the same result). It keeps the GIL: it runs on the event loop for one request's
@@ -402,34 +403,65 @@ static int plain_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t len, int c
 }
 
 static PyObject *plain_batches(PyObject *self, PyObject *args) {
-    Py_buffer view;
+    (void)self;
+    PyObject *source, *make, *topic, *partition;
     int compacted;
     long long max_bytes, lowest, highest;
-    if (!PyArg_ParseTuple(args, "y*pLLL", &view, &compacted, &max_bytes, &lowest, &highest))
+    if (!PyArg_ParseTuple(args, "OpLLLOOO", &source, &compacted, &max_bytes, &lowest, &highest, &make, &topic,
+                          &partition))
         return NULL;
-    const uint8_t *buf = (const uint8_t *)view.buf;
-    PyObject *out = PyList_New(0);
-    Py_ssize_t pos = 0;
-    while (out != NULL && pos < view.len) {
-        PlainBatch b;
-        if (!plain_batch(buf, pos, view.len, compacted, max_bytes, lowest, highest, &b)) {
-            Py_CLEAR(out);
-            PyBuffer_Release(&view);
-            Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(source, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    /* Every batch checked before any object is made (None is the rule's exception); most requests hold
+       one batch, so the results live on the stack unless there are more than a few. */
+    PlainBatch local[8], *all = local;
+    Py_ssize_t room = 8, count = 0, pos = 0;
+    PyObject *out = NULL;
+    while (pos < view.len) {
+        if (count == room) {
+            PlainBatch *grown = PyMem_Malloc(sizeof(PlainBatch) * (size_t)room * 2);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            memcpy(grown, all, sizeof(PlainBatch) * (size_t)count);
+            if (all != local)
+                PyMem_Free(all);
+            all = grown;
+            room *= 2;
         }
-        PyObject *item = Py_BuildValue("(nnLLLLiLO)", pos, b.size, (long long)b.count, (long long)b.smallest,
-                                       (long long)b.largest, (long long)b.producer_id, b.epoch,
-                                       (long long)b.base_sequence, b.transactional ? Py_True : Py_False);
-        if (item == NULL || PyList_Append(out, item) < 0)
+        if (!plain_batch((const uint8_t *)view.buf, pos, view.len, compacted, max_bytes, lowest, highest,
+                         &all[count])) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        pos += all[count++].size;
+    }
+    if (count == 0) {
+        out = Py_NewRef(Py_None); /* no batch at all: the careful path says so */
+        goto done;
+    }
+    out = PyList_New(count);
+    pos = 0;
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        PlainBatch *b = &all[i];
+        PyObject *item = NULL, *data = PySequence_GetSlice(source, pos, pos + b->size);
+        if (data != NULL)
+            item = PyObject_CallFunction(make, "OONLLLLiLO", topic, partition, data, (long long)b->count,
+                                         (long long)b->smallest, (long long)b->largest,
+                                         (long long)b->producer_id, b->epoch, (long long)b->base_sequence,
+                                         b->transactional ? Py_True : Py_False);
+        if (item == NULL)
             Py_CLEAR(out);
-        Py_XDECREF(item);
-        pos += b.size;
+        else
+            PyList_SET_ITEM(out, i, item);
+        pos += b->size;
     }
+done:
+    if (all != local)
+        PyMem_Free(all);
     PyBuffer_Release(&view);
-    if (out != NULL && PyList_GET_SIZE(out) == 0) {
-        Py_DECREF(out);
-        Py_RETURN_NONE; /* no batch at all: the careful path says so */
-    }
     return out;
 }
 
@@ -461,7 +493,8 @@ static PyMethodDef methods[] = {
     {"schema_refs", schema_refs, METH_VARARGS,
      "schema_refs(buffer, start, end, count, last_delta, key, header, indexes, each) -> (refs, nulls)"},
     {"plain_batches", plain_batches, METH_VARARGS,
-     "plain_batches(buffer, compacted, max_bytes, lowest_ts, highest_ts) -> list of batch tuples, or None"},
+     "plain_batches(buffer, compacted, max_bytes, lowest_ts, highest_ts, make, topic, partition)"
+     " -> list of make(...) per batch, or None"},
     {"any_compressed", any_compressed, METH_O, "any_compressed(buffer) -> bool"},
     {NULL, NULL, 0, NULL},
 };

@@ -176,6 +176,10 @@ def test_random_bytes_get_what_the_careful_check_gives(data: bytes, config: Topi
     assert _outcome(data, config, careful=False) == _outcome(data, config, careful=True)
 
 
+def _fields(*fields: Any) -> tuple[Any, ...]:
+    return fields
+
+
 def test_a_well_behaved_producers_batches_take_the_fast_path_as_views() -> None:
     records = _record(0, 0, b"k", b"v") + _record(1, 5, b"k", b"w")
     one = _batch(
@@ -189,18 +193,21 @@ def test_a_well_behaved_producers_batches_take_the_fast_path_as_views() -> None:
     )
     data = memoryview(one + one)
     config = TopicConfig.from_overrides({})
-    assert plain_batches(data, False, 1_048_588, 0, 2**62) == [
-        (0, len(one), 2, NOW, NOW + 5, 7, 1, 9, True),
-        (len(one), len(one), 2, NOW, NOW + 5, 7, 1, 9, True),
+    assert plain_batches(data, False, 1_048_588, 0, 2**62, _fields, "t", 5) == [
+        ("t", 5, one, 2, NOW, NOW + 5, 7, 1, 9, True),
+        ("t", 5, one, 2, NOW, NOW + 5, 7, 1, 9, True),
     ]
     first, second = check_batches("t", 0, data, config, NOW)
     assert first.data.obj is data.obj  # not copied
     assert second.data.obj is data.obj
     assert (second.record_count, second.producer_id, second.transactional) == (2, 7, True)
     # What the fast path leaves to the careful one: no batch, a timestamp outside the window, too large.
-    assert plain_batches(b"", False, 1_048_588, 0, 2**62) is None
-    assert plain_batches(data, False, 1_048_588, NOW + 1, 2**62) is None
-    assert plain_batches(data, False, len(one) - 1, 0, 2**62) is None
+    assert plain_batches(memoryview(b""), False, 1_048_588, 0, 2**62, _fields, "t", 5) is None
+    assert plain_batches(data, False, 1_048_588, NOW + 1, 2**62, _fields, "t", 5) is None
+    assert plain_batches(data, False, len(one) - 1, 0, 2**62, _fields, "t", 5) is None
+    many = memoryview(one * 20)  # more batches than the C code keeps on its stack
+    made = plain_batches(many, False, 1_048_588, 0, 2**62, _fields, "t", 5)
+    assert made == [("t", 5, one, 2, NOW, NOW + 5, 7, 1, 9, True)] * 20
 
 
 def _codecs_walk(data: bytes) -> bool:
