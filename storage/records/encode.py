@@ -44,6 +44,9 @@ __all__ = ["batch_of_records", "encode_batch_reference", "set_base_offset"]
 _SMALL_VARINTS: dict[int, bytes] = {n: bytes([((n << 1) ^ (n >> 63)) & 0xFF]) for n in range(-64, 64)}
 
 
+_ONE_BYTE = [bytes([n]) for n in range(0x80)]
+
+
 def _varint(n: int) -> bytes:
     small = _SMALL_VARINTS.get(n)
     if small is not None:
@@ -54,6 +57,8 @@ def _varint(n: int) -> bytes:
 def uvarint(n: int) -> bytes:
     """An unsigned varint (7 bits a byte, low first): the zigzag varint's last step, and Kafka's flexible
     versions' lengths and counts (broker/wire.py)."""
+    if 0 <= n < 0x80:  # one byte: nearly every count and length of a flexible Kafka answer
+        return _ONE_BYTE[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
