@@ -202,7 +202,7 @@ class Flusher:
     async def _write_and_commit(
         self, seq: int, requests: list[PendingRequest], built: BuiltFile | None, flush_class: str
     ) -> None:
-        batches = [req.batches for req in requests]
+        batches = [req.request.batches for req in requests]
         if built is None:
             built = build_file(batches)
         key = new_object_key(LEVEL_INGEST, self.clock, self.rng)
@@ -216,7 +216,7 @@ class Flusher:
         await self.store.put(key, built.pieces if joined is None else joined)
         uploaded = self.clock.monotonic()
         self.metrics.flush_puts.labels(flush_class).inc()
-        spans = [built.spans(i, req.batches) for i, req in enumerate(requests)]
+        spans = built.spans(batches)
         entries = [
             IdempotencyEntry(req.idempotency_key, req.topic, _placements(spans[i], req.request.order))
             for i, req in enumerate(requests)

@@ -86,14 +86,19 @@ class BuiltFile:
     def __post_init__(self) -> None:
         self.index_of = {tp: i for i, tp in enumerate(self.tps)}
 
-    def spans(self, index: int, batches: list[PartitionBatch]) -> list[tuple[int, int]]:
-        """(chunk index, relative offset in the chunk of its first record) of each batch of request
-        ``index``, whose batches are ``batches``: per batch, never per record (agents/offsets.py)."""
-        starts = self.starts[index]
-        if len(batches) == 1:  # a Kafka request's partition, mostly: no comprehension
-            batch = batches[0]
-            return [(self.index_of[(batch.topic, batch.partition)], starts[0])]
-        return [(self.index_of[(batch.topic, batch.partition)], starts[b]) for b, batch in enumerate(batches)]
+    def spans(self, requests: list[list[PartitionBatch]]) -> list[list[tuple[int, int]]]:
+        """Per request (the file's, in order, as their batches): (chunk index, relative offset in the chunk
+        of its first record) of each batch: per batch, never per record (agents/offsets.py). One loop over
+        the file's requests: it runs once per flush for every request in it."""
+        index_of = self.index_of
+        out = []
+        for batches, starts in zip(requests, self.starts, strict=True):
+            if len(batches) == 1:  # a Kafka request's partition, mostly: no comprehension
+                batch = batches[0]
+                out.append([(index_of[(batch.topic, batch.partition)], starts[0])])
+            else:
+                out.append([(index_of[(b.topic, b.partition)], starts[i]) for i, b in enumerate(batches)])
+        return out
 
     def rebase(self, requests: list[list[PartitionBatch]], body: bytes) -> None:
         """Point every batch of the file's requests at its copy in ``body``, the file joined into one buffer,

@@ -40,8 +40,7 @@ def test_chunks_sorted_relative_offsets_and_spans() -> None:
     assert [(c.topic, c.partition, c.record_count) for c in built.chunks] == [("a", 1, 4), ("b", 0, 2)]
     # (chunk index, first record's offset in the chunk) per batch: r0's b/0 opens chunk 1, its a/1 chunk 0;
     # r1's a/1 batch follows r0's single record there.
-    assert built.spans(0, r0.batches) == [(1, 0), (0, 0)]
-    assert built.spans(1, r1.batches) == [(0, 1)]
+    assert built.spans([r0.batches, r1.batches]) == [[(1, 0), (0, 0)], [(0, 1)]]
 
     data = body_bytes(built.pieces)
     assert built.size == len(data)
