@@ -38,8 +38,7 @@ Reading:
   a frame that does not decode, or a frame over ``socket.request.max.bytes`` closes the connection, as
   Kafka's broker does.
 
-Writing: answers go out in request order (broker/answers.py says how, how the transport's write buffer
-holds them back, and how a Produce answer's deadline is kept).
+Writing: answers go out in request order (broker/answers.py: how, and a Produce answer's deadline).
 
 Authentication: with principals configured, a connection serves nothing but ApiVersions and SASL until SASL
 succeeds, its frames before that are limited in size and reserved from a small budget of their own
@@ -61,7 +60,7 @@ from typing import Any, Protocol, cast
 from kafka.protocol.api_message import ApiMessage
 
 from agents.buffer import Reservation
-from broker import apis, codec, errors, frames
+from broker import apis, codec, errors, frames, produce_codec
 from broker.admission import ProduceAdmission
 from broker.answers import Answers, Slot
 from broker.budget import Framed, Held, Prebuilt
@@ -315,18 +314,19 @@ class Connection(ProduceAdmission, asyncio.BufferedProtocol):
             reservation.release()
             self._gate.raw_token(bytes(frame))
             return
+        # Produce (key 0), the hot path, goes straight to its decoder, which refuses other versions itself.
+        produce = frame[0] == frame[1] == 0 and self._authenticated
         try:
-            decoded = codec.decode(frame)
+            decoded = produce_codec.decode_request(frame) if produce else codec.decode(frame)
         except BadRequest:
             reservation.release()
             raise
+        if isinstance(decoded, produce_codec.ProduceRequest):
+            return self._admit_produce(decoded, reservation)
         key = decoded.api.key if isinstance(decoded, codec.Decoded) else apis.API_VERSIONS
         if not self._authenticated and key not in BEFORE_AUTHENTICATION:
             reservation.release()
             raise BadRequest(f"API {key} before SASL authentication")
-        if key == apis.PRODUCE and isinstance(decoded, codec.Decoded):
-            self._admit_produce(decoded.request, reservation)
-            return
         if key in (apis.SASL_HANDSHAKE, apis.SASL_AUTHENTICATE) and isinstance(decoded, codec.Decoded):
             reservation.release()
             self._gate.step(decoded)
