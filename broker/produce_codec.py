@@ -116,7 +116,7 @@ class PartitionResult(Protocol):
     error_code: int
     base_offset: int
     error_message: str | None
-    record_errors: list[tuple[int, str]]
+    record_errors: Sequence[tuple[int, str]]
     # The batches' append time on a LogAppendTime topic, else -1 (Kafka's answer).
     log_append_time_ms: int
     # The partition's log start offset as the commit saw it, -1 when unknown (a failed partition).

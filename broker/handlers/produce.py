@@ -29,8 +29,8 @@ without one are refused the same way.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from agents.agent import CachedTopic
 from agents.buffer import PartitionBatch, Reservation
@@ -51,8 +51,9 @@ class _PartitionResult:
     index: int
     error_code: int = errors.NONE
     error_message: str | None = None
-    # (index of the record in its batch, why): Produce v8's record_errors, for INVALID_RECORD.
-    record_errors: list[tuple[int, str]] = field(default_factory=list)
+    # (index of the record in its batch, why): Produce v8's record_errors, for INVALID_RECORD. A tuple
+    # by default: no list made for every partition that has none.
+    record_errors: Sequence[tuple[int, str]] = ()
     base_offset: int = -1
     # The batches' LogAppendTime stamp (a LogAppendTime topic's), answered once they commit; -1 otherwise,
     # as Kafka answers CreateTime topics and failed partitions.
