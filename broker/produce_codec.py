@@ -124,12 +124,47 @@ class PartitionResult(Protocol):
 
 
 _THROTTLE = wire.I32.pack(0)
+_ONE_COUNT = wire.I32.pack(1)
+
+
+# The one-partition answer's fixed bytes by version (5-9), as the general encoder below writes them:
+# before the topic's name (the header's tagged fields, the topic count) and after the partition's fields
+# (v8+: no record errors, a null message; the tagged fields; the throttle time).
+_ONE_BEFORE = {v: (b"\x00\x02" if v >= FLEXIBLE_FROM else wire.I32.pack(1)) for v in range(5, 10)}
+_ONE_AFTER = {
+    5: _THROTTLE,
+    6: _THROTTLE,
+    7: _THROTTLE,
+    8: wire.EMPTY_ARRAY_CLASSIC + wire.NULL_CLASSIC + _THROTTLE,
+    9: b"\x01\x00\x00\x00" + _THROTTLE + b"\x00",
+}
 
 
 def encode_response(
     correlation_id: int, version: int, topics: Sequence[tuple[str, Sequence[PartitionResult]]]
 ) -> bytes:
     """The whole response frame, size included. Runs once per answered Produce request, on the loop."""
+    if len(topics) == 1 and version >= 5:
+        name, partitions = topics[0]
+        if len(partitions) == 1:
+            p = partitions[0]
+            if p.error_message is None and not p.record_errors:
+                # librdkafka's request: one partition, answered without an error message. The same bytes
+                # as below, from the fixed parts (tests/unit/test_produce_codec.py compares both).
+                flexible = version >= FLEXIBLE_FROM
+                body = b"".join(
+                    (
+                        _I32.pack(correlation_id),
+                        _ONE_BEFORE[version],
+                        wire.string(name, flexible),
+                        b"\x02" if flexible else _ONE_COUNT,
+                        _PARTITION.pack(
+                            p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset
+                        ),
+                        _ONE_AFTER[version],
+                    )
+                )
+                return _I32.pack(len(body)) + body
     flexible = version >= FLEXIBLE_FROM
     tags = b"\x00" if flexible else b""
     # What nearly every partition answers with from v8 on: no record errors, no error message.

@@ -160,3 +160,42 @@ def test_response_encodes_as_the_library_does(version: int, correlation_id: int,
         [(name, [produce_codec.PartitionResponse(*p) for p in parts]) for name, parts in data],
     )
     assert mine == expected
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    st.sampled_from(VERSIONS),
+    st.integers(-(2**31), 2**31 - 1),
+    names,
+    st.integers(0, 2**31 - 1),
+    st.integers(-1, 100),
+    st.integers(-1, 2**62),
+    st.integers(-1, 2**50),
+    st.integers(-1, 2**62),
+)
+def test_a_one_partition_answer_encodes_as_the_library_does(
+    version: int, correlation_id: int, name: str, index: int, code: int, offset: int, stamp: int, start: int
+) -> None:
+    """librdkafka's usual answer (one topic, one partition, no error message): encode_response's short
+    path, with the append time and log start offset it carries."""
+    T = ProduceResponse.TopicProduceResponse
+    P = T.PartitionProduceResponse
+    partition = P(
+        index=index,
+        error_code=code,
+        base_offset=offset,
+        log_append_time_ms=stamp,
+        log_start_offset=start,
+        record_errors=[],
+        error_message=None,
+    )
+    library = ProduceResponse[version](
+        responses=[T(name=name, partition_responses=[partition])], throttle_time_ms=0
+    )
+    library.with_header(correlation_id=correlation_id)
+    mine = produce_codec.encode_response(
+        correlation_id,
+        version,
+        [(name, [produce_codec.PartitionResponse(index, code, offset, None, [], stamp, start)])],
+    )
+    assert mine == library.encode(header=True, framed=True)
