@@ -345,13 +345,6 @@ done:
 
 /* ---- a run of uncompressed batches ---------------------------------------------------------------- */
 
-static inline uint64_t be(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 PyDoc_STRVAR(render_run_doc,
 "render_run(out, data, pos, offset_base, start_offset, base64, size, max_bytes, nonempty)\n--\n\n"
 "render_batch over the batches of ``data`` (a chunk's bytes, whose first offset is ``offset_base``) from\n"

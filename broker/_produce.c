@@ -33,21 +33,15 @@ static int fail(const char *message) {
     return -1;
 }
 
-static int i16(Reader *r, int64_t *out) {
-    if (r->end - r->pos < 2)
+/* The big-endian signed integer of ``n`` bytes (2 or 4) at the reader. */
+static int fixed(Reader *r, int n, int64_t *out) {
+    if (r->end - r->pos < n)
         return fail(TRUNCATED);
-    const uint8_t *p = r->buf + r->pos;
-    *out = (int16_t)(((uint16_t)p[0] << 8) | p[1]);
-    r->pos += 2;
-    return 0;
-}
-
-static int i32(Reader *r, int64_t *out) {
-    if (r->end - r->pos < 4)
-        return fail(TRUNCATED);
-    const uint8_t *p = r->buf + r->pos;
-    *out = (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
-    r->pos += 4;
+    uint32_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = (v << 8) | r->buf[r->pos + i];
+    *out = n == 2 ? (int64_t)(int16_t)v : (int64_t)(int32_t)v;
+    r->pos += n;
     return 0;
 }
 
@@ -90,7 +84,7 @@ static int length(Reader *r, int flexible, int wide, int64_t *out) {
         *out -= 1;
         return 0;
     }
-    return wide ? i32(r, out) : i16(r, out);
+    return fixed(r, wide ? 4 : 2, out);
 }
 
 /* ``n`` bytes at the reader as a str, or NULL. */
@@ -111,7 +105,7 @@ static PyObject *partitions(Reader *r, int flexible, PyObject **view, PyObject *
     PyObject *out = PyList_New((Py_ssize_t)count);
     for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
         PyObject *records = NULL;
-        if (i32(r, &index) < 0 || length(r, flexible, 1, &n) < 0)
+        if (fixed(r, 4, &index) < 0 || length(r, flexible, 1, &n) < 0)
             goto error;
         if (n >= 0) {
             if (n > r->end - r->pos) {
@@ -192,7 +186,7 @@ static PyObject *decode(PyObject *self, PyObject *frame) {
     Reader r = {(const uint8_t *)b.buf, 0, b.len};
     PyObject *transactional_id = NULL, *list = NULL, *out = NULL;
     int64_t key, version, correlation_id, client_id, n, acks, timeout;
-    if (i16(&r, &key) < 0 || i16(&r, &version) < 0 || i32(&r, &correlation_id) < 0)
+    if (fixed(&r, 2, &key) < 0 || fixed(&r, 2, &version) < 0 || fixed(&r, 4, &correlation_id) < 0)
         goto done;
     if (key != 0 || version < 3 || version > 9) {
         PyErr_Format(PyExc_ValueError, "not a Produce request of version 3-9: key %lld version %lld",
@@ -200,7 +194,7 @@ static PyObject *decode(PyObject *self, PyObject *frame) {
         goto done;
     }
     int flexible = version >= 9;
-    if (i16(&r, &client_id) < 0) /* a classic nullable string even in header v2 */
+    if (fixed(&r, 2, &client_id) < 0) /* a classic nullable string even in header v2 */
         goto done;
     if (client_id < -1) {
         PyErr_Format(PyExc_ValueError, "Produce request has a client id length of %lld", (long long)client_id);
@@ -226,7 +220,7 @@ static PyObject *decode(PyObject *self, PyObject *frame) {
     } else {
         transactional_id = Py_NewRef(Py_None);
     }
-    if (i16(&r, &acks) < 0 || i32(&r, &timeout) < 0)
+    if (fixed(&r, 2, &acks) < 0 || fixed(&r, 4, &timeout) < 0)
         goto done;
     if ((list = topics(&r, flexible, frame)) == NULL)
         goto done;

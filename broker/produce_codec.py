@@ -125,18 +125,23 @@ class PartitionResult(Protocol):
 
 _THROTTLE = wire.I32.pack(0)
 _ONE_COUNT = wire.I32.pack(1)
+# What nearly every partition answers with from v8 on, by whether the version is flexible: an empty
+# record_errors array and a null error message.
+_NO_ERRORS = {False: wire.EMPTY_ARRAY_CLASSIC, True: b"\x01"}
+_NULL = {False: wire.NULL_CLASSIC, True: b"\x00"}
 
 
 # The one-partition answer's fixed bytes by version (5-9), as the general encoder below writes them:
 # before the topic's name (the header's tagged fields, the topic count) and after the partition's fields
 # (v8+: no record errors, a null message; the tagged fields; the throttle time).
-_ONE_BEFORE = {v: (b"\x00\x02" if v >= FLEXIBLE_FROM else wire.I32.pack(1)) for v in range(5, 10)}
+_ONE_BEFORE = {v: (wire.NO_TAGS + b"\x02" if v >= FLEXIBLE_FROM else _ONE_COUNT) for v in range(5, 10)}
 _ONE_AFTER = {
     5: _THROTTLE,
     6: _THROTTLE,
     7: _THROTTLE,
-    8: wire.EMPTY_ARRAY_CLASSIC + wire.NULL_CLASSIC + _THROTTLE,
-    9: b"\x01\x00\x00\x00" + _THROTTLE + b"\x00",
+    8: _NO_ERRORS[False] + _NULL[False] + _THROTTLE,
+    # the partition's and the topic's tagged fields, the throttle time, the body's tagged fields
+    9: _NO_ERRORS[True] + _NULL[True] + wire.NO_TAGS * 2 + _THROTTLE + wire.NO_TAGS,
 }
 
 
@@ -167,8 +172,7 @@ def encode_response(
                 return _I32.pack(len(body)) + body
     flexible = version >= FLEXIBLE_FROM
     tags = b"\x00" if flexible else b""
-    # What nearly every partition answers with from v8 on: no record errors, no error message.
-    no_errors, null = (b"\x01", b"\x00") if flexible else (wire.EMPTY_ARRAY_CLASSIC, wire.NULL_CLASSIC)
+    no_errors, null = _NO_ERRORS[flexible], _NULL[flexible]
     # Response header: correlation id, then (v1, flexible versions) an empty tagged-field section.
     parts: list[bytes] = [_I32.pack(correlation_id), tags, wire.count(len(topics), flexible)]
     append = parts.append

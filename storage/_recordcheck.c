@@ -344,18 +344,10 @@ static PyObject *schema_refs(PyObject *self, PyObject *args) {
 #define ATTR_TRANSACTIONAL 0x10
 #define ATTR_CONTROL 0x20
 
-static int64_t be64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = (v << 8) | p[i];
-    return (int64_t)v;
-}
-
-static int32_t be32(const uint8_t *p) {
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
-}
-
-static int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
+/* _recordread.h's be() at a header field's width, signed as the field is. */
+static int64_t be64(const uint8_t *p) { return (int64_t)be(p, 8); }
+static int32_t be32(const uint8_t *p) { return (int32_t)be(p, 4); }
+static int16_t be16(const uint8_t *p) { return (int16_t)be(p, 2); }
 
 typedef struct {
     Py_ssize_t size;

@@ -20,6 +20,14 @@ typedef struct {
     Py_ssize_t pos, end;
 } Reader;
 
+/* The n-byte big-endian integer at p, unsigned (a batch header's fields; callers cast to its width). */
+static inline uint64_t be(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
 /* A varint of at most max_bits bits (storage/records/codec.py's _varint_tail), unsigned; 0 on success. */
 static int varint(Reader *r, Py_ssize_t limit, int max_bits, uint64_t *out) {
     uint64_t value = 0;
