@@ -202,10 +202,14 @@ class Agent:
         self._housekeeping_task: asyncio.Task[None] | None = None
         self._sweep_task: asyncio.Task[None] | None = None
         self._closing = False
+        # The event loop the agent runs on, once started: ``enqueue`` makes a future per request, and
+        # ``asyncio.get_running_loop`` costs a getpid system call each time (Python 3.11).
+        self._event_loop: asyncio.AbstractEventLoop | None = None
         metrics.bind_gauges(lambda: self.buffer.bytes_held, lambda: self.cache.size)
 
     # --- lifecycle ---------------------------------------------------------------------------------------
     async def start(self) -> None:
+        self._event_loop = asyncio.get_running_loop()
         self._loop_task = asyncio.create_task(self._flush_loop(), name="strata-flush-loop")
         self._housekeeping_task = asyncio.create_task(housekeeping(self), name="strata-housekeeping")
         self._sweep_task = asyncio.create_task(group_sweep(self), name="strata-group-sweep")
@@ -355,7 +359,8 @@ class Agent:
         key = append_key(request)
         if key is not None and (follower := self._inflight_appends.follow(key)) is not None:
             return follower
-        future: asyncio.Future[RecordOffsets] = asyncio.get_running_loop().create_future()
+        loop = self._event_loop or asyncio.get_running_loop()
+        future: asyncio.Future[RecordOffsets] = loop.create_future()
         self._enqueue(PendingRequest(request, None, future), reservation)
         if key is not None:
             self._inflight_appends.track(key, future)

@@ -31,7 +31,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter
+from prometheus_client.registry import Collector
 
 from agents.metrics import Metrics
 from storage.metadata.lake_state import LakeUsageTotals
@@ -109,7 +110,7 @@ def _total(counter: Counter) -> float:
     return sum(s.value for f in counter.collect() for s in f.samples if s.name.endswith("_total"))
 
 
-def _buckets(histograms: Iterable[Histogram]) -> tuple[tuple[float, float], ...]:
+def _buckets(histograms: Iterable[Collector]) -> tuple[tuple[float, float], ...]:
     """Cumulative bucket counts by upper bound, summed over histograms that share their bounds."""
     sums: dict[float, float] = {}
     for histogram in histograms:

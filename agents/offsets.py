@@ -19,10 +19,14 @@ docs/benchmarks.md).
 from __future__ import annotations
 
 import array
+import struct
 from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
 Order = bytes
+
+# One (batch index, record index) pair of an order, native-endian as the order's layout above.
+_PAIR = struct.Struct("=ii")
 
 
 def order_of(pairs: Iterable[tuple[int, int]]) -> Order:
@@ -77,12 +81,11 @@ class RecordOffsets(Sequence[tuple[int, int]]):
     def __getitem__(self, index: int | slice) -> tuple[int, int] | list[tuple[int, int]]:
         if isinstance(index, slice):
             return self.pairs()[index]
-        pairs = memoryview(self.order).cast("i")  # one pair read, not the whole answer expanded
-        n = len(pairs) // 2
+        n = len(self.order) // 8
         if not -n <= index < n:
             raise IndexError("RecordOffsets index out of range")
-        index %= n
-        batch, record = pairs[2 * index], pairs[2 * index + 1]
+        # One pair read, not the whole answer expanded (the Kafka door reads each partition's first).
+        batch, record = _PAIR.unpack_from(self.order, 8 * (index % n))
         return self.partitions[batch], self.bases[batch] + record
 
     def __iter__(self) -> Iterator[tuple[int, int]]:

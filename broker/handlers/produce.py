@@ -188,11 +188,15 @@ def admit_produce(
     given at once. The caller releases what ``reservation`` still holds. ``checked``: the batches checked
     already, off the loop (``check_off_loop``); without it they are checked here.
     """
-    plans = [
-        _admit_topic(ctx, req, ti, topic_data, topics, reservation, checked)
-        for ti, topic_data in enumerate(req.topic_data)
-    ]
-    results = [r for plan in plans for r in plan[1] if r.future is not None]
+    # Loops, not comprehensions, and the refusal and the time read once: this runs for every request.
+    refusal, now = _refusal(ctx, req), ctx.clock.now_ms()
+    plans, results = [], []
+    for ti, topic_data in enumerate(req.topic_data):
+        plan = _admit_topic(ctx, req, ti, topic_data, topics, reservation, checked, refusal, now)
+        plans.append(plan)
+        for result in plan[1]:
+            if result.future is not None:
+                results.append(result)
     if req.acks == 0:
         for result in results:
             assert result.future is not None
@@ -281,9 +285,11 @@ def _admit_topic(
     topics: Topics,
     reservation: Reservation,
     checked: Checked | None,
+    refusal: tuple[int, str] | None,
+    now: int,
 ) -> _TopicPlan:
+    """One topic's partitions admitted; ``refusal``: the request's own (``_refusal``), if any."""
     plan = (topic_data.name, [_PartitionResult(p.index) for p in topic_data.partition_data])
-    refusal = _refusal(ctx, req)
     if refusal is None and not ctx.may(_WRITE, topic_data.name):
         # Before the topic's existence, as Kafka: a denied principal cannot probe which topics exist.
         refusal = errors.TOPIC_AUTHORIZATION_FAILED, f"not allowed to write topic {topic_data.name!r}"
@@ -295,7 +301,6 @@ def _admit_topic(
             result.error_code, result.error_message = refusal
         return plan
     assert isinstance(cached, CachedTopic)
-    now = ctx.clock.now_ms()
     zstd_allowed = req.API_VERSION >= 7  # KIP-110
     for pi, (result, pdata) in enumerate(zip(plan[1], topic_data.partition_data, strict=True)):
         if not 0 <= pdata.index < cached.info.partitions:
