@@ -16,19 +16,15 @@ store writes as they are (the local directory: ``os.writev``) or joins once (S3)
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
-
+from agents import _layout
+from agents._layout import OpenChunk
 from storage import fileformat
 from storage.metadata.rows import NewChunk, ProducerBatch
 from storage.objectstore.base import Piece
 
 TopicPartition = tuple[str, int]
-
-# A RecordBatch's first field (storage/records/codec.py): baseOffset, int64, outside the batch's CRC.
-_BASE_OFFSET = struct.Struct(">q")
 
 
 @dataclass(slots=True)
@@ -53,20 +49,6 @@ class PartitionBatch:
     base_sequence: int = -1
     # A transactional producer's batch (attributes bit 4): the commit checks it against the transaction.
     transactional: bool = False
-
-
-class _OpenChunk:
-    """One topic-partition's chunk so far: its pieces, records, bytes, timestamps and running CRC-32C."""
-
-    __slots__ = ("count", "crc", "length", "max_ts", "min_ts", "pieces")
-
-    def __init__(self) -> None:
-        self.pieces: list[Piece] = []
-        self.count = 0
-        self.length = 0
-        self.crc = 0
-        self.min_ts = 2**63 - 1
-        self.max_ts = -(2**63)
 
 
 @dataclass(slots=True)
@@ -139,37 +121,15 @@ class FileLayout:
     """A flush file being laid out, one request at a time, in the order the requests entered the buffer."""
 
     def __init__(self) -> None:
-        self._chunks: dict[TopicPartition, _OpenChunk] = {}
+        self._chunks: dict[TopicPartition, OpenChunk] = {}
         self._starts: list[list[int]] = []
         self._offsets: list[list[int]] = []
 
     def add(self, batches: list[PartitionBatch]) -> None:
-        """Place one request's batches (request index: the number of requests added before it)."""
-        chunks = self._chunks
-        pack = _BASE_OFFSET.pack
-        skip = _BASE_OFFSET.size
-        starts = []
-        offsets = []
-        for batch in batches:
-            tp = (batch.topic, batch.partition)
-            chunk = chunks.get(tp)
-            if chunk is None:
-                chunk = chunks[tp] = _OpenChunk()
-            base = pack(chunk.count)
-            rest = memoryview(batch.data)[skip:]
-            chunk.pieces.append(base)
-            chunk.pieces.append(rest)
-            chunk.crc = crc32c(rest, crc32c(base, chunk.crc))
-            offsets.append(chunk.length)
-            chunk.length += len(batch.data)
-            starts.append(chunk.count)
-            chunk.count += batch.record_count
-            if batch.min_timestamp < chunk.min_ts:
-                chunk.min_ts = batch.min_timestamp
-            if batch.max_timestamp > chunk.max_ts:
-                chunk.max_ts = batch.max_timestamp
-        self._starts.append(starts)
-        self._offsets.append(offsets)
+        """Place one request's batches (request index: the number of requests added before it): each is
+        appended to its topic-partition's chunk as an 8-byte relative baseOffset and a view of the rest,
+        and the chunk's count, length, timestamps and running CRC-32C follow (agents/_layout.c)."""
+        _layout.add(self._chunks, batches, self._starts, self._offsets)
 
     def finish(self) -> BuiltFile:
         """The whole file: chunks sorted by (topic, partition), then the footer. At least one request.

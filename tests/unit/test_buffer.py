@@ -112,10 +112,10 @@ def test_drain_hands_over_in_cut_order_and_release_frees() -> None:
     buf = ProduceBuffer(100)
     buf.add(request(10), buf.reserve(10), now=0.0)
     first = buf.drain()
-    buf.add(request(5), buf.reserve(0), now=0.0)
+    buf.add(request(8), buf.reserve(0), now=0.0)
     second = buf.drain()
     assert (first.seq, second.seq) == (0, 1)
-    assert (first.size, second.size, buf.bytes_held, buf.open_bytes) == (10, 5, 15, 0)
+    assert (first.size, second.size, buf.bytes_held, buf.open_bytes) == (10, 8, 18, 0)
     assert buf.first_append_at is None
     assert len(buf) == 0
     buf.release(first)

@@ -5,11 +5,16 @@ from __future__ import annotations
 import asyncio
 import copy
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from agents.buffer import PartitionBatch, PendingRequest, ProduceBuffer, ProduceRequest
-from agents.layout import build_file
+from agents.layout import FileLayout, build_file
 from agents.offsets import RecordOffsets, order_of
 from storage import fileformat, records
 from storage.objectstore.base import body_bytes
+from tests.examples import examples
 
 
 def batch(topic: str, partition: int, values: list[bytes], ts: int = 1000) -> PartitionBatch:
@@ -128,3 +133,64 @@ def test_rebase_moves_the_batches_into_the_joined_file_and_a_new_layout_of_them_
         for m in fileformat.read_index(alone)
     }
     assert values == {("s", 1): [(0, b"d")], ("t", 0): [(0, b"b"), (1, b"c")]}
+
+
+# A request: its batches, each (topic, partition, values, first timestamp).
+_REQUESTS = st.lists(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),
+            st.integers(0, 2),
+            st.lists(st.binary(max_size=20), min_size=1, max_size=4),
+            st.integers(0, 2**40),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(_REQUESTS)
+def test_any_requests_are_laid_out_as_the_file_format_reads_them(requests: list[list[tuple]]) -> None:
+    # The layout (agents/_layout.c) against the file reader: every chunk's CRC, records in request order
+    # with relative offsets, timestamps, spans and byte positions, whatever the mix of partitions.
+    batches = [[batch(t, p, values, ts) for t, p, values, ts in request] for request in requests]
+    built = build_file(batches)
+    data = body_bytes(built.pieces)
+    index = fileformat.read_index(data)
+    assert [(m.topic, m.partition) for m in index] == sorted(
+        {(b.topic, b.partition) for r in batches for b in r}
+    )
+    expected: dict[tuple[str, int], list[bytes | None]] = {}
+    for request in batches:
+        for b in request:
+            expected.setdefault((b.topic, b.partition), []).extend(
+                r.value for r in records.decode_records(bytes(b.data))
+            )
+    for meta, chunk in zip(index, built.chunks, strict=True):
+        body = data[meta.position : meta.end]
+        fileformat.verify_chunk(body, chunk.crc)
+        decoded = list(records.decode_records(body))
+        assert [(r.offset, r.value) for r in decoded] == list(
+            enumerate(expected[(meta.topic, meta.partition)])
+        )
+        assert (chunk.min_timestamp, chunk.max_timestamp) == (
+            min(r.timestamp for r in decoded),
+            max(r.timestamp for r in decoded),
+        )
+    for r, (request, spans) in enumerate(zip(batches, built.spans(batches), strict=True)):
+        for b, (one, (chunk_index, start)) in enumerate(zip(request, spans, strict=True)):
+            meta = index[chunk_index]
+            at = meta.position + built.offsets[r][b]
+            assert (meta.topic, meta.partition) == (one.topic, one.partition)
+            assert data[at + 8 : at + len(one.data)] == bytes(one.data)[8:]  # the batch, as sent
+            assert int.from_bytes(data[at : at + 8], "big") == start == built.starts[r][b]
+
+
+def test_a_batch_shorter_than_its_base_offset_is_refused() -> None:
+    layout = FileLayout()
+    with pytest.raises(ValueError, match="shorter than its base offset"):
+        layout.add([PartitionBatch("t", 0, b"1234567", 1, 0, 0)])
