@@ -7,11 +7,14 @@ decoder the agent runs; tests/unit/test_produce_codec.py holds it to kafka-pytho
 every version (the same requests, and a refusal where kafka-python cannot read the bytes either), and the
 fuzz tests feed it garbage.
 
-decode(frame) -> (version, correlation_id, transactional_id, acks, timeout_ms, topics)
+decode(frame, topic_type, partition_type) -> (version, correlation_id, transactional_id, acks, timeout_ms,
+        topics)
     ``frame``: a Produce request after its size, any buffer. The layout is broker/produce_codec.py's
     (versions 3-9; 9 is flexible: varint lengths and counts, tagged fields read and skipped). ``topics``
-    is a list of (name, partitions), ``partitions`` a list of (index, records): ``records`` a memoryview of
-    ``frame`` (not a copy), or None for a null records field. Raises ValueError naming what does not fit
+    is a list of ``topic_type`` (name, partitions), ``partitions`` a list of ``partition_type`` (index,
+    records): two-field tuple subclasses (broker/produce_codec.py's NamedTuples), made here without
+    calling Python. ``records`` is a memoryview of ``frame`` (not a copy), or None for a null records
+    field. Raises ValueError naming what does not fit
     the schema (a truncated request among them), UnicodeDecodeError for a name that is not UTF-8.
 
 Every read is bounded by the frame's end; counts are checked against the bytes left (every element takes
@@ -94,7 +97,21 @@ static PyObject *text(Reader *r, int64_t n) {
     return s;
 }
 
-static PyObject *partitions(Reader *r, int flexible, PyObject **view, PyObject *frame) {
+/* An instance of the tuple subclass ``type`` (a NamedTuple) holding ``a`` and ``b``, as tuple's own
+   subtype constructor makes one; steals the references to ``a`` and ``b`` (NULL: fails, releasing both). */
+static PyObject *pair(PyTypeObject *type, PyObject *a, PyObject *b) {
+    PyObject *out = a == NULL || b == NULL ? NULL : type->tp_alloc(type, 2);
+    if (out == NULL) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, a);
+    PyTuple_SET_ITEM(out, 1, b);
+    return out;
+}
+
+static PyObject *partitions(Reader *r, int flexible, PyObject **view, PyObject *frame, PyTypeObject *type) {
     int64_t count, index, n;
     if (length(r, flexible, 1, &count) < 0)
         return NULL;
@@ -124,7 +141,7 @@ static PyObject *partitions(Reader *r, int flexible, PyObject **view, PyObject *
         } else {
             records = Py_NewRef(Py_None);
         }
-        PyObject *item = Py_BuildValue("(LN)", (long long)index, records);
+        PyObject *item = pair(type, PyLong_FromLongLong(index), records);
         if (item == NULL)
             goto error;
         PyList_SET_ITEM(out, i, item);
@@ -137,7 +154,8 @@ error:
     return NULL;
 }
 
-static PyObject *topics(Reader *r, int flexible, PyObject *frame) {
+static PyObject *topics(Reader *r, int flexible, PyObject *frame, PyTypeObject *topic_type,
+                        PyTypeObject *partition_type) {
     int64_t count, n;
     if (length(r, flexible, 1, &count) < 0)
         return NULL;
@@ -157,16 +175,10 @@ static PyObject *topics(Reader *r, int flexible, PyObject *frame) {
         PyObject *name = text(r, n);
         if (name == NULL)
             goto error;
-        PyObject *parts = partitions(r, flexible, &view, frame);
-        if (parts == NULL) {
-            Py_DECREF(name);
+        PyObject *item = pair(topic_type, name, partitions(r, flexible, &view, frame, partition_type));
+        if (item == NULL)
             goto error;
-        }
-        PyList_SET_ITEM(out, i, PyTuple_Pack(2, name, parts));
-        Py_DECREF(name);
-        Py_DECREF(parts);
-        if (PyList_GET_ITEM(out, i) == NULL)
-            goto error;
+        PyList_SET_ITEM(out, i, item);
         if (flexible && skip_tags(r) < 0)
             goto error;
     }
@@ -178,8 +190,18 @@ error:
     return NULL;
 }
 
-static PyObject *decode(PyObject *self, PyObject *frame) {
+static PyObject *decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "decode(frame, topic_type, partition_type) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *frame = args[0];
+    for (int i = 1; i < 3; i++)
+        if (!PyType_Check(args[i]) || !PyType_IsSubtype((PyTypeObject *)args[i], &PyTuple_Type)) {
+            PyErr_SetString(PyExc_TypeError, "decode's topic_type and partition_type must be tuple subclasses");
+            return NULL;
+        }
     Py_buffer b;
     if (PyObject_GetBuffer(frame, &b, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -222,7 +244,7 @@ static PyObject *decode(PyObject *self, PyObject *frame) {
     }
     if (fixed(&r, 2, &acks) < 0 || fixed(&r, 4, &timeout) < 0)
         goto done;
-    if ((list = topics(&r, flexible, frame)) == NULL)
+    if ((list = topics(&r, flexible, frame, (PyTypeObject *)args[1], (PyTypeObject *)args[2])) == NULL)
         goto done;
     if (flexible && skip_tags(&r) < 0)
         goto done;
@@ -240,8 +262,9 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"decode", decode, METH_O,
-     "decode(frame) -> (version, correlation_id, transactional_id, acks, timeout_ms, topics)"},
+    {"decode", (PyCFunction)(void (*)(void))decode, METH_FASTCALL,
+     "decode(frame, topic_type, partition_type) -> (version, correlation_id, transactional_id, acks, "
+     "timeout_ms, topics)"},
     {NULL, NULL, 0, NULL},
 };
 

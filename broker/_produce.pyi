@@ -1,7 +1,12 @@
 """Type stubs of the C extension ``broker/_produce.c`` (documented there)."""
 
+from typing import Any, TypeVar
+
 from storage._cbuffer import Buffer
 
+T = TypeVar("T", bound=tuple[Any, ...])
+P = TypeVar("P", bound=tuple[Any, ...])
+
 def decode(
-    frame: Buffer,
-) -> tuple[int, int, str | None, int, int, list[tuple[str, list[tuple[int, memoryview | None]]]]]: ...
+    frame: Buffer, topic_type: type[T], partition_type: type[P]
+) -> tuple[int, int, str | None, int, int, list[T]]: ...

@@ -45,7 +45,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from broker import _produce, wire
 from storage.errors import BadRequest
@@ -57,17 +57,18 @@ _PARTITION = struct.Struct(">ihqqq")  # index, error code, base offset, log appe
 _PARTITION_V3 = struct.Struct(">ihqq")  # v3-4: no log start offset
 
 
-@dataclass(slots=True)
-class PartitionData:
-    index: int
+class PartitionData(NamedTuple):
+    """NamedTuples, not dataclasses: broker/_produce.c makes them without calling Python code."""
+
+    # kafka-python's name, which shadows tuple.index (a method the code never calls on these).
+    index: int  # type: ignore[assignment]
     # A view into the request frame, not a copy: the batches are stored from the frame's own buffer.
     records: memoryview | None
 
 
-@dataclass(slots=True)
-class TopicData:
+class TopicData(NamedTuple):
     name: str
-    partition_data: list[PartitionData] = field(default_factory=list)
+    partition_data: list[PartitionData]
 
 
 @dataclass(slots=True)
@@ -98,14 +99,13 @@ def decode_request(frame: bytes | bytearray) -> ProduceRequest:
 
     The fields are read by broker/_produce.c (the layout above); the batches stay views into ``frame``."""
     try:
-        version, correlation_id, transactional_id, acks, timeout_ms, topics = _produce.decode(frame)
+        version, correlation_id, transactional_id, acks, timeout_ms, topic_data = _produce.decode(
+            frame, TopicData, PartitionData
+        )
     except UnicodeDecodeError:  # before ValueError, its base class
         raise BadRequest("Produce request has a string that is not UTF-8") from None
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
-    topic_data = [
-        TopicData(name, [PartitionData(index, records) for index, records in parts]) for name, parts in topics
-    ]
     return ProduceRequest(version, correlation_id, transactional_id, acks, timeout_ms, topic_data)
 
 
