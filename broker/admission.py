@@ -23,11 +23,10 @@ from broker.context import BrokerContext
 from broker.handlers.produce import (
     PendingAnswer,
     Topics,
+    admission_view,
     admit_produce,
-    cached_topics,
     check_off_loop,
     check_on_loop,
-    has_compressed_batches,
     load_topics,
     validates_schemas,
 )
@@ -58,11 +57,10 @@ class ProduceAdmission:
 
     def _admit_produce(self, request: ProduceRequest, reservation: Reservation) -> None:
         slot = self._answers.new_slot()
-        topics = cached_topics(self.ctx, request)
-        off_loop = has_compressed_batches(request)
+        topics, off_loop, validating = admission_view(self.ctx, request)
         if topics is not None and not off_loop:
             checked = None
-            if validates_schemas(topics):
+            if validating:
                 checked = check_on_loop(self.ctx, request, topics)
                 off_loop = checked is None  # a schema the cache cannot answer for: read it off the loop
             if not off_loop:

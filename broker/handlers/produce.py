@@ -3,7 +3,7 @@
 Admission (``admit_produce``) is synchronous and runs before the connection handles its next request, so
 pipelined requests on one connection enter the buffer in the order they were sent, and, since flushes
 commit in cut order, get increasing offsets (invariant 8). It takes the request's topics from the agent's
-topic cache (``cached_topics``); on a miss the connection loads them first (``load_topics``) and holds
+topic cache (``admission_view``); on a miss the connection loads them first (``load_topics``) and holds
 its later requests back meanwhile. Waiting for the flush runs concurrently with later requests. A request
 holding a compressed batch is checked first in the listener's check threads (``check_off_loop``,
 broker/batch_checks.py), its connection held back the same way, and admitted with what they found.
@@ -77,16 +77,6 @@ Topics = dict[str, CachedTopic | StrataError]
 Checked = dict[tuple[int, int], list[PartitionBatch] | BatchRejected | StrataError]
 
 
-def has_compressed_batches(req: ProduceRequest) -> bool:
-    """Whether a partition of ``req`` holds a compressed batch: then its checks run off the event loop
-    (``check_off_loop``), read from the batch headers alone."""
-    for topic_data in req.topic_data:
-        for pdata in topic_data.partition_data:
-            if pdata.records and has_compressed(pdata.records):
-                return True
-    return False
-
-
 # A partition to check: its position in the request, topic, index, bytes and cached topic.
 _Wanted = tuple[tuple[int, int], str, int, bytes | memoryview, CachedTopic]
 
@@ -147,15 +137,25 @@ def check_on_loop(ctx: BrokerContext, req: ProduceRequest, topics: Topics) -> Ch
         return None
 
 
-def cached_topics(ctx: BrokerContext, req: ProduceRequest) -> Topics | None:
-    """Every topic of ``req`` from the agent's topic cache, or None if one must be loaded first."""
-    out: Topics = {}
+def admission_view(ctx: BrokerContext, req: ProduceRequest) -> tuple[Topics | None, bool, bool]:
+    """What decides whether ``req`` is admitted at once, in one pass over it (it runs for every request):
+    every topic from the agent's topic cache (None if one must be loaded first), whether a partition holds
+    a compressed batch (checked off the loop, ``check_off_loop``), and whether a cached topic validates
+    schemas (checked first, ``check_on_loop``)."""
+    topics: Topics | None = {}
+    compressed = validating = False
     for topic_data in req.topic_data:
-        cached = ctx.agent.cached_topic(topic_data.name)
-        if cached is None:
-            return None
-        out[topic_data.name] = cached
-    return out
+        if topics is not None:
+            cached = ctx.agent.cached_topic(topic_data.name)
+            if cached is None:
+                topics = None
+            else:
+                topics[topic_data.name] = cached
+                validating = validating or cached.config.schema_validation
+        for pdata in topic_data.partition_data:
+            if pdata.records and has_compressed(pdata.records):
+                compressed = True
+    return topics, compressed, validating
 
 
 async def load_topics(ctx: BrokerContext, req: ProduceRequest) -> Topics:
