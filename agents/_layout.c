@@ -94,7 +94,8 @@ static int int_attr(PyObject *obj, PyObject *name, long long *out) {
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
-/* The chunk of ``batch``'s topic-partition in ``chunks``, made if missing: a borrowed reference. */
+/* The chunk of ``batch``'s topic-partition in ``chunks``, made if missing: a borrowed reference (the dict
+   holds it). */
 static OpenChunk *chunk_of(PyObject *chunks, PyObject *batch) {
     PyObject *topic = PyObject_GetAttr(batch, s_topic);
     if (topic == NULL)
@@ -146,14 +147,17 @@ static int place(PyObject *chunks, PyObject *batch, long long *start, long long 
     OpenChunk *chunk = chunk_of(chunks, batch);
     if (chunk == NULL)
         goto release;
+    Py_INCREF(chunk); /* held while objects are made below, whatever happens to ``chunks`` meanwhile */
     uint8_t packed[BASE_OFFSET_SIZE];
     for (int i = 0; i < BASE_OFFSET_SIZE; i++)
         packed[i] = (uint8_t)((unsigned long long)chunk->count >> (8 * (BASE_OFFSET_SIZE - 1 - i)));
     base = PyBytes_FromStringAndSize((const char *)packed, BASE_OFFSET_SIZE);
     view = base == NULL ? NULL : PyMemoryView_FromObject(data);
     rest = view == NULL ? NULL : PySequence_GetSlice(view, BASE_OFFSET_SIZE, size);
-    if (rest == NULL || PyList_Append(chunk->pieces, base) < 0 || PyList_Append(chunk->pieces, rest) < 0)
+    if (rest == NULL || PyList_Append(chunk->pieces, base) < 0 || PyList_Append(chunk->pieces, rest) < 0) {
+        Py_DECREF(chunk);
         goto release;
+    }
     uint32_t crc = crc32c_update(chunk->crc, packed, BASE_OFFSET_SIZE);
     chunk->crc = crc32c_update(crc, (const uint8_t *)buf.buf + BASE_OFFSET_SIZE, (size_t)(size - BASE_OFFSET_SIZE));
     *position = chunk->length;
@@ -164,6 +168,7 @@ static int place(PyObject *chunks, PyObject *batch, long long *start, long long 
         chunk->min_ts = min_ts;
     if (max_ts > chunk->max_ts)
         chunk->max_ts = max_ts;
+    Py_DECREF(chunk);
     result = 0;
 release:
     PyBuffer_Release(&buf);
