@@ -402,8 +402,10 @@ def _settle(results: list[_PartitionResult]) -> None:
             result.error_code, result.error_message = errors.kafka_error(exc), exc.message
         else:
             offsets = future.result()
-            assert len(offsets) == 1  # the Kafka door asks for its partition's first record only
-            _, result.base_offset = offsets[0]
+            # The Kafka door asks for its partition's first record only: batch 0's record 0, whose offset
+            # is batch 0's base (read as is: no pair made per request).
+            assert offsets.order == FIRST_RECORD
+            result.base_offset = offsets.bases[0]
             result.log_append_time_ms = result.append_time
             if offsets.log_starts:
                 result.log_start_offset = offsets.log_starts[0]
