@@ -14,8 +14,8 @@ decode(frame, topic_type, partition_type) -> (version, correlation_id, transacti
     is a list of ``topic_type`` (name, partitions), ``partitions`` a list of ``partition_type`` (index,
     records): two-field tuple subclasses (broker/produce_codec.py's NamedTuples), made here without
     calling Python. ``records`` is a memoryview of ``frame`` (not a copy), or None for a null records
-    field. Raises ValueError naming what does not fit
-    the schema (a truncated request among them), UnicodeDecodeError for a name that is not UTF-8.
+    field. Raises ValueError naming what does not fit the schema (a truncated request among them),
+    UnicodeDecodeError for a name that is not UTF-8, TypeError if a type is not a tuple subclass.
 
 Every read is bounded by the frame's end; counts are checked against the bytes left (every element takes
 at least one byte), so a declared count cannot make this allocate more than the frame's size allows.
