@@ -275,7 +275,7 @@ class Copiers:
             self.kill(partition)
 
 
-def run_copy(cfg: CopyConfig, out: Path, on_tick: Callable[[float], None] | None = None) -> CopyResult:
+def run_copy(cfg: CopyConfig, out: Path, on_tick: Callable[[float], object] | None = None) -> CopyResult:
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(cfg.seed)
     source, sink = f"{cfg.prefix}-in", f"{cfg.prefix}-out"
@@ -303,8 +303,9 @@ def run_copy(cfg: CopyConfig, out: Path, on_tick: Callable[[float], None] | None
             if elapsed > cfg.timeout_s:
                 raise WorkloadError(f"the copiers did not finish in {cfg.timeout_s} s")
             progress = _copied(out)
-            if on_tick is not None:
-                on_tick(progress / cfg.records)
+            # ``on_tick`` answers True while it has faults still to make (agent kills): the copy is held
+            # open for them too, or a fast copy ends before the last one.
+            faults_pending = on_tick is not None and on_tick(progress / cfg.records) is True
             # Kills fall due within the first 60 % of the copy, so they spread over it while both copiers
             # run; the hold file keeps the copy from ending before the last one.
             if kills < cfg.kills and progress >= 0.6 * (kills + 1) / (cfg.kills + 1) * cfg.records:
@@ -319,7 +320,7 @@ def run_copy(cfg: CopyConfig, out: Path, on_tick: Callable[[float], None] | None
                     kills += 1
                     mid_txn_kills += bool(open_txn)
                     due = 0.0
-            if kills == cfg.kills:
+            if kills == cfg.kills and not faults_pending:
                 copiers.hold.unlink(missing_ok=True)
             copiers.tend()
             time.sleep(0.1)

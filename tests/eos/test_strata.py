@@ -59,11 +59,12 @@ class Cluster:
                 pytest.fail("the two agents never both appeared in Metadata")
             time.sleep(0.2)
 
-    def faults(self) -> Callable[[float], None]:
+    def faults(self) -> Callable[[float], bool]:
         """An ``on_tick(progress)``: SIGKILL agent a at a fifth of the run, restart it 2 s later, then the
         same for b at half, at least 3 s after a answers again: one agent down at a time, and clients
         (which retry a connection every second at most, ``CLIENT``) have found a back before b goes. Each
-        done step goes to ``self.faults_done``."""
+        done step goes to ``self.faults_done``; it answers whether steps remain (the copier holds its copy
+        open until none do)."""
         a, b = self.ports
         # (progress reached, seconds since the previous step, what, action)
         steps: list[tuple[float, float, str, Callable[[], None]]] = [
@@ -74,12 +75,13 @@ class Cluster:
         ]
         last = [time.monotonic()]
 
-        def on_tick(progress: float) -> None:
+        def on_tick(progress: float) -> bool:
             if steps and progress >= steps[0][0] and time.monotonic() - last[0] >= steps[0][1]:
                 _, _, what, action = steps.pop(0)
                 action()
                 last[0] = time.monotonic()
                 self.faults_done.append(what)
+            return bool(steps)
 
         return on_tick
 
