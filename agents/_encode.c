@@ -31,6 +31,7 @@ partitions.
 #include <stdint.h>
 #include <string.h>
 
+#include "../storage/_bigendian.h"
 #include "../storage/_crc32c.h"
 #include "../storage/_growbuf.h"
 
@@ -318,13 +319,6 @@ done:
     if (status == 1)
         return Py_NewRef(Py_None);
     return status < 0 ? NULL : result;
-}
-
-static void put_be(uint8_t *p, uint64_t v, int n) {
-    for (int i = n - 1; i >= 0; i--) {
-        p[i] = (uint8_t)(v & 0xFF);
-        v >>= 8;
-    }
 }
 
 #define BATCH_HEADER 61  /* storage/records/codec.py: RECORD_BATCH_OVERHEAD */

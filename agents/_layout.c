@@ -28,6 +28,7 @@ add(chunks, batches, all_starts, all_offsets) -> None
 #include <stdint.h>
 #include <structmember.h>
 
+#include "../storage/_bigendian.h"
 #include "../storage/_crc32c.h"
 
 /* A RecordBatch's first field, baseOffset (int64, big-endian), lies outside the batch's CRC. */
@@ -149,8 +150,7 @@ static int place(PyObject *chunks, PyObject *batch, long long *start, long long 
         goto release;
     Py_INCREF(chunk); /* held while objects are made below, whatever happens to ``chunks`` meanwhile */
     uint8_t packed[BASE_OFFSET_SIZE];
-    for (int i = 0; i < BASE_OFFSET_SIZE; i++)
-        packed[i] = (uint8_t)((unsigned long long)chunk->count >> (8 * (BASE_OFFSET_SIZE - 1 - i)));
+    put_be(packed, (uint64_t)chunk->count, BASE_OFFSET_SIZE);
     base = PyBytes_FromStringAndSize((const char *)packed, BASE_OFFSET_SIZE);
     view = base == NULL ? NULL : PyMemoryView_FromObject(data);
     rest = view == NULL ? NULL : PySequence_GetSlice(view, BASE_OFFSET_SIZE, size);
@@ -196,14 +196,16 @@ static PyObject *add(PyObject *module, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!O!O!O!:add", &PyDict_Type, &chunks, &PyList_Type, &batches, &PyList_Type,
                           &all_starts, &PyList_Type, &all_offsets))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(batches);
     PyObject *starts = PyList_New(0), *offsets = PyList_New(0);
     if (starts == NULL || offsets == NULL)
         goto fail;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(batches) && i < n; i++) {
+    /* The list's size is read each time and its item held while placed: placing runs attribute lookups. */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(batches); i++) {
         long long start, position;
-        if (place(chunks, PyList_GET_ITEM(batches, i), &start, &position) < 0 || append_int(starts, start) < 0 ||
-            append_int(offsets, position) < 0)
+        PyObject *batch = Py_NewRef(PyList_GET_ITEM(batches, i));
+        int placed = place(chunks, batch, &start, &position);
+        Py_DECREF(batch);
+        if (placed < 0 || append_int(starts, start) < 0 || append_int(offsets, position) < 0)
             goto fail;
     }
     if (PyList_Append(all_starts, starts) < 0 || PyList_Append(all_offsets, offsets) < 0)

@@ -24,6 +24,8 @@ at least one byte), so a declared count cannot make this allocate more than the 
 #include <Python.h>
 #include <stdint.h>
 
+#include "../storage/_bigendian.h"
+
 typedef struct {
     const uint8_t *buf;
     Py_ssize_t pos, end;
@@ -40,9 +42,7 @@ static int fail(const char *message) {
 static int fixed(Reader *r, int n, int64_t *out) {
     if (r->end - r->pos < n)
         return fail(TRUNCATED);
-    uint32_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = (v << 8) | r->buf[r->pos + i];
+    uint64_t v = be(r->buf + r->pos, n);
     *out = n == 2 ? (int64_t)(int16_t)v : (int64_t)(int32_t)v;
     r->pos += n;
     return 0;

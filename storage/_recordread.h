@@ -15,18 +15,12 @@ through the reference decoder, which raises the precise error.
 #include <stdint.h>
 #include <string.h>
 
+#include "_bigendian.h"
+
 typedef struct {
     const uint8_t *buf;
     Py_ssize_t pos, end;
 } Reader;
-
-/* The n-byte big-endian integer at p, unsigned (a batch header's fields; callers cast to its width). */
-static inline uint64_t be(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = (v << 8) | p[i];
-    return v;
-}
 
 /* A varint of at most max_bits bits (storage/records/codec.py's _varint_tail), unsigned; 0 on success. */
 static int varint(Reader *r, Py_ssize_t limit, int max_bits, uint64_t *out) {
