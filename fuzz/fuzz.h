@@ -23,6 +23,8 @@ the same layout for the seed corpus and the regression test.
 #include <stdlib.h>
 #include <string.h>
 
+#include "../storage/_bigendian.h"
+
 #define KNOBS_SIZE 25
 #define BATCH_HEADER_SIZE 61
 
@@ -39,26 +41,14 @@ typedef struct {
     uint16_t attributes;
 } Batch;
 
-static inline uint64_t fuzz_be(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static inline void fuzz_put_be(uint8_t *p, uint64_t v, int n) {
-    for (int i = n - 1; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
-}
-
 /* The knobs at the input's start; the payload follows. -1 if the input is shorter. */
 static inline int fuzz_knobs(const uint8_t **data, size_t *size, Knobs *k) {
     if (*size < KNOBS_SIZE)
         return -1;
     k->flags = (*data)[0];
-    k->a = (int64_t)fuzz_be(*data + 1, 8);
-    k->b = (int64_t)fuzz_be(*data + 9, 8);
-    k->c = (int64_t)fuzz_be(*data + 17, 8);
+    k->a = (int64_t)be(*data + 1, 8);
+    k->b = (int64_t)be(*data + 9, 8);
+    k->c = (int64_t)be(*data + 17, 8);
     *data += KNOBS_SIZE;
     *size -= KNOBS_SIZE;
     return 0;
@@ -71,13 +61,13 @@ static inline int fuzz_batch(const uint8_t *buf, size_t size, Batch *b) {
     b->buf = buf;
     b->start = BATCH_HEADER_SIZE;
     b->end = (Py_ssize_t)size;
-    b->base_offset = (int64_t)fuzz_be(buf, 8);
-    b->batch_length = (int32_t)fuzz_be(buf + 8, 4);
-    b->attributes = (uint16_t)fuzz_be(buf + 21, 2);
-    b->last_delta = (int32_t)fuzz_be(buf + 23, 4);
-    b->base_timestamp = (int64_t)fuzz_be(buf + 27, 8);
-    b->max_timestamp = (int64_t)fuzz_be(buf + 35, 8);
-    b->count = (int32_t)fuzz_be(buf + 57, 4);
+    b->base_offset = (int64_t)be(buf, 8);
+    b->batch_length = (int32_t)be(buf + 8, 4);
+    b->attributes = (uint16_t)be(buf + 21, 2);
+    b->last_delta = (int32_t)be(buf + 23, 4);
+    b->base_timestamp = (int64_t)be(buf + 27, 8);
+    b->max_timestamp = (int64_t)be(buf + 35, 8);
+    b->count = (int32_t)be(buf + 57, 4);
     return 0;
 }
 

@@ -133,7 +133,7 @@ static int read_run(PyObject *records, const uint8_t *buf, Py_ssize_t end, int64
         Py_ssize_t size = 12 + (Py_ssize_t)b.batch_length;
         if (size < BATCH_HEADER_SIZE || size > remaining)
             return -1;
-        if (crc32c_update(0, h + 21, (size_t)(size - 21)) != (uint32_t)fuzz_be(h + 17, 4))
+        if (crc32c_update(0, h + 21, (size_t)(size - 21)) != (uint32_t)be(h + 17, 4))
             return -1;
         if (b.attributes & 0x07)
             break;
@@ -160,10 +160,10 @@ static int read_run(PyObject *records, const uint8_t *buf, Py_ssize_t end, int64
 static void fix_crcs(uint8_t *buf, Py_ssize_t end) {
     Py_ssize_t pos = 0;
     while (end - pos >= BATCH_HEADER_SIZE) {
-        Py_ssize_t size = 12 + (Py_ssize_t)(int32_t)fuzz_be(buf + pos + 8, 4);
+        Py_ssize_t size = 12 + (Py_ssize_t)(int32_t)be(buf + pos + 8, 4);
         if (size < BATCH_HEADER_SIZE || size > end - pos)
             return;
-        fuzz_put_be(buf + pos + 17, crc32c_update(0, buf + pos + 21, (size_t)(size - 21)), 4);
+        put_be(buf + pos + 17, crc32c_update(0, buf + pos + 21, (size_t)(size - 21)), 4);
         pos += size;
     }
 }
