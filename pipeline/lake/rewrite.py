@@ -90,7 +90,10 @@ def _ordinal(value: object) -> int | None:
 def small_partitions(table: Table, now_ms: int, config: RewriteConfig) -> list[tuple[int, int]]:
     """The [start, end) ranges (ms) of the closed partitions worth rewriting, oldest first."""
     found = _time_field(table)
-    if found is None or table.current_snapshot() is None:
+    current = table.current_snapshot()
+    # A snapshot without manifests (a table's first run, before any record: it carries only the offsets)
+    # has no files to rewrite, and pyiceberg's ``inspect.files`` fails on it (it concatenates no tables).
+    if found is None or current is None or not current.manifests(table.io):
         return []
     name, transform = found
     files = table.inspect.files().select(["content", "partition", "file_size_in_bytes"]).to_pylist()

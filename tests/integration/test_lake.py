@@ -453,7 +453,10 @@ def test_deleting_the_topic_drops_its_table(lake: Lake) -> None:
 def test_the_worker_loop_commits_enabled_topics(tmp_path: Any) -> None:
     settings = local_settings(tmp_path, worker_interval_ms=100)
     with run_server(settings, with_worker=True) as server:
-        server.create_topic("looped", 2, **{"strata.iceberg.mode": "raw"})
+        # The worker may run before the produce: its first run then commits the empty start, and the
+        # records wait for the next interval (the shortest allowed), well inside the deadline.
+        interval = {"strata.iceberg.commit.interval.ms": "10000"}
+        server.create_topic("looped", 2, **{"strata.iceberg.mode": "raw", **interval})
         assert (
             server.produce("looped", [{"key": f"k{i}", "value": "v"} for i in range(10)]).status_code == 200
         )

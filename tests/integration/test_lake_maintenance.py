@@ -299,6 +299,27 @@ def test_small_files_of_closed_partitions_are_rewritten_with_the_offsets(lake: L
     assert len(lake.duck(topic)) == len(rows) + 4
 
 
+def test_a_table_whose_snapshot_has_no_files_is_maintained(lake: Lake) -> None:
+    """A topic enabled before its first record: the first run commits an empty snapshot carrying the
+    starting offsets (no manifests at all), and maintenance of that table succeeds, today and once the
+    day is closed."""
+    topic = "empty-first"
+    lake.server.create_topic(topic, 2, **{"strata.iceberg.mode": "raw"})
+    assert lake.run(topic).outcome == COMMITTED
+    table = lake.table(topic)
+    assert table.current_snapshot() is not None
+    assert not table.current_snapshot().manifests(table.io)
+    now = SystemClock().now_ms()
+    for at in (now, now + 2 * DAY_MS):
+        (result,) = maintenance_round(lake, at, min_files=1).run_once(topic).maintained
+        assert (result.error, result.partitions_rewritten) == (None, 0)
+    lake.produce(topic, ["a", "b"])
+    assert lake.run(topic).outcome == COMMITTED
+    (result,) = maintenance_round(lake, now, min_files=1).run_once(topic).maintained
+    assert result.error is None
+    assert len(lake.duck(topic)) == 2
+
+
 def test_a_rewrite_that_loses_to_a_writer_commits_nothing(lake: Lake) -> None:
     """The rewrite reads the partition at the snapshot it loaded and may commit only on that snapshot: a
     writer's commit in between makes it fail, and the writer's rows are neither lost nor doubled."""
