@@ -47,6 +47,7 @@ FATAL_EXIT = 3  # the producer was fenced or failed fatally: restart me
 MAX_CRASHES = 3
 INIT_DEADLINE_S = 60.0
 MID_TXN_WAIT_S = 1.5
+STALL_REPORT_S = 10.0
 
 
 # ---- the copier process -------------------------------------------------------------------------------
@@ -113,9 +114,7 @@ def copy_partition(a: CopierArgs) -> int:
     position = _committed(consumer, tp)
     consumer.assign([TopicPartition(a.input, a.partition, position)])
     while position < end:
-        batch: list[Record] = []
-        while len(batch) < a.batch and position + len(batch) < end:
-            batch += [record_of(m) for m in consumer.consume(a.batch - len(batch), 1.0) if m.error() is None]
+        batch = _next_batch(consumer, tp, a, position, end)
         first, after = batch[0].offset, batch[-1].offset + 1
         while after == end and a.hold is not None and a.hold.exists():
             time.sleep(0.05)  # the run still owes kills: the last transaction waits, outside any transaction
@@ -147,6 +146,37 @@ def copy_partition(a: CopierArgs) -> int:
         time.sleep(a.pause_s)
     consumer.close()
     return DONE_EXIT
+
+
+def _next_batch(
+    consumer: Consumer, tp: TopicPartition, a: CopierArgs, position: int, end: int
+) -> list[Record]:
+    """Up to ``a.batch`` records from ``position`` on. Every ``STALL_REPORT_S`` without a record, the wait
+    is told on stderr (the copier's log, which a run that times out shows) with the consumer's position and
+    the errors it was given: a copy that stalls says where."""
+    batch: list[Record] = []
+    errors: list[str] = []
+    quiet_since = time.monotonic()
+    while len(batch) < a.batch and position + len(batch) < end:
+        got = 0
+        for m in consumer.consume(a.batch - len(batch), 1.0):
+            if m.error() is None:
+                batch.append(record_of(m))
+                got += 1
+            else:
+                errors.append(str(m.error()))
+        if got:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= STALL_REPORT_S:
+            (at,) = consumer.position([tp])
+            print(
+                f"copier {a.partition}: no record for {STALL_REPORT_S:g} s at {position + len(batch)} of"
+                f" {end} (consumer position {at.offset}); errors: {errors[-5:]}",
+                file=sys.stderr,
+                flush=True,
+            )
+            quiet_since, errors = time.monotonic(), []
+    return batch
 
 
 def main() -> None:
@@ -270,6 +300,23 @@ class Copiers:
             self.killed.discard(partition)
             self.start(partition)
 
+    def describe(self) -> str:
+        """Each copier's state, its last history events and the tail of its log: what a stalled run shows."""
+        parts = []
+        for partition, proc in sorted(self.procs.items()):
+            state = (
+                "done"
+                if partition in self.done
+                else f"exit {proc.poll()}"
+                if proc.poll() is not None
+                else "running"
+            )
+            history = self.out / f"copier-{partition}.jsonl"
+            events = history.read_text(errors="replace").splitlines()[-3:] if history.exists() else []
+            log = (self.out / f"copier-{partition}.log").read_text(errors="replace")[-1500:]
+            parts.append(f"copier {partition} ({state}); last events: {events}\nlog tail:\n{log}")
+        return "\n".join(parts)
+
     def stop(self) -> None:
         for partition in self.procs:
             self.kill(partition)
@@ -301,7 +348,7 @@ def run_copy(cfg: CopyConfig, out: Path, on_tick: Callable[[float], object] | No
         while len(copiers.done) < len(inputs):
             elapsed = time.monotonic() - started
             if elapsed > cfg.timeout_s:
-                raise WorkloadError(f"the copiers did not finish in {cfg.timeout_s} s")
+                raise WorkloadError(f"the copiers did not finish in {cfg.timeout_s} s\n{copiers.describe()}")
             progress = _copied(out)
             # ``on_tick`` answers True while it has faults still to make (agent kills): the copy is held
             # open for them too, or a fast copy ends before the last one.
