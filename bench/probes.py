@@ -120,6 +120,19 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def python_loop_s(additions: int = 10_000_000) -> float:
+    """Seconds a pure-Python loop of ``additions`` integer additions (in a function: local variables) takes
+    here now: the speed one core gives the interpreter at the run's start. On a shared virtual machine it
+    moves by half from one hour to the next, and the agent's CPU-bound figures with it, so every run records
+    it beside its figures. It is one second's sample: a neighbour that comes and goes during the run is not
+    in it."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(additions):
+        total += i
+    return round(time.perf_counter() - started, 3)
+
+
 def machine_info(**versions: str) -> dict[str, Any]:
     """The machine a run measured, with the versions of the libraries it depends on (``versions``)."""
     mem_kib = 0
@@ -140,6 +153,7 @@ def machine_info(**versions: str) -> dict[str, Any]:
         "numpy": np.__version__,
         **versions,
         "loadavg_at_start": loadavg(),
+        "python_loop_10m_s": python_loop_s(),
     }
 
 

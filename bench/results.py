@@ -134,13 +134,18 @@ def finish_run(
     print_report(report)
     if args.figures:
         log(f"figures: {write_figures(report, figures, args.note)}")
-    load = report["machine"]["loadavg_at_start"]
-    print(f"\nload average at start {load}; took {report.get('elapsed_s', '?')} s; {out}")
+    load, loop_s = report["machine"]["loadavg_at_start"], report["machine"].get("python_loop_10m_s")
+    print(
+        f"\nload average at start {load}; a 10M-addition Python loop {loop_s} s; took"
+        f" {report.get('elapsed_s', '?')} s; {out}"
+    )
 
 
 def machine_note(machine: dict[str, Any], note: str) -> str:
     """A short description of the machine for the page: cores, CPU, load at start, and ``note``."""
     text = f"{machine['nproc']} vCPU {machine['cpu_model']}, load {machine['loadavg_at_start']} at start"
+    if machine.get("python_loop_10m_s") is not None:  # runs before it was recorded lack it
+        text += f", a 10M-addition Python loop in {machine['python_loop_10m_s']:.2f} s"
     return f"{text}; {note}" if note else text
 
 
