@@ -8,6 +8,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.Callable;
+import java.util.function.Predicate;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
@@ -76,12 +77,15 @@ final class AdminChecks {
                         new AlterConfigOp(new ConfigEntry("retention.ms", "3600000"), AlterConfigOp.OpType.SET),
                         new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"),
                                 AlterConfigOp.OpType.SET)))).all().get();
-                return configs(admin, resource, List.of("retention.ms", "cleanup.policy"));
+                return applied(admin, resource, List.of("retention.ms", "cleanup.policy"),
+                        c -> "3600000".equals(value(c, "retention.ms"))
+                                && "compact".equals(value(c, "cleanup.policy")));
             });
             step(out, "incremental_delete", () -> {
                 admin.incrementalAlterConfigs(Map.of(resource, List.of(new AlterConfigOp(
                         new ConfigEntry("retention.ms", ""), AlterConfigOp.OpType.DELETE)))).all().get();
-                return configs(admin, resource, List.of("retention.ms", "cleanup.policy"));
+                return applied(admin, resource, List.of("retention.ms", "cleanup.policy"),
+                        c -> !"3600000".equals(value(c, "retention.ms")));
             });
             step(out, "bad_config", () -> {
                 admin.incrementalAlterConfigs(Map.of(resource, List.of(new AlterConfigOp(
@@ -131,6 +135,27 @@ final class AdminChecks {
         out.put("replicas", d.partitions().get(0).replicas().size());
         out.put("internal", d.isInternal());
         return out;
+    }
+
+    /**
+     * The configs once they show an alteration just made (``done``), or as they are after 15 s. Kafka applies
+     * an alteration to the broker's metadata after answering it, so under load a describe right after may
+     * still show the previous value; whether the change shows within the deadline is the answer.
+     */
+    private static Map<String, Object> applied(Admin admin, ConfigResource resource, Collection<String> names,
+            Predicate<Map<String, Object>> done) throws Exception {
+        long deadline = System.currentTimeMillis() + 15_000;
+        Map<String, Object> seen = configs(admin, resource, names);
+        while (!done.test(seen) && System.currentTimeMillis() < deadline) {
+            Thread.sleep(50);
+            seen = configs(admin, resource, names);
+        }
+        return seen;
+    }
+
+    private static String value(Map<String, Object> configs, String name) {
+        Object entry = configs.get(name);
+        return entry instanceof List<?> pair ? String.valueOf(pair.get(0)) : null;
     }
 
     private static Map<String, Object> configs(Admin admin, ConfigResource resource, Collection<String> names)
