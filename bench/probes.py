@@ -124,8 +124,8 @@ def python_loop_s(additions: int = 10_000_000) -> float:
     """Seconds a pure-Python loop of ``additions`` integer additions (in a function: local variables) takes
     here now: the speed one core gives the interpreter at the run's start. On a shared virtual machine it
     moves by half from one hour to the next, and the agent's CPU-bound figures with it, so every run records
-    it beside its figures. It is one second's sample: a neighbour that comes and goes during the run is not
-    in it."""
+    it beside its figures. It samples well under a second (its own figure): a neighbour that comes and goes
+    during the run is not in it."""
     started = time.perf_counter()
     total = 0
     for i in range(additions):

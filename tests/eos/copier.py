@@ -21,6 +21,7 @@ the order of each input partition's values is checked too.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import random
 import signal
 import subprocess
@@ -37,7 +38,7 @@ from tests.eos.checker import Verdict
 from tests.eos.copycheck import check_copy
 from tests.eos.history import FAIL, INFO, INVOKE, OK, TXN, HistoryWriter, Record, read_events
 from tests.eos.kafka_io import CLIENT, DrainResult, create_topic, drain, read_committed_consumer, record_of
-from tests.eos.workload import ROOT, WorkloadError, worker_env
+from tests.eos.workload import ROOT, WorkloadError, describe_processes, worker_env
 
 INPUT_PARTITIONS = 2
 CALL_TIMEOUT_S = 30.0
@@ -190,6 +191,9 @@ def main() -> None:
     p.add_argument("--history", type=Path, required=True)
     p.add_argument("--hold", type=Path, help="while this file exists, the last transaction waits")
     a = p.parse_args()
+    # A copier that a stalled run finds still running is sent SIGUSR1 (workload.describe_processes): its
+    # Python stacks go to its log, so a stuck call is named.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     sys.exit(copy_partition(CopierArgs(**vars(a))))
 
 
@@ -301,21 +305,9 @@ class Copiers:
             self.start(partition)
 
     def describe(self) -> str:
-        """Each copier's state, its last history events and the tail of its log: what a stalled run shows."""
-        parts = []
-        for partition, proc in sorted(self.procs.items()):
-            state = (
-                "done"
-                if partition in self.done
-                else f"exit {proc.poll()}"
-                if proc.poll() is not None
-                else "running"
-            )
-            history = self.out / f"copier-{partition}.jsonl"
-            events = history.read_text(errors="replace").splitlines()[-3:] if history.exists() else []
-            log = (self.out / f"copier-{partition}.log").read_text(errors="replace")[-1500:]
-            parts.append(f"copier {partition} ({state}); last events: {events}\nlog tail:\n{log}")
-        return "\n".join(parts)
+        """Each copier's state, its last history events and its log's tail, its stacks if it runs."""
+        named = {f"copier-{partition}": proc for partition, proc in self.procs.items()}
+        return describe_processes(named, self.out, {f"copier-{partition}" for partition in self.done})
 
     def stop(self) -> None:
         for partition in self.procs:

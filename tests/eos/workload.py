@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,16 +84,30 @@ def record_drain(cfg: WorkloadConfig, out: Path) -> None:
     log.close()
 
 
-def _stuck(procs: list[subprocess.Popen[bytes]], out: Path) -> str:
-    """The Python stacks of the workers still running (SIGUSR1: worker.py's faulthandler), from their logs."""
-    running = [i for i, p in enumerate(procs) if p.poll() is None]
-    for i in running:
-        procs[i].send_signal(signal.SIGUSR1)
-    time.sleep(1)
-    return "\n".join(
-        f"--- w{i} still running:\n" + (out / f"w{i}.log").read_text(errors="replace")[-3000:]
-        for i in running
-    )
+def describe_processes(
+    procs: Mapping[str, subprocess.Popen[bytes]], out: Path, done: Set[str] = frozenset()
+) -> str:
+    """Each process's state, its history's last events and its log's tail (``out/NAME.jsonl``, ``NAME.log``):
+    what a stalled run shows. Those still running are sent SIGUSR1 first, on which worker.py and copier.py
+    dump their Python stacks (faulthandler) to their logs, so a stuck call is named."""
+    running = [name for name, p in procs.items() if name not in done and p.poll() is None]
+    for name in running:
+        procs[name].send_signal(signal.SIGUSR1)
+    if running:
+        time.sleep(1)
+    parts = []
+    for name, proc in sorted(procs.items()):
+        if name in done:
+            state = "done"
+        elif proc.poll() is None:
+            state = "still running"
+        else:
+            state = f"exited {proc.returncode}"
+        history = out / f"{name}.jsonl"
+        events = history.read_text(errors="replace").splitlines()[-3:] if history.exists() else []
+        tail = (out / f"{name}.log").read_text(errors="replace")[-3000:]
+        parts.append(f"--- {name} ({state}); last events: {events}\nlog tail:\n{tail}")
+    return "\n".join(parts)
 
 
 def run_workload(cfg: WorkloadConfig, out: Path, on_tick: Callable[[float], None] | None = None) -> list[Op]:
@@ -110,7 +124,8 @@ def run_workload(cfg: WorkloadConfig, out: Path, on_tick: Callable[[float], None
                 on_tick(min((time.monotonic() - started) / cfg.seconds, 1.0))
             if time.monotonic() > deadline:
                 raise WorkloadError(
-                    f"workers still running {deadline - started:.0f} s after the start\n" + _stuck(procs, out)
+                    f"workers still running {deadline - started:.0f} s after the start\n"
+                    + describe_processes({f"w{i}": p for i, p in enumerate(procs)}, out)
                 )
             time.sleep(0.2)
     finally:
