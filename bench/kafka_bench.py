@@ -17,6 +17,9 @@ Phases (``--phases``, default all):
 1. ceiling: bench/kafka_sink.py, a bare asyncio Kafka server that decodes Produce as Strata does
    (``broker.codec.decode``, then ``storage.records.iter_batches(verify_crc=True)`` on every partition) and
    answers ApiVersions, Metadata and Produce at once with fake offsets; closed-loop producers, once per codec.
+   With the latency phase too (``--no-latency-floor`` skips it), phase 3's load against ``kafka_sink --raw``
+   answering at once, then durable in three steps (bench/kafka_phases.py ``SINKS``: one log, a file per
+   round, a file and a SQLite commit per round): the floor under the latency figures on this machine.
 2. produce: ``strata serve --role agent --kafka-port P`` (--flush-interval-ms 250, --buffer-bytes 64 MiB),
    the same generator with the same parameters, once per codec (``--compression none,lz4``; one topic per
    codec). A codec the agent (or the sink) refuses is reported as that codec's error, and a codec the client
@@ -62,7 +65,7 @@ import httpx
 from bench import report as page
 from bench import targets
 from bench.harness import ROOT, MiB, log
-from bench.kafka_phases import ceiling_phase, http_compare, run_backend, topic_name
+from bench.kafka_phases import ceiling_phase, http_compare, latency_floor, run_backend, topic_name
 from bench.probes import cpu_ms_per_mib, other_cores
 from bench.results import (
     Rows,
@@ -172,6 +175,18 @@ def _latency_rows(rows: Rows, lat: dict[str, Any], backend: str) -> None:
     rows.add(f"latency phase requests: sent; mean KiB; most awaiting an answer{suffix}", wire(lat))
 
 
+def _floor_rows(rows: Rows, floor: dict[str, Any]) -> None:
+    """The latency phase's load against each bare sink (``latency_floor``): the floor under the figures."""
+    for label, r in floor.items():
+        lat = r["latency_ms"]
+        if r.get("error") or lat["p50"] is None:
+            rows.add(f"ack latency floor, bare sink {label}", r.get("error", "no acknowledgement"), ok=False)
+            continue
+        rate = f"{r.get('rate_mib_offered', 0):g} MiB/s"
+        shown = f"{lat['p50']:.1f} / {lat['p99']:.1f} (sink {r['cpu_cores'].get('sink')} cores)"
+        rows.add(f"ack latency p50 / p99 at {rate}, bare sink {label}", shown, "ms", area="kafka")
+
+
 def _puts_rows(rows: Rows, pf: dict[str, Any]) -> None:
     ppf = pf["puts_per_flush"]
     shown = round(ppf, 3) if ppf is not None else None
@@ -229,6 +244,7 @@ def evaluate(
     ceiling: dict[str, Any],
     sink_totals: dict[str, int] | None,
     http: dict[str, Any] | None,
+    floor: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Every figure with its target and pass/miss (None: no target here, shown for the analysis)."""
     rows = Rows()
@@ -243,6 +259,8 @@ def evaluate(
         rows.add("HTTP path agent CPU per MiB, local", committed_http_cpu())
     for lat in (r.get("latency") or {}).values():
         _latency_rows(rows, lat, r["backend"])
+    if local and floor:
+        _floor_rows(rows, floor)
     if r.get("puts") is not None:
         _puts_rows(rows, r["puts"])
     for topic, f in r.get("fetch", {}).items():
@@ -284,6 +302,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--latency-linger-ms", type=float, default=5.0)
     add("--latency-duration", type=float, default=None, help="default: --duration")
     add("--latency-classes", default="standard,low-latency", help="latency phase: one run per flush class")
+    add(
+        "--no-latency-floor",
+        dest="latency_floor",
+        action="store_false",
+        help="with ceiling and latency: skip the latency load against the bare sinks",
+    )
     add("--flush-interval-ms", type=int, default=250)
     add("--buffer-bytes", type=int, default=64 * MiB)
     add("--consumers", type=int, default=2, help="consumer processes for the catch-up")
@@ -317,6 +341,12 @@ def run_all(args: argparse.Namespace, report: dict[str, Any], workdir: Path) -> 
         except (RuntimeError, OSError) as exc:
             log(f"[ceiling] failed: {exc}")
             report["ceiling"] = {"error": str(exc)}
+        if "latency" in args.phases and args.latency_floor:
+            (workdir / "floor").mkdir()
+            try:
+                report["latency_floor"] = latency_floor(args, workdir / "floor")
+            except (RuntimeError, OSError) as exc:
+                log(f"[ceiling] latency floor failed: {exc}")
     for backend in ["local", "s3"] if args.backend == "both" else [args.backend]:
         (workdir / backend).mkdir()
         try:
@@ -350,7 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     ceiling = {k: v for k, v in report["ceiling"].items() if isinstance(v, dict) and k != "sink_totals"}
     for r in report["backends"].values():
         if "error" not in r:
-            r["targets"] = evaluate(r, ceiling, report["ceiling"].get("sink_totals"), report["http"])
+            totals = report["ceiling"].get("sink_totals")
+            r["targets"] = evaluate(r, ceiling, totals, report["http"], report.get("latency_floor"))
     report["elapsed_s"] = round(time.monotonic() - started, 1)
     report["params"] = {k: v for k, v in report["params"].items() if k != "backend_now"}
     finish_run(report, args, print_report, backend_figures(report))

@@ -93,6 +93,55 @@ def ceiling_phase(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return out
 
 
+# (label, bench.kafka_sink's arguments beside ``--raw``): the bare sinks a load is measured against, in
+# order: answering at once, then only once the batches are durable (bench/durable_log.py's group commit),
+# appended to one log, then in a file per round as Strata's local store writes a flush, then with a SQLite
+# commit after the file as Strata's embedded metadata store commits a flush. The step from one to the next
+# is what that step costs a durable broker on this machine.
+SINKS: tuple[tuple[str, list[str]], ...] = (
+    ("answering at once", []),
+    ("durable: one log, fdatasync per round", ["--durable", "log"]),
+    ("durable: a file per round, as Strata's local store", ["--durable", "files"]),
+    ("durable: a file and a SQLite commit per round", ["--durable", "files+commit"]),
+)
+
+
+def sink_runs(args: argparse.Namespace, workdir: Path, load: KafkaLoad, topic: str) -> dict[str, Any]:
+    """``load`` against ``bench.kafka_sink --raw`` (requests read with ``struct``: as little CPU per request
+    as Python allows) in each of ``SINKS``; the producers' figures with the sink's ``cpu_cores``, by label."""
+    out: dict[str, Any] = {}
+    for n, (label, durable) in enumerate(SINKS):
+        port = free_port()
+        cmd = module_cmd(
+            "bench.kafka_sink", "--port", str(port), "--partitions", str(args.partitions), "--raw"
+        )
+        if durable:
+            cmd += [*durable, "--dir", str(workdir / f"sink-{n}")]
+        sink = spawn("sink", cmd, workdir / f"sink-{n}.log")
+        try:
+            wait_tcp(port, sink)
+            log(f"[ceiling] {load.procs} producer processes, sink {label}, {load.duration:g} s")
+            settle_disk()
+            cpu = CpuWindow({"sink": sink.pid})
+            result = run_producers(args, f"127.0.0.1:{port}", topic, load, cpu.mark_start, cpu.mark_end)
+            result["cpu_cores"] = cpu.cores()
+        finally:
+            sink.stop()
+        out[label] = result
+    return out
+
+
+def latency_floor(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The latency phase's load (``--rate-mib`` at ``--latency-linger-ms``, uncompressed) against the bare
+    sinks: what the client, the loopback, the disk and Python's cheapest server allow an acknowledgement
+    here, step by step, beside Strata's low-latency figures."""
+    duration = args.latency_duration or args.duration
+    load = KafkaLoad(
+        "none", args.producers, duration, rate_mib=args.rate_mib, linger_ms=args.latency_linger_ms
+    )
+    return sink_runs(args, workdir, load, latency_topic("floor"))
+
+
 def produce_phase(
     args: argparse.Namespace, agent: Agent, codec: str, extra_pids: dict[str, int]
 ) -> dict[str, Any]:

@@ -41,11 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import metrics
-from bench.harness import ROOT, AgentSpec, free_port, log, module_cmd, spawn, start_agent, stop_proc, wait_tcp
+from bench.harness import ROOT, AgentSpec, log, start_agent, stop_proc
 from bench.harness import backend_stores as stores
-from bench.kafka_load import KafkaLoad, run_producers
-from bench.kafka_phases import measured_window
-from bench.probes import CpuWindow, cpu_ms_per_mib, settle_disk, worker_children
+from bench.kafka_load import KafkaLoad
+from bench.kafka_phases import measured_window, sink_runs
+from bench.probes import cpu_ms_per_mib, worker_children
 from bench.results import Rows, add_output_args, finish_run, markdown_table, page_figures, run_header
 from bench.targets import Target
 
@@ -102,38 +102,9 @@ def run_backend(args: argparse.Namespace, backend: str, workdir: Path) -> dict[s
     return out
 
 
-# (label, the sink's arguments): the ceilings of step 3, in order.
-CEILINGS: tuple[tuple[str, list[str]], ...] = (
-    ("answering at once", []),
-    ("durable: one log, fdatasync per round", ["--durable", "log"]),
-    ("durable: a file per round, as Strata's local store", ["--durable", "files"]),
-    ("durable: a file and a SQLite commit per round", ["--durable", "files+commit"]),
-)
-
-
 def ceilings(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """Step 3: one idempotent producer against ``bench.kafka_sink --raw`` in each of ``CEILINGS``."""
-    out: dict[str, Any] = {}
-    for n, (label, durable) in enumerate(CEILINGS):
-        port = free_port()
-        cmd = module_cmd(
-            "bench.kafka_sink", "--port", str(port), "--partitions", str(args.partitions), "--raw"
-        )
-        if durable:
-            cmd += [*durable, "--dir", str(workdir / f"sink-{n}")]
-        sink = spawn("sink", cmd, workdir / f"sink-{n}.log")
-        try:
-            wait_tcp(port, sink)
-            log(f"[ceiling] one idempotent producer, sink {label}, {args.duration:g} s")
-            settle_disk()
-            cpu = CpuWindow({"sink": sink.pid})
-            load = KafkaLoad("none", 1, args.duration, idempotence=True)
-            result = run_producers(args, f"127.0.0.1:{port}", TOPIC, load, cpu.mark_start, cpu.mark_end)
-            result["cpu_cores"] = cpu.cores()
-        finally:
-            sink.stop()
-        out[label] = result
-    return out
+    """Step 3: one idempotent producer against the bare sinks (bench/kafka_phases.py ``SINKS``)."""
+    return sink_runs(args, workdir, KafkaLoad("none", 1, args.duration, idempotence=True), TOPIC)
 
 
 def ceiling_rows(found: dict[str, Any]) -> list[dict[str, Any]]:
