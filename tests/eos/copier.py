@@ -7,7 +7,8 @@ TransactionalMessageCopier) in Python, with confluent-kafka.
   transactional.id of its own partition, so a restarted copier fences its dead predecessor. Each
   transaction copies up to ``--batch`` records (100 here) to the output topic, adds the next input offset with
   send_offsets_to_transaction, and commits; 10% are aborted on purpose, and the copier rewinds its consumer
-  to the batch's first offset, as a copier that lost its transaction must.
+  to the batch's first offset, as a copier that lost its transaction must. A transaction call that runs
+  ``HUNG_GRACE_S`` past its own timeout ends the copier as a crash (``CallWatch``: a librdkafka fault).
 * ``run_copy``: seeds, starts the copiers, SIGKILLs a copier at a quarter, half and three quarters of the
   copy (and calls ``on_tick`` with the fraction copied, where a test kills agents too), restarts whatever
   died, and waits until every
@@ -22,13 +23,15 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import os
 import random
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +52,11 @@ MAX_CRASHES = 3
 INIT_DEADLINE_S = 60.0
 MID_TXN_WAIT_S = 1.5
 STALL_REPORT_S = 10.0
+# A call that overruns its own timeout by this much is taken as hung, and the copier ends as if it had
+# crashed (HUNG_EXIT, counted against MAX_CRASHES, restarted): librdkafka's send_offsets_to_transaction can
+# wait forever when its group coordinator left the cluster's Metadata (librdkafka issues #5511, #5456).
+HUNG_GRACE_S = 30.0
+HUNG_EXIT = 4
 
 
 # ---- the copier process -------------------------------------------------------------------------------
@@ -68,6 +76,35 @@ class CopierArgs:
     seed: int
     history: Path
     hold: Path | None = None
+
+
+class CallWatch:
+    """A thread that ends the process when a ``guard``ed call runs ``HUNG_GRACE_S`` past its timeout, with
+    the process's stacks on stderr (the copier's log): a hung client call becomes a crash the run survives
+    and shows, not a copy that never ends."""
+
+    def __init__(self) -> None:
+        self._deadline: float | None = None
+        self._what = ""
+        threading.Thread(target=self._watch, name="call-watch", daemon=True).start()
+
+    @contextmanager
+    def guard(self, what: str, timeout_s: float) -> Iterator[None]:
+        self._what, self._deadline = what, time.monotonic() + timeout_s + HUNG_GRACE_S
+        try:
+            yield
+        finally:
+            self._deadline = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(1.0)
+            deadline = self._deadline
+            if deadline is not None and time.monotonic() > deadline:
+                print(f"{self._what} overran its timeout by {HUNG_GRACE_S:g} s: hung", file=sys.stderr)
+                faulthandler.dump_traceback(all_threads=True)
+                sys.stderr.flush()
+                os._exit(HUNG_EXIT)
 
 
 def _producer(a: CopierArgs) -> Producer:
@@ -112,6 +149,7 @@ def copy_partition(a: CopierArgs) -> int:
     tp = TopicPartition(a.input, a.partition)
     end = consumer.get_watermark_offsets(tp, timeout=CALL_TIMEOUT_S, cached=False)[1]
     producer = _producer(a)
+    watch = CallWatch()
     position = _committed(consumer, tp)
     consumer.assign([TopicPartition(a.input, a.partition, position)])
     while position < end:
@@ -127,12 +165,16 @@ def copy_partition(a: CopierArgs) -> int:
                     a.output, value=str(r.value).encode(), partition=r.value % a.output_partitions
                 )
             offsets = [TopicPartition(a.input, a.partition, after)]
-            producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
+            group = consumer.consumer_group_metadata()
+            with watch.guard("send_offsets_to_transaction", CALL_TIMEOUT_S):
+                producer.send_offsets_to_transaction(offsets, group, CALL_TIMEOUT_S)
             if rng.random() < a.abort_rate:
-                producer.abort_transaction(CALL_TIMEOUT_S)
+                with watch.guard("abort_transaction", CALL_TIMEOUT_S):
+                    producer.abort_transaction(CALL_TIMEOUT_S)
                 log.event(FAIL, TXN, {"input": [first, after], "on_purpose": True})
             else:
-                producer.commit_transaction(CALL_TIMEOUT_S)
+                with watch.guard("commit_transaction", CALL_TIMEOUT_S):
+                    producer.commit_transaction(CALL_TIMEOUT_S)
                 log.event(OK, TXN, {"input": [first, after]})
                 position = after
         except KafkaException as e:
@@ -140,7 +182,8 @@ def copy_partition(a: CopierArgs) -> int:
             log.event(INFO, TXN, {"input": [first, after], "error": str(error)})
             if not error.txn_requires_abort():
                 return FATAL_EXIT  # fenced, or unknown: a restart fences this producer and resumes
-            producer.abort_transaction(CALL_TIMEOUT_S)
+            with watch.guard("abort_transaction", CALL_TIMEOUT_S):
+                producer.abort_transaction(CALL_TIMEOUT_S)
         if position != after:
             # The batch did not commit: copy it again, from the first offset not committed.
             consumer.seek(TopicPartition(a.input, a.partition, position))
