@@ -7,10 +7,10 @@ record may wait in the open buffer for others to share its PUT.
   buffer is also cut at ``flush_bytes``, and by the idle cut: once it holds ``flush_idle_bytes`` and no
   request has come for ``flush_idle_ms``, or at once when every sender is known to wait for its acks
   (``senders_waiting``, broker/waiting.py). On S3 this keeps PUTs near one per interval under a trickle.
-- **low-latency** (``strata.flush.class=low-latency``): a record waits at most ``low_latency_ms``, a few
-  milliseconds on a local directory and about one PUT's time on S3 (a flush cut sooner would only queue
-  behind the uploads in flight). Records of standard topics buffered at that moment ride in the same file:
-  they cost no PUT of their own, and the cut is counted as the low-latency class's.
+- **low-latency** (``strata.flush.class=low-latency``): a record waits at most ``low_latency_ms``: none
+  on a local directory (the flush loop's next turn), about one PUT's time on S3 (a flush cut sooner would
+  only queue behind the uploads in flight). Records of standard topics buffered at that moment ride in the
+  same file: they cost no PUT of their own, and the cut is counted as the low-latency class's.
 
 So a low-latency record never waits behind the standard interval, and a standard topic never pays for
 low-latency PUTs: every cut is counted under the one class whose deadline (or size) caused it

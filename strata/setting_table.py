@@ -92,7 +92,7 @@ SETTINGS: tuple[Setting, ...] = (
         "STRATA_LOW_LATENCY_MS",
         int,
         None,
-        "The longest a low-latency topic's record waits for its flush to be cut (default: 1 on a local"
+        "The longest a low-latency topic's record waits for its flush to be cut (default: 0 on a local"
         " directory, 20 on S3)",
     ),
     Setting(

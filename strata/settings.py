@@ -25,9 +25,11 @@ from strata.setting_table import parse_bool as parse_bool
 # The idle cut's floor on an object store that charges per request (see Settings.idle_flush_floor).
 S3_IDLE_FLUSH_FLOOR = 3 * MiB
 # The low-latency class's bound (agents/flush_policy.py): on a local directory a flush is a file write and a
-# commit, so a millisecond lets the requests read in one turn of the event loop share it; on S3 about one
-# small PUT's time, since a flush cut sooner would only wait behind the uploads in flight.
-LOCAL_LOW_LATENCY_MS = 1
+# commit, so it is cut at the flush loop's next turn, which comes after the requests read in the same turn
+# of the event loop (they share it); a 1 ms bound cost a lone record about 3 ms more (a timer, rounded up
+# to the event loop's millisecond clock) and nothing under load. On S3 about one small PUT's time, since a
+# flush cut sooner would only wait behind the uploads in flight.
+LOCAL_LOW_LATENCY_MS = 0
 S3_LOW_LATENCY_MS = 20
 
 

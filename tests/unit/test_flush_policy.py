@@ -9,6 +9,7 @@ from agents.flush_policy import (
     FlushPolicy,
     low_latency_depth,
 )
+from strata.settings import LOCAL_LOW_LATENCY_MS, S3_LOW_LATENCY_MS, Settings
 
 POLICY = FlushPolicy(interval_s=0.25, flush_bytes=8000, idle_s=0.005, idle_bytes=3000, low_latency_s=0.02)
 
@@ -45,3 +46,16 @@ def test_a_second_low_latency_flush_overlaps_the_first_only_with_enough_bytes() 
     assert low_latency_depth(0) == 1
     assert low_latency_depth(LOW_LATENCY_PIPELINE_BYTES - 1) == 1
     assert low_latency_depth(LOW_LATENCY_PIPELINE_BYTES) == LOW_LATENCY_DEPTH == 2
+
+
+def test_a_zero_bound_makes_a_low_latency_record_due_on_arrival() -> None:
+    # The local default: the cut comes at the flush loop's next turn, with whatever was read alongside.
+    policy = FlushPolicy(interval_s=0.25, flush_bytes=8000, idle_s=0.005, idle_bytes=3000, low_latency_s=0.0)
+    assert policy.deadline(100, 10.0, 10.1, 10.1, False) == (10.1, FlushCause.LOW_LATENCY)
+    assert policy.deadline(100, 10.0, 10.1, None, False) == (10.25, FlushCause.STANDARD)
+
+
+def test_the_low_latency_bound_defaults_to_none_locally_and_a_put_on_s3() -> None:
+    assert Settings(data_dir="/tmp/strata-data").low_latency_bound_ms == LOCAL_LOW_LATENCY_MS == 0
+    assert Settings(bucket="s3://b").low_latency_bound_ms == S3_LOW_LATENCY_MS == 20
+    assert Settings(bucket="s3://b", low_latency_ms=0).low_latency_bound_ms == 0
