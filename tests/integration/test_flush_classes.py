@@ -71,6 +71,22 @@ async def test_low_latency_cuts_at_its_bound_and_standard_rides_along(tmp_path: 
         await agent.close()
 
 
+async def test_a_zero_bound_cuts_once_for_the_requests_of_one_turn(tmp_path: Path) -> None:
+    # The local default (strata/settings.py): no timer, the cut comes at the flush loop's next turn, after
+    # everything enqueued in this one, so those requests share one file; a later one gets a file of its own.
+    config = AgentConfig(flush_interval_ms=MINUTE_MS, flush_idle_ms=0, low_latency_ms=0)
+    agent, store = await _agent(tmp_path, config)
+    try:
+        together = [_enqueue(agent, "fast", p) for p in (0, 1, 0)] + [_enqueue(agent, "std")]
+        await asyncio.wait_for(asyncio.gather(*together), 10)
+        assert store.counters.get("PUT") == 1
+        await asyncio.wait_for(_enqueue(agent, "fast"), 10)
+        assert store.counters.get("PUT") == 2
+        assert (_puts(agent, LOW_LATENCY), _puts(agent, STANDARD)) == (2, 0)
+    finally:
+        await agent.close()
+
+
 async def test_the_agent_default_class_applies_to_topics_without_one(tmp_path: Path) -> None:
     config = AgentConfig(
         flush_interval_ms=MINUTE_MS, flush_idle_ms=0, low_latency_ms=20, default_flush_class=LOW_LATENCY
