@@ -135,11 +135,7 @@ def latency_floor(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """The latency phase's load (``--rate-mib`` at ``--latency-linger-ms``, uncompressed) against the bare
     sinks: what the client, the loopback, the disk and Python's cheapest server allow an acknowledgement
     here, step by step, beside Strata's low-latency figures."""
-    duration = args.latency_duration or args.duration
-    load = KafkaLoad(
-        "none", args.producers, duration, rate_mib=args.rate_mib, linger_ms=args.latency_linger_ms
-    )
-    return sink_runs(args, workdir, load, latency_topic("floor"))
+    return sink_runs(args, workdir, latency_load(args), latency_topic("floor"))
 
 
 def produce_phase(
@@ -191,6 +187,14 @@ def measured_window(
     return result, before, after
 
 
+def latency_load(args: argparse.Namespace) -> KafkaLoad:
+    """The latency phase's producers: ``--rate-mib`` offered at ``--latency-linger-ms``, uncompressed."""
+    duration = args.latency_duration or args.duration
+    return KafkaLoad(
+        "none", args.producers, duration, rate_mib=args.rate_mib, linger_ms=args.latency_linger_ms
+    )
+
+
 def latency_phase(
     args: argparse.Namespace, agent: Agent, extra_pids: dict[str, int], flush_class: str
 ) -> dict[str, Any]:
@@ -198,10 +202,7 @@ def latency_phase(
     acknowledgement of every record, the PUTs per second it cost, and the flushes' steps."""
     topic = latency_topic(flush_class)
     metrics.create_topics(agent.url, [topic], args.partitions, {"strata.flush.class": flush_class})
-    duration = args.latency_duration or args.duration
-    load = KafkaLoad(
-        "none", args.producers, duration, rate_mib=args.rate_mib, linger_ms=args.latency_linger_ms
-    )
+    load = latency_load(args)
     started = time.monotonic()
     pids = {"agent": agent.pid, **extra_pids}
     result, before, after = measured_window(args, agent.url, bootstrap_of(agent), topic, load, pids)
