@@ -95,6 +95,7 @@ def merge_produce(parts: list[dict[str, Any]], load: ProduceLoad) -> dict[str, A
 def latency_summary(sorted_ms: list[float]) -> dict[str, Any]:
     return {
         "n": len(sorted_ms),
+        "mean": sum(sorted_ms) / len(sorted_ms) if sorted_ms else None,
         "p50": percentile(sorted_ms, 0.50),
         "p90": percentile(sorted_ms, 0.90),
         "p99": percentile(sorted_ms, 0.99),

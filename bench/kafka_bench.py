@@ -169,10 +169,23 @@ def _latency_rows(rows: Rows, lat: dict[str, Any], backend: str) -> None:
     rows.add(f"PUTs per second at {rate}{suffix}", round(lat["puts_s"], 1), "/s", area="kafka")
     steps = "; ".join(f"{k} {v:.1f}" if v is not None else f"{k} -" for k, v in lat["steps_ms"].items())
     rows.add(f"flush steps at {rate}{suffix}, mean ms", steps, area="kafka")
+    if "agent_ms" in lat:  # figures files from before the breakdown lack it
+        rows.add(f"ack at {rate}{suffix}: {BREAKDOWN}", breakdown(lat), area="kafka")
     rows.add(f"latency phase acknowledged{suffix}", round(lat["mib_s"], 1), "MiB/s")
     missing = lat["unfinished"] + sum(lat["errors"].values())
     rows.add(f"latency phase: records never acknowledged{suffix}", missing, "", targets.MISSING_ACKS)
     rows.add(f"latency phase requests: sent; mean KiB; most awaiting an answer{suffix}", wire(lat))
+
+
+BREAKDOWN = "mean ms in all; in the agent; flush cycle ms; agent CPU µs per request"
+
+
+def breakdown(lat: dict[str, Any]) -> str:
+    """The latency window's ``BREAKDOWN``: the client's mean per record, the agent's per request
+    (admission to answer), the time between flushes and the agent's CPU per request."""
+    parts = [lat["latency_ms"].get("mean"), lat["agent_ms"], lat["flush_cycle_ms"]]
+    shown = [f"{v:.1f}" if v is not None else "-" for v in parts]
+    return "; ".join([*shown, f"{lat['agent_us_per_request']:.0f}"])
 
 
 def _floor_rows(rows: Rows, floor: dict[str, Any]) -> None:

@@ -209,9 +209,36 @@ def latency_phase(
     elapsed = time.monotonic() - started
     result["puts_s"] = (metrics.puts(after) - metrics.puts(before)) / elapsed
     result["class_puts"] = metrics.class_puts(before, after, flush_class)
+    result.update(ack_breakdown(args, load, result, before, after))
     result["linger_ms"] = args.latency_linger_ms
     result["flush_class"] = flush_class
     return result
+
+
+def ack_breakdown(
+    args: argparse.Namespace,
+    load: KafkaLoad,
+    result: dict[str, Any],
+    before: metrics.Scrape,
+    after: metrics.Scrape,
+) -> dict[str, Any]:
+    """Where a latency window's acknowledgement time went: ``agent_ms``, the agent's mean from a Produce
+    request's admission to its answer (per request, where the client's latency is per record; the rest
+    is the client's linger and queue, the loopback and the socket buffers); ``flush_cycle_ms``, the mean
+    time between flushes; ``agent_us_per_request``, the agent's CPU per Produce request in the window.
+
+    The producers send from the warm-up's start to the window's end, and the drain after it sends little:
+    flushes and requests are counted over that time."""
+    agent_s = metrics.delta_mean(before, after, "strata_kafka_produce_latency_seconds")
+    flushes = metrics.flushes(after) - metrics.flushes(before)
+    sending = load.duration + args.warmup
+    # librdkafka counts the requests of the whole run, warm-up included: the window holds its share.
+    in_window = result["requests_sent"] * load.duration / sending
+    return {
+        "agent_ms": None if agent_s is None else agent_s * 1000,
+        "flush_cycle_ms": sending / flushes * 1000 if flushes else None,
+        "agent_us_per_request": result["cpu_cores"]["agent"] * load.duration / max(in_window, 1) * 1e6,
+    }
 
 
 def fetch_phase(
