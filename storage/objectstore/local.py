@@ -27,12 +27,12 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import quote
 
+from storage._durable import write_file
 from storage.errors import ObjectNotFound, ObjectStoreError
 from storage.objectstore.base import (
     DELETE,
@@ -87,26 +87,10 @@ def _store_error(action: str, key: str, exc: OSError) -> ObjectStoreError:
     return ObjectStoreError(f"local object store: {action} {key!r} failed: {exc}")
 
 
-# Pieces per writev call: Linux's IOV_MAX.
-_IOV_MAX = 1024
-
-
-def _write_all(fd: int, pieces: list[Piece]) -> None:
-    """Write ``pieces`` in order, with as few ``writev`` calls as the kernel allows (a short write resumes
-    where it stopped)."""
-    # Pieces are bytes, bytearrays or byte-format memoryviews, so len() counts bytes. A copy of the list:
-    # a short write trims its first piece, and the caller's list must stay whole for a retried put.
-    views: list[Piece] = list(pieces)
-    while views:
-        batch = views[:_IOV_MAX]
-        written = os.writev(fd, batch)
-        done = 0
-        while done < len(batch) and written >= len(batch[done]):
-            written -= len(batch[done])
-            done += 1
-        views = views[done:]
-        if written:
-            views[0] = memoryview(views[0])[written:]
+def _temp_name() -> str:
+    """A fresh temporary entry name: ``TEMP_PREFIX`` and 64 random bits. It is created exclusively, so a
+    collision (with a crash's leftover, say) fails the put rather than write into another put's file."""
+    return TEMP_PREFIX + os.urandom(8).hex()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -192,26 +176,16 @@ class LocalObjectStore(ObjectStore):
             _fsync_dir(path.parent)
 
     def put(self, key: str, data: Body) -> None:
-        """``data`` in pieces is written with ``os.writev``, as it is: no joined copy."""
+        """``data`` in pieces is written as it is (no joined copy), durably, in one native call
+        (storage/_durable.c): a new temporary file in the object's directory, fsynced, renamed into place,
+        and the directory fsynced. A failed put leaves no temporary file."""
         path = self._path(key)
         size = body_size(data)
         self.counters.incr(PUT, written=size)
+        pieces: list[Piece] = [data] if isinstance(data, bytes) else list(data)
         try:
             self._ensure_dir(path.parent)
-            fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
-            try:
-                with os.fdopen(fd, "wb", buffering=0) as tmp:
-                    _write_all(tmp.fileno(), [data] if isinstance(data, bytes) else data)
-                    os.fsync(tmp.fileno())
-                os.replace(tmp_name, path)
-            except BaseException:
-                # The temp file must not outlive a failed put (it would be an orphan until a sweep).
-                try:
-                    os.unlink(tmp_name)
-                except FileNotFoundError:
-                    pass
-                raise
-            _fsync_dir(path.parent)
+            write_file(path.parent, _temp_name(), path.name, pieces)
         except OSError as exc:
             raise _store_error("put", key, exc) from exc
         self.recent_writes.written(path, size)

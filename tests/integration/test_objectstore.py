@@ -24,6 +24,7 @@ import pytest
 from botocore.exceptions import ClientError
 from crc32c import crc32c
 
+from storage._durable import write_file
 from storage.clock import ManualClock
 from storage.errors import (
     ObjectNotFound,
@@ -547,6 +548,39 @@ def test_local_put_leaves_no_temp_files_and_list_ignores_crash_leftovers(tmp_pat
     (tmp_path / f"{TEMP_PREFIX}top").write_bytes(b"partial")
     assert [i.key for i in store.list()] == [f"l0/{i}" for i in range(5)]
     assert [i.key for i in store.list(".tmp")] == []
+
+
+def test_local_put_writes_pieces_beyond_one_writev_in_order(tmp_path: Path) -> None:
+    """More pieces than one writev takes (IOV_MAX, 1024), of every kind a flush hands over, empty ones too."""
+    rng = random.Random(7)
+    pieces: list[bytes | bytearray | memoryview] = []
+    for i in range(2500):
+        raw = rng.randbytes(rng.choice([0, 1, 17, 4096]))
+        pieces.append(
+            raw if i % 3 == 0 else bytearray(raw) if i % 3 == 1 else memoryview(b"<" + raw + b">")[1:-1]
+        )
+    store = LocalObjectStore(tmp_path)
+    store.put("l0/many", pieces)
+    assert store.get("l0/many") == b"".join(bytes(p) for p in pieces)
+    assert (tmp_path / "l0" / "many").stat().st_mode & 0o777 == 0o600
+
+
+def test_local_put_that_fails_leaves_no_temp_file_and_the_old_object(tmp_path: Path) -> None:
+    """The rename is refused (the final name is a directory of other objects): the temporary file, written
+    and fsynced already, is removed, and what was there stays."""
+    store = LocalObjectStore(tmp_path)
+    store.put("d/x/y", b"kept")
+    with pytest.raises(ObjectStoreError, match="put 'd/x' failed"):
+        store.put("d/x", [b"new", b" bytes"])
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(TEMP_PREFIX)]
+    assert store.get("d/x/y") == b"kept"
+
+
+def test_native_write_file_takes_names_within_its_directory_only(tmp_path: Path) -> None:
+    for temp, final in [("a/b", "obj"), ("tmp", "../obj"), ("", "obj"), ("tmp", "")]:
+        with pytest.raises(ValueError, match="without '/'"):
+            write_file(tmp_path, temp, final, [b"x"])
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_local_key_below_an_object_is_a_store_error(tmp_path: Path) -> None:
