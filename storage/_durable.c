@@ -11,11 +11,12 @@ write_file(directory, temp_name, final_name, pieces) -> None
     pieces: a list of objects with the buffer protocol, written in order.
 
     1. open(directory/temp_name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)
-    2. writev of the pieces, IOV_MAX at a time, resumed after a short write (EINTR retried)
+    2. writev of the pieces, IOV_MAX at a time, resumed after a short write (a write of nothing is EIO)
     3. fsync, close
     4. rename(temp_name, final_name), within the directory (atomic: the object appears whole or not at all)
     5. fsync of the directory, so that the rename survives a crash
 
+    Every call but close is retried when a signal interrupts it (EINTR), as Python's own are.
     Errors: OSError with the errno and the path of the step that failed. If the temporary file was
     created, it is removed before the error is raised, and the final name is never touched (the rename is
     the last step that changes the directory). An empty list writes an empty object.
@@ -37,26 +38,42 @@ write_file(directory, temp_name, final_name, pieces) -> None
 
 enum step { STEP_NONE, STEP_OPEN, STEP_WRITE, STEP_FSYNC, STEP_CLOSE, STEP_RENAME, STEP_DIR_OPEN, STEP_DIR_FSYNC };
 
+/* A system call retried while a signal interrupts it (EINTR), as Python's own wrappers do (PEP 475): the
+process's signal handlers are installed without SA_RESTART. Not for close, which must not be repeated. */
+#define RETRY_EINTR(result, call)                                                                            \
+    do {                                                                                                     \
+        (result) = (call);                                                                                   \
+    } while ((result) < 0 && errno == EINTR)
+
 /* The whole sequence, without the GIL. Returns the failed step (STEP_NONE on success) and its errno. */
 static enum step write_durably(const char *dir, const char *temp_path, const char *final_path, struct iovec *iov,
                                Py_ssize_t count, int *err) {
-    int fd = open(temp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd, rc;
+    RETRY_EINTR(fd, open(temp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (fd < 0) {
-        *err = errno;
+        *err = errno; /* EEXIST included: that file is not this call's to remove */
         return STEP_OPEN;
     }
     enum step failed = STEP_NONE;
     Py_ssize_t first = 0;
     while (first < count) {
         int batch = (int)((count - first) < IOV_MAX ? (count - first) : IOV_MAX);
-        ssize_t written = writev(fd, iov + first, batch);
+        size_t wanted = 0;
+        for (int i = 0; i < batch; i++)
+            wanted += iov[first + i].iov_len;
+        ssize_t written;
+        RETRY_EINTR(written, writev(fd, iov + first, batch));
         if (written < 0) {
-            if (errno == EINTR)
-                continue;
             failed = STEP_WRITE;
             break;
         }
-        /* Skip the pieces written whole; trim the one a short write stopped in. */
+        if (written == 0 && wanted > 0) {
+            /* A regular file takes at least one byte or fails; a 0 here would repeat forever. */
+            errno = EIO;
+            failed = STEP_WRITE;
+            break;
+        }
+        /* Skip the pieces written whole (empty ones too); trim the one a short write stopped in. */
         while (first < count && (size_t)written >= iov[first].iov_len) {
             written -= (ssize_t)iov[first].iov_len;
             first++;
@@ -66,8 +83,11 @@ static enum step write_durably(const char *dir, const char *temp_path, const cha
             iov[first].iov_len -= (size_t)written;
         }
     }
-    if (failed == STEP_NONE && fsync(fd) != 0)
-        failed = STEP_FSYNC;
+    if (failed == STEP_NONE) {
+        RETRY_EINTR(rc, fsync(fd));
+        if (rc != 0)
+            failed = STEP_FSYNC;
+    }
     if (failed != STEP_NONE) {
         *err = errno;
         close(fd);
@@ -79,17 +99,20 @@ static enum step write_durably(const char *dir, const char *temp_path, const cha
         unlink(temp_path);
         return STEP_CLOSE;
     }
-    if (rename(temp_path, final_path) != 0) {
+    RETRY_EINTR(rc, rename(temp_path, final_path));
+    if (rc != 0) {
         *err = errno;
         unlink(temp_path);
         return STEP_RENAME;
     }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int dfd;
+    RETRY_EINTR(dfd, open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (dfd < 0) {
         *err = errno;
         return STEP_DIR_OPEN;
     }
-    if (fsync(dfd) != 0) {
+    RETRY_EINTR(rc, fsync(dfd));
+    if (rc != 0) {
         *err = errno;
         close(dfd);
         return STEP_DIR_FSYNC;
@@ -108,7 +131,15 @@ static PyObject *write_file(PyObject *self, PyObject *args) {
     PyObject *temp_path = NULL, *final_path = NULL;
     Py_buffer *views = NULL;
     struct iovec *iov = NULL;
-    Py_ssize_t count = PyList_GET_SIZE(pieces), held = 0;
+    /* A tuple of the pieces, held for the call: the list itself could change while buffers are taken. */
+    PyObject *items = PyList_AsTuple(pieces);
+    if (items == NULL) {
+        Py_DECREF(dir_obj);
+        Py_DECREF(temp_obj);
+        Py_DECREF(final_obj);
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(items), held = 0;
     const char *dir = PyBytes_AS_STRING(dir_obj);
     const char *temp = PyBytes_AS_STRING(temp_obj), *final = PyBytes_AS_STRING(final_obj);
     if (strchr(temp, '/') != NULL || strchr(final, '/') != NULL || temp[0] == '\0' || final[0] == '\0') {
@@ -125,9 +156,9 @@ static PyObject *write_file(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    /* The list is copied into buffers held for the whole call: nothing it refers to can move meanwhile. */
+    /* Buffers held for the whole call: nothing they refer to can move or be resized meanwhile. */
     for (; held < count; held++) {
-        if (PyObject_GetBuffer(PyList_GET_ITEM(pieces, held), &views[held], PyBUF_SIMPLE) < 0)
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(items, held), &views[held], PyBUF_SIMPLE) < 0)
             goto done;
         iov[held].iov_base = views[held].buf;
         iov[held].iov_len = (size_t)views[held].len;
@@ -158,6 +189,7 @@ done:
     PyMem_Free(iov);
     Py_XDECREF(temp_path);
     Py_XDECREF(final_path);
+    Py_DECREF(items);
     Py_DECREF(dir_obj);
     Py_DECREF(temp_obj);
     Py_DECREF(final_obj);

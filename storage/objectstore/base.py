@@ -124,8 +124,9 @@ class ObjectStore(ABC):
 
 
 # An object's bytes for ``AsyncObjectStore.put``: one buffer, or its pieces in order. With pieces a backend
-# that can write them as they are (the local directory: ``os.writev``) saves joining them: a flush file is
-# its producers' batches, as they were received, between the few bytes the flusher writes itself.
+# that can write them as they are (the local directory: ``writev`` in storage/_durable.c) saves joining
+# them: a flush file is its producers' batches, as they were received, between the few bytes the flusher
+# writes itself.
 Piece = bytes | bytearray | memoryview
 Body = bytes | list[Piece]
 

@@ -4,16 +4,19 @@ Layout: key ``a/b/c`` is the file ``<root>/a/b/c``. Every ``/`` in a key is a di
 can never also be a "directory" of other keys (``a`` and ``a/b`` cannot both exist); Strata's keys are
 generated (a level prefix and a ULID/UUID), so this S3 difference never matters in practice.
 
-Durability and atomicity of ``put``: the bytes go to a temporary file in the target directory, which is
-fsynced, then ``os.replace``d over the final name (atomic on POSIX within one filesystem), and the directory
-is fsynced so the rename itself survives a crash. A reader therefore sees the old object or the new one,
-never a prefix. What a crash leaves behind: at most an orphan temp file named ``.tmp-*``; such names are
-never valid keys and ``list`` never returns them.
+Durability and atomicity of ``put``: the bytes go to a new temporary file in the target directory, which is
+fsynced, then renamed over the final name (atomic on POSIX within one filesystem), and the directory is
+fsynced so the rename itself survives a crash. A reader therefore sees the old object or the new one, never
+a prefix. What a crash leaves behind: at most an orphan temp file named ``.tmp-*``; such names are never
+valid keys and ``list`` never returns them. These steps run in one native call (storage/_durable.c), which
+gives up the GIL once for all of them: written in Python, each step had to win the GIL back from an event
+loop busy with requests (docs/benchmarks.md, "The low-latency ack against the request rate").
 
 Page cache: only the last ``page_cache_bytes`` (512 MiB) of written objects are left cached by the kernel;
 older ones are dropped (``pagecache.py`` says why, with the measurements). Reads are left alone.
 
-Objects are created with mode 0600 (``tempfile.mkstemp``): the directory belongs to the Strata process.
+Objects are created with mode 0600 (``storage/_durable.c`` creates the temporary file exclusively with it):
+the directory belongs to the Strata process.
 
 Directories created for a key are not removed when their last object is deleted: removing them would race
 with a concurrent ``put`` into the same directory, and the number of directories is small (prefixes).

@@ -12,6 +12,8 @@ import base64
 import math
 import random
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import closing
@@ -574,6 +576,42 @@ def test_local_put_that_fails_leaves_no_temp_file_and_the_old_object(tmp_path: P
         store.put("d/x", [b"new", b" bytes"])
     assert not [p for p in tmp_path.rglob("*") if p.name.startswith(TEMP_PREFIX)]
     assert store.get("d/x/y") == b"kept"
+
+
+# Run in a process of its own: a file size limit of 10 bytes makes the first writev of 5 + 8 + 2 bytes
+# short (10 written) and the one that resumes it fail with EFBIG (SIGXFSZ ignored), after the create.
+_SHORT_WRITE_THEN_FAILURE = """
+import resource, signal, sys
+from pathlib import Path
+from storage.errors import ObjectStoreError
+from storage.objectstore.local import TEMP_PREFIX, LocalObjectStore
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+root = Path(sys.argv[1])
+store = LocalObjectStore(root)
+store.put("l0/obj", b"old")
+resource.setrlimit(resource.RLIMIT_FSIZE, (10, 10))
+pieces = [b"aaaaa", bytearray(b"bbbbbbbb"), memoryview(b"cc")]
+try:
+    store.put("l0/obj", pieces)
+except ObjectStoreError as exc:
+    print("refused:", exc.message)
+print("pieces kept:", pieces == [b"aaaaa", bytearray(b"bbbbbbbb"), memoryview(b"cc")])
+print("temp files:", sorted(p.name for p in root.rglob(TEMP_PREFIX + "*")))
+print("object:", store.get("l0/obj"))
+"""
+
+
+def test_local_put_resumes_a_short_write_and_cleans_up_a_failed_one(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _SHORT_WRITE_THEN_FAILURE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.splitlines()
+    assert out[0].startswith("refused:"), out
+    assert "File too large" in out[0], out
+    assert out[1:] == ["pieces kept: True", "temp files: []", "object: b'old'"]
 
 
 def test_native_write_file_takes_names_within_its_directory_only(tmp_path: Path) -> None:
