@@ -33,7 +33,7 @@ from typing import Any
 
 from bench import loadrun, metrics
 from bench.harness import ROOT, Agent, AgentSpec, log, start_agent
-from bench.kafka_load import KafkaLoad, merge_produce, producer_cmds
+from bench.kafka_load import KafkaLoad, cpu_us_per_request, merge_produce, producer_cmds
 from bench.probes import CpuWindow
 from bench.results import run_header, write_results
 
@@ -117,10 +117,9 @@ def run_once(args: argparse.Namespace, count: int) -> dict[str, Any]:
     cores = cpu.cores()
     merged["agents"] = count
     merged["agents_cpu_cores"] = round(sum(cores[f"agent{i}"] for i in range(count)), 2)
-    # librdkafka counts the requests of the whole run, warm-up included; at a fixed rate the window holds
-    # its share of them (the drain after it sends little).
-    in_window = merged["requests_sent"] * args.duration / (args.duration + args.warmup)
-    merged["cpu_us_per_request"] = merged["agents_cpu_cores"] * args.duration / max(in_window, 1) * 1e6
+    merged["cpu_us_per_request"] = cpu_us_per_request(
+        merged["agents_cpu_cores"], merged["requests_sent"], args.duration, args.warmup
+    )
     merged["puts_s"] = (
         sum(metrics.puts(a) - metrics.puts(b) for a, b in zip(after, before, strict=True)) / elapsed
     )

@@ -127,6 +127,15 @@ def merge_produce(parts: list[dict[str, Any]], load: KafkaLoad) -> dict[str, Any
     return result
 
 
+def cpu_us_per_request(cores: float, requests_sent: int, window_s: float, warmup_s: float) -> float:
+    """CPU microseconds per Produce request in a window of ``window_s``, from ``cores`` measured over it.
+
+    librdkafka counts the requests of the whole run (``merge_produce``'s ``requests_sent``), warm-up
+    included; at a fixed rate the window holds its share of them (the drain after it sends little)."""
+    in_window = requests_sent * window_s / (window_s + warmup_s)
+    return cores * window_s / max(in_window, 1) * 1e6
+
+
 def run_consumers(args: argparse.Namespace, bootstrap: str, topic: str) -> dict[str, Any]:
     """``--consumers`` processes, partitions dealt round-robin, one start time; merged results."""
     procs = max(1, min(args.consumers, args.partitions))

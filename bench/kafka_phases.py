@@ -29,7 +29,7 @@ from bench.harness import (
     stop_proc,
     wait_tcp,
 )
-from bench.kafka_load import KafkaLoad, run_consumers, run_producers
+from bench.kafka_load import KafkaLoad, cpu_us_per_request, run_consumers, run_producers
 from bench.probes import (
     CpuWindow,
     RssSampler,
@@ -234,12 +234,12 @@ def ack_breakdown(
     agent_s = metrics.delta_mean(before, after, "strata_kafka_produce_latency_seconds")
     flushes = metrics.flushes(after) - metrics.flushes(before)
     sending = load.duration + args.warmup
-    # librdkafka counts the requests of the whole run, warm-up included: the window holds its share.
-    in_window = result["requests_sent"] * load.duration / sending
     return {
         "agent_ms": None if agent_s is None else agent_s * 1000,
         "flush_cycle_ms": sending / flushes * 1000 if flushes else None,
-        "agent_us_per_request": result["cpu_cores"]["agent"] * load.duration / max(in_window, 1) * 1e6,
+        "agent_us_per_request": cpu_us_per_request(
+            result["cpu_cores"]["agent"], result["requests_sent"], load.duration, args.warmup
+        ),
     }
 
 

@@ -49,7 +49,6 @@ from storage.objectstore.base import (
     ObjectInfo,
     ObjectStore,
     ObjectStream,
-    Piece,
     RequestCounters,
     StreamBase,
     body_size,
@@ -185,10 +184,10 @@ class LocalObjectStore(ObjectStore):
         path = self._path(key)
         size = body_size(data)
         self.counters.incr(PUT, written=size)
-        pieces: list[Piece] = [data] if isinstance(data, bytes) else list(data)
         try:
             self._ensure_dir(path.parent)
-            write_file(path.parent, _temp_name(), path.name, pieces)
+            # write_file holds its own copy of the list for the call: the caller's stays as it was.
+            write_file(path.parent, _temp_name(), path.name, [data] if isinstance(data, bytes) else data)
         except OSError as exc:
             raise _store_error("put", key, exc) from exc
         self.recent_writes.written(path, size)
