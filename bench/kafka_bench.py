@@ -31,7 +31,12 @@ Phases (``--phases``, default all):
    once per flush class, each after a ``sync`` (what the produce phases left dirty is written first):
    p50/p99 of produce() -> acknowledgement (librdkafka's ``Message.latency()``) of every record produced in
    the window, however late its acknowledgement (up to the 30 s drain; records never acknowledged are
-   counted). Then PUTs per flush over phases 2-3, and PUTs while idle for ``--idle`` seconds (target 0).
+   counted). Then the same rate and linger.ms from Kafka's Java producer (``--no-java-latency`` skips it):
+   ``kafka-producer-perf-test`` with Java's defaults (idempotent, 5 requests in flight), its first
+   ``--java-warmup`` seconds left out (bench/java_producer.py). librdkafka sends one partition per
+   ProduceRequest and Java every ready partition in one, so the two put very different request rates on
+   the agent for the same bytes. Then PUTs per flush over phases 2-3, and PUTs while idle for ``--idle``
+   seconds (target 0).
 4. fetch: a fresh agent on the same bucket and metadata (cold cache) serves ``--consumers`` confluent-kafka
    Consumers (partitions assigned from offset 0, fetch.max.bytes 64 MiB) that read each codec topic back to
    its high watermark. MiB/s of key + value bytes, and GETs per MiB from /metrics.
@@ -175,6 +180,22 @@ def _latency_rows(rows: Rows, lat: dict[str, Any], backend: str) -> None:
     missing = lat["unfinished"] + sum(lat["errors"].values())
     rows.add(f"latency phase: records never acknowledged{suffix}", missing, "", targets.MISSING_ACKS)
     rows.add(f"latency phase requests: sent; mean KiB; most awaiting an answer{suffix}", wire(lat))
+    if "java" in lat:
+        _java_rows(rows, lat["java"], f"{rate}{suffix}", bars)
+
+
+def _java_rows(rows: Rows, java: dict[str, Any], label: str, bars: tuple[targets.Target, ...]) -> None:
+    """The same load from Kafka's Java producer (``kafka_phases.java_latency``), against the same bars."""
+    who = "Kafka's Java producer"
+    if "error" in java:
+        rows.add(f"ack latency at {label}, {who}", java["error"], ok=False)
+        return
+    for q, bar in zip(("p50", "p99"), bars, strict=True):
+        value = java["latency_ms"][q]
+        rows.add(f"ack latency {q} at {label}, {who}", value, "ms", bar, measured=value, area="kafka")
+    rows.add(f"ack at {label}, {who}: {BREAKDOWN}", breakdown(java), area="kafka")
+    shown = f"{java['requests_s']:.0f}; {java['mib_s']:.1f}; {java['cpu_cores'].get('java')}"
+    rows.add(f"{who} at {label}: requests/s; MiB/s acknowledged; its cores", shown)
 
 
 BREAKDOWN = "mean ms in all; in the agent; flush cycle ms; agent CPU µs per request"
@@ -315,6 +336,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--latency-linger-ms", type=float, default=5.0)
     add("--latency-duration", type=float, default=None, help="default: --duration")
     add("--latency-classes", default="standard,low-latency", help="latency phase: one run per flush class")
+    add(
+        "--no-java-latency",
+        dest="java_latency",
+        action="store_false",
+        help="latency phase: skip the second run per class from Kafka's Java producer",
+    )
+    add("--java-warmup", type=float, default=5.0, help="Java producer: seconds left out of its figures")
     add(
         "--no-latency-floor",
         dest="latency_floor",

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import metrics, targets
+from bench import java_producer, metrics, targets
 from bench.harness import (
     ROOT,
     Agent,
@@ -212,6 +212,51 @@ def latency_phase(
     result.update(ack_breakdown(args, load, result, before, after))
     result["linger_ms"] = args.latency_linger_ms
     result["flush_class"] = flush_class
+    if args.java_latency:
+        result["java"] = java_latency(args, agent, extra_pids, flush_class)
+    return result
+
+
+def java_latency(
+    args: argparse.Namespace, agent: Agent, extra_pids: dict[str, int], flush_class: str
+) -> dict[str, Any]:
+    """The same rate and linger.ms from Kafka's Java producer (bench/java_producer.py), on a topic of its
+    own: its steady-state percentiles, and the agent's figures over the window after the warm-up (its
+    requests, their mean in the agent, the time between flushes, CPU per request)."""
+    topic = latency_topic(flush_class) + "-java"
+    metrics.create_topics(agent.url, [topic], args.partitions, {"strata.flush.class": flush_class})
+    duration = args.latency_duration or args.duration
+    load = java_producer.JavaLoad(
+        bootstrap_of(agent), topic, args.rate_mib, duration, args.java_warmup, args.latency_linger_ms
+    )
+    settle_disk()
+    proc = java_producer.start(load)
+    # The JVM starts in about a second, then the tool sends its warm-up records at the fixed rate.
+    time.sleep(1.0 + load.warmup_s)
+    cpu = CpuWindow({"agent": agent.pid, "java": proc.pid, **extra_pids})
+    before = metrics.scrape(agent.url)
+    started = time.monotonic()
+    cpu.mark_start()
+    time.sleep(duration)  # the window ends with the tool's last records sent, before it exits
+    cpu.mark_end()
+    after = metrics.scrape(agent.url)
+    window_s = time.monotonic() - started
+    result = java_producer.finish(proc, timeout=120)
+    requests = metrics.delta(before, after, "strata_kafka_produce_latency_seconds_count")
+    agent_s = metrics.delta_mean(before, after, "strata_kafka_produce_latency_seconds")
+    flushes = metrics.flushes(after) - metrics.flushes(before)
+    cores = cpu.cores()
+    result.update(
+        {
+            "cpu_cores": cores,
+            "requests_s": requests / window_s,
+            "agent_ms": None if agent_s is None else agent_s * 1000,
+            "flush_cycle_ms": window_s / flushes * 1000 if flushes else None,
+            "agent_us_per_request": cores["agent"] * window_s / max(requests, 1) * 1e6,
+            "steps_ms": metrics.flush_steps_ms(before, after),
+            "warmup_s": load.warmup_s,
+        }
+    )
     return result
 
 
