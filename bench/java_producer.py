@@ -16,8 +16,9 @@ spread), measures send() -> acknowledgement of every record, and leaves the firs
 of a "steady state" summary, so the JVM's warm-up (class loading, JIT) is not counted. Its percentiles
 are whole milliseconds.
 
-The producer keeps Java's defaults except ``acks=all`` and ``linger.ms``: since Kafka 3.0 that is an
-idempotent producer with 5 requests in flight and 16 KiB batches.
+The producer keeps Java's defaults except ``acks=all`` and ``linger.ms`` (and any ``--property``): since
+Kafka 3.0 that is an idempotent producer with 5 requests in flight and 16 KiB batches, and its drain takes
+one batch per partition into a request, so at most 5 x partitions x ``batch.size`` is ever in flight.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class JavaLoad:
     duration_s: float
     warmup_s: float
     linger_ms: float
+    props: tuple[str, ...] = ()  # more producer settings, NAME=VALUE (they win over the ones above)
 
     @property
     def records_per_s(self) -> int:
@@ -72,7 +74,7 @@ class JavaLoad:
         args += ["--key-distribution", "random", "--record-key-range", str(KEY_RANGE)]
         args += ["--reporting-interval", str(round(1000 * (self.warmup_s + self.duration_s) + 60_000))]
         args += ["--bootstrap-server", self.bootstrap, "--command-property", "acks=all"]
-        args += [f"linger.ms={self.linger_ms:g}"]
+        args += [f"linger.ms={self.linger_ms:g}", *self.props]
         return args
 
 
@@ -122,8 +124,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--linger-ms", type=float, default=5.0)
+    parser.add_argument("--property", action="append", default=[], help="a producer setting, NAME=VALUE")
     a = parser.parse_args(argv)
-    load = JavaLoad(a.bootstrap, a.topic, a.rate_mib, a.duration, a.warmup, a.linger_ms)
+    load = JavaLoad(a.bootstrap, a.topic, a.rate_mib, a.duration, a.warmup, a.linger_ms, tuple(a.property))
     result = finish(start(load), timeout=a.warmup + a.duration + 120)
     print(json.dumps(result, indent=2))
     return 1 if "error" in result else 0

@@ -186,7 +186,8 @@ def _latency_rows(rows: Rows, lat: dict[str, Any], backend: str) -> None:
 
 def _java_rows(rows: Rows, java: dict[str, Any], label: str, bars: tuple[targets.Target, ...]) -> None:
     """The same load from Kafka's Java producer (``kafka_phases.java_latency``), against the same bars."""
-    who = "Kafka's Java producer"
+    props = java.get("properties") or []
+    who = "Kafka's Java producer" + (f" ({', '.join(props)})" if props else "")
     if "error" in java:
         rows.add(f"ack latency at {label}, {who}", java["error"], ok=False)
         return
@@ -343,6 +344,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="latency phase: skip the second run per class from Kafka's Java producer",
     )
     add("--java-warmup", type=float, default=5.0, help="Java producer: seconds left out of its figures")
+    add("--java-property", action="append", default=[], help="Java producer: a setting, NAME=VALUE")
     add(
         "--no-latency-floor",
         dest="latency_floor",

@@ -227,7 +227,13 @@ def java_latency(
     metrics.create_topics(agent.url, [topic], args.partitions, {"strata.flush.class": flush_class})
     duration = args.latency_duration or args.duration
     load = java_producer.JavaLoad(
-        bootstrap_of(agent), topic, args.rate_mib, duration, args.java_warmup, args.latency_linger_ms
+        bootstrap_of(agent),
+        topic,
+        args.rate_mib,
+        duration,
+        args.java_warmup,
+        args.latency_linger_ms,
+        tuple(args.java_property),
     )
     settle_disk()
     proc = java_producer.start(load)
@@ -255,6 +261,7 @@ def java_latency(
             "agent_us_per_request": cores["agent"] * window_s / max(requests, 1) * 1e6,
             "steps_ms": metrics.flush_steps_ms(before, after),
             "warmup_s": load.warmup_s,
+            "properties": list(load.props),
         }
     )
     return result
