@@ -4,7 +4,8 @@ run by tests/java/src/strata/javatests/StreamsCount.java against Strata and agai
 
 The state cache is off, so each input record gives one count update and the answer does not depend on commit
 timing: both brokers must give every word the counts 1..n, and Streams must have created the same internal
-topics with the same configs on both. Exactly-once processing waits for transactions."""
+topics with the same configs on both. Exactly-once processing (``exactly_once_v2``) is run by
+tests/java/test_transactions_java.py."""
 
 from __future__ import annotations
 
