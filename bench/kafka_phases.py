@@ -39,6 +39,7 @@ from bench.probes import (
     proc_mem_kib,
     settle_disk,
 )
+from tests.java import kafka as kafka_jars
 
 
 def topic_name(codec: str) -> str:
@@ -236,7 +237,10 @@ def java_latency(
         tuple(args.java_property),
     )
     settle_disk()
-    proc = java_producer.start(load)
+    try:
+        proc = java_producer.start(load)
+    except (kafka_jars.KafkaJarsMissing, OSError) as exc:  # no jars (make kafka-java), or no JDK
+        return {"error": f"Kafka's Java producer did not start: {exc}"}
     # The JVM starts in about a second, then the tool sends its warm-up records at the fixed rate.
     time.sleep(1.0 + load.warmup_s)
     cpu = CpuWindow({"agent": agent.pid, "java": proc.pid, **extra_pids})
