@@ -2,11 +2,12 @@
 
     python -m bench.java_producer --bootstrap 127.0.0.1:9092 --topic t --rate-mib 20 --duration 10
 
-Why a second client: librdkafka puts one partition in each ProduceRequest (librdkafka issue 1700), so a
-keyed load over 32 partitions at linger.ms 5 sends a request per partition batch, thousands a second at
-20 MiB/s. Kafka's Java client drains every ready partition led by a broker into one request, at most
-``max.in.flight.requests.per.connection`` (5) at a time. The agent's CPU goes mostly per request, so the
-same bytes cost it far less from Java, and a latency figure means little without the client it came from.
+Why a second client: librdkafka puts one partition in each ProduceRequest
+(https://github.com/confluentinc/librdkafka/issues/1700), so a keyed load over 32 partitions at linger.ms
+5 sends a request per partition batch, thousands a second at 20 MiB/s. Kafka's Java client drains every
+ready partition led by a broker into one request, at most ``max.in.flight.requests.per.connection`` (5)
+at a time. The agent's CPU goes mostly per request, so the same bytes cost it far less from Java, and a
+latency figure means little without the client it came from.
 
 Why this tool rather than a generator of our own: ``org.apache.kafka.tools.ProducerPerformance`` is what a
 Kafka user runs (the ``kafka-producer-perf-test`` script), from the pinned ``kafka-tools`` jar that
@@ -16,9 +17,11 @@ spread), measures send() -> acknowledgement of every record, and leaves the firs
 of a "steady state" summary, so the JVM's warm-up (class loading, JIT) is not counted. Its percentiles
 are whole milliseconds.
 
-The producer keeps Java's defaults except ``acks=all`` and ``linger.ms`` (and any ``--property``): since
-Kafka 3.0 that is an idempotent producer with 5 requests in flight and 16 KiB batches, and its drain takes
-one batch per partition into a request, so at most 5 x partitions x ``batch.size`` is ever in flight.
+The producer keeps Java's defaults but for ``linger.ms`` (Kafka 4's default is 5) and any ``--property``;
+``acks=all`` is set though it is the default since Kafka 3.0. That is an idempotent producer with 5
+requests in flight and 16 KiB batches. Its drain takes at most one batch per partition into a request, up
+to ``max.request.size`` (1 MiB), so at most 5 x min(partitions x ``batch.size``, ``max.request.size``) is
+ever in flight.
 """
 
 from __future__ import annotations
@@ -60,11 +63,14 @@ class JavaLoad:
 
     @property
     def records_per_s(self) -> int:
+        """The tool's ``--throughput``: records a second, each ``RECORD_BYTES`` of value."""
         return max(1, round(self.rate_mib * 1024 * 1024 / RECORD_BYTES))
 
     def command(self) -> list[str]:
         """``java -cp <Kafka jars> ProducerPerformance ...``; KafkaJarsMissing before ``make kafka-java``."""
-        return kafka_jars.command(TOOL, *self.tool_args(), heap="512m")
+        cmd = kafka_jars.command(TOOL, *self.tool_args(), heap="512m")
+        # The summary's numbers are formatted in the JVM's locale: a decimal comma would not parse.
+        return [cmd[0], "-Duser.language=en", "-Duser.country=US", *cmd[1:]]
 
     def tool_args(self) -> list[str]:
         warmup = round(self.records_per_s * self.warmup_s)
@@ -96,7 +102,17 @@ def parse_steady(stdout: str) -> dict[str, Any]:
 
 
 def start(load: JavaLoad) -> subprocess.Popen[str]:
+    """The tool, started; KafkaJarsMissing or OSError (no ``java``) if it cannot be."""
     return subprocess.Popen(load.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def exited_within(proc: subprocess.Popen[str], seconds: float) -> bool:
+    """Wait up to ``seconds``; whether the tool ended meanwhile (it prints too little to fill its pipes)."""
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def finish(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
@@ -126,6 +142,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--linger-ms", type=float, default=5.0)
     parser.add_argument("--property", action="append", default=[], help="a producer setting, NAME=VALUE")
     a = parser.parse_args(argv)
+    if a.warmup <= 0:
+        parser.error("--warmup must be over 0: the tool prints its steady-state figures only after one")
     load = JavaLoad(a.bootstrap, a.topic, a.rate_mib, a.duration, a.warmup, a.linger_ms, tuple(a.property))
     result = finish(start(load), timeout=a.warmup + a.duration + 120)
     print(json.dumps(result, indent=2))
