@@ -40,12 +40,14 @@ def srv(tmp_path: Path) -> Iterator[RunningServer]:
         yield running
 
 
-def produce_from_form(page: Page, key: str, value: str, fmt: str = "utf8") -> None:
+def produce_from_form(page: Page, offset: int, key: str, value: str, fmt: str = "utf8") -> None:
+    """Send one record from the form and wait for its own answer: the flash of the record before it may
+    still be shown, so waiting for any "Produced" message would return before this one is stamped."""
     page.fill("#produce-key", key)
     page.fill("#produce-value", value)
     page.select_option("#produce-format", fmt)
     page.click("#produce-send")
-    expect(page.locator("#flash .msg").last).to_contain_text("Produced to partition 0")
+    expect(page.locator("#flash .msg").last).to_contain_text(f"Produced to partition 0 at offset {offset}")
 
 
 def iso(ms: int) -> str:
@@ -76,9 +78,9 @@ def test_operator_scenario(browser: Browser, srv: RunningServer, screenshot_dir:
 
     # Produce JSON, binary and a <script> payload from the form (offsets 0, 1, 2).
     page.click("#tab-records")
-    produce_from_form(page, "user-1", '{"name": "Ada", "langs": ["en", "fr"]}')
-    produce_from_form(page, "bin", "00 ff 10 80", fmt="hex")
-    produce_from_form(page, "xss", XSS)
+    produce_from_form(page, 0, "user-1", '{"name": "Ada", "langs": ["en", "fr"]}')
+    produce_from_form(page, 1, "bin", "00 ff 10 80", fmt="hex")
+    produce_from_form(page, 2, "xss", XSS)
     # Overwrites of user-1 (offsets 3..5), stamped after `mark`, and two records stamped an hour and half an
     # hour ago (offsets 6, 7), over the API.
     mark = int(time.time() * 1000) + 1
