@@ -124,12 +124,18 @@ def finish(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
         proc.communicate()
         return {"error": f"kafka-producer-perf-test still running after {timeout:g} s"}
     if proc.returncode != 0:
-        said = kafka_jars.without_slf4j(err).strip()[-300:]
-        return {"error": f"kafka-producer-perf-test exited {proc.returncode}: {said}"}
+        return {"error": f"kafka-producer-perf-test exited {proc.returncode}: {_reason(err)}"}
     try:
         return parse_steady(out)
     except ValueError as exc:
         return {"error": str(exc)}
+
+
+def _reason(stderr: str) -> str:
+    """The exception a failed tool printed (its first line naming one), else its last words."""
+    lines = kafka_jars.without_slf4j(stderr).strip().splitlines()
+    named = [line.strip() for line in lines if "Exception" in line or "Error" in line]
+    return (named[0] if named else " ".join(lines))[-300:]
 
 
 def main(argv: list[str]) -> int:

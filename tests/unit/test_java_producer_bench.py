@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.java_producer import RECORD_BYTES, JavaLoad, parse_steady
+from bench.java_producer import RECORD_BYTES, JavaLoad, _reason, parse_steady
 
 # What kafka-producer-perf-test 4.4.0 printed against an agent, warm-up line and total line included.
 OUTPUT = """\
@@ -41,3 +41,16 @@ def test_the_command_sends_warm_up_then_the_window_at_the_rate_with_keys_and_ack
     assert after("--num-records") == str(15 * 20 * 1024)
     assert after("--key-distribution") == "random"
     assert cmd[cmd.index("--command-property") + 1 :][:2] == ["acks=all", "linger.ms=5"]
+
+
+def test_a_failed_tool_is_reported_by_the_exception_it_printed() -> None:
+    stderr = (
+        "SLF4J: No SLF4J providers were found.\n"
+        'Exception in thread "main" org.apache.kafka.common.config.ConfigException: Invalid value bogus for'
+        " configuration acks: String must be one of: all, -1, 0, 1\n"
+        "\tat org.apache.kafka.common.config.ConfigDef.parseValue(ConfigDef.java:498)\n"
+    )
+    assert _reason(stderr).endswith(
+        "ConfigException: Invalid value bogus for configuration acks: String must be one of: all, -1, 0, 1"
+    )
+    assert _reason("SLF4J: x\nconnection refused\n") == "connection refused"
