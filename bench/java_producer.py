@@ -66,6 +66,11 @@ class JavaLoad:
         """The tool's ``--throughput``: records a second, each ``RECORD_BYTES`` of value."""
         return max(1, round(self.rate_mib * 1024 * 1024 / RECORD_BYTES))
 
+    @property
+    def timeout_s(self) -> float:
+        """How long to wait for the tool: twice its run (it may fall behind the rate), and a JVM's start."""
+        return 2 * (self.warmup_s + self.duration_s) + 120
+
     def command(self) -> list[str]:
         """``java -cp <Kafka jars> ProducerPerformance ...``; KafkaJarsMissing before ``make kafka-java``."""
         cmd = kafka_jars.command(TOOL, *self.tool_args(), heap="512m")
@@ -151,7 +156,7 @@ def main(argv: list[str]) -> int:
     if a.warmup <= 0:
         parser.error("--warmup must be over 0: the tool prints its steady-state figures only after one")
     load = JavaLoad(a.bootstrap, a.topic, a.rate_mib, a.duration, a.warmup, a.linger_ms, tuple(a.property))
-    result = finish(start(load), timeout=a.warmup + a.duration + 120)
+    result = finish(start(load), timeout=load.timeout_s)
     print(json.dumps(result, indent=2))
     return 1 if "error" in result else 0
 

@@ -130,8 +130,10 @@ def merge_produce(parts: list[dict[str, Any]], load: KafkaLoad) -> dict[str, Any
 def cpu_us_per_request(cores: float, requests_sent: int, window_s: float, warmup_s: float) -> float:
     """CPU microseconds per Produce request in a window of ``window_s``, from ``cores`` measured over it.
 
-    librdkafka counts the requests of the whole run (``merge_produce``'s ``requests_sent``), warm-up
-    included; at a fixed rate the window holds its share of them (the drain after it sends little)."""
+    ``requests_sent`` may include a warm-up of ``warmup_s`` before the window: librdkafka counts the
+    requests of the whole run (``merge_produce``'s ``requests_sent``), and at a fixed rate the window holds
+    its share of them (the drain after it sends little). Requests counted over the window alone (the
+    agent's own count) take ``warmup_s`` 0."""
     in_window = requests_sent * window_s / (window_s + warmup_s)
     return cores * window_s / max(in_window, 1) * 1e6
 

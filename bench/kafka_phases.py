@@ -253,21 +253,18 @@ def java_latency(
     cpu.mark_end()
     after = metrics.scrape(agent.url)
     window_s = time.monotonic() - started
-    result = java_producer.finish(proc, timeout=2 * (load.warmup_s + duration) + 120)
+    result = java_producer.finish(proc, timeout=load.timeout_s)
     # A tool that fell behind the offered rate (the agent took less) sends its last records long after
     # the window: the agent's figures then cover part of its warm-up, and the row says so.
     behind_s = time.monotonic() - started - window_s
-    requests = metrics.delta(before, after, "strata_kafka_produce_latency_seconds_count")
-    agent_s = metrics.delta_mean(before, after, "strata_kafka_produce_latency_seconds")
-    flushes = metrics.flushes(after) - metrics.flushes(before)
+    requests = int(metrics.delta(before, after, "strata_kafka_produce_latency_seconds_count"))
     cores = cpu.cores()
+    result.update(agent_side(before, after, window_s))
     result.update(
         {
             "cpu_cores": cores,
             "requests_s": requests / window_s,
-            "agent_ms": None if agent_s is None else agent_s * 1000,
-            "flush_cycle_ms": window_s / flushes * 1000 if flushes else None,
-            "agent_us_per_request": cores["agent"] * window_s / max(requests, 1) * 1e6,
+            "agent_us_per_request": cpu_us_per_request(cores["agent"], requests, window_s, 0.0),
             "steps_ms": metrics.flush_steps_ms(before, after),
             "warmup_s": load.warmup_s,
             "properties": list(load.props),
@@ -293,15 +290,22 @@ def ack_breakdown(
     flushes and requests are counted over that time. So the figures are close, not exact: ``agent_ms``
     covers the warm-up's requests too, the flushes the drain's, and librdkafka's request count its few
     ApiVersions and Metadata requests, from statistics up to 500 ms old (a few per cent on a 12 s run)."""
-    agent_s = metrics.delta_mean(before, after, "strata_kafka_produce_latency_seconds")
-    flushes = metrics.flushes(after) - metrics.flushes(before)
-    sending = load.duration + args.warmup
     return {
-        "agent_ms": None if agent_s is None else agent_s * 1000,
-        "flush_cycle_ms": sending / flushes * 1000 if flushes else None,
+        **agent_side(before, after, load.duration + args.warmup),
         "agent_us_per_request": cpu_us_per_request(
             result["cpu_cores"]["agent"], result["requests_sent"], load.duration, args.warmup
         ),
+    }
+
+
+def agent_side(before: metrics.Scrape, after: metrics.Scrape, span_s: float) -> dict[str, float | None]:
+    """Between two scrapes ``span_s`` apart: ``agent_ms``, the mean from a Produce request's admission to
+    its answer, and ``flush_cycle_ms``, the mean time between flushes (None without any)."""
+    agent_s = metrics.delta_mean(before, after, "strata_kafka_produce_latency_seconds")
+    flushes = metrics.flushes(after) - metrics.flushes(before)
+    return {
+        "agent_ms": None if agent_s is None else agent_s * 1000,
+        "flush_cycle_ms": span_s / flushes * 1000 if flushes else None,
     }
 
 
