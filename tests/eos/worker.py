@@ -48,6 +48,8 @@ class Settings:
     crash_rate: float = 0.03
     offsets_rate: float = 0.3
     isolation: str = "read_committed"
+    # While this file exists the worker goes on past ``seconds``: the test's faults are still to come.
+    hold: Path | None = None
 
 
 class Worker:
@@ -227,7 +229,7 @@ class Worker:
 
     def run(self) -> None:
         deadline = time.monotonic() + self.s.seconds
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline or (self.s.hold is not None and self.s.hold.exists()):
             self.transaction()
         self.producer.flush(CALL_TIMEOUT_S)
         self.consumer.close()
@@ -245,6 +247,7 @@ def main() -> None:
     parser.add_argument("--history", type=Path, required=True)
     parser.add_argument("--txn-timeout-ms", type=int, default=10_000)
     parser.add_argument("--isolation", default="read_committed")
+    parser.add_argument("--hold", type=Path, help="while this file exists, go on past --seconds")
     args = parser.parse_args()
     # A worker found still running past its deadline is sent SIGUSR1 (workload.py): its Python stacks go to
     # its log, so a stuck call is named.
@@ -260,6 +263,7 @@ def main() -> None:
             args.history,
             args.txn_timeout_ms,
             isolation=args.isolation,
+            hold=args.hold,
         )
     ).run()
 

@@ -2,9 +2,10 @@
 
 ``run_workload`` creates the topic, starts the workers as OS processes (each with its own history file in
 the run's directory), calls ``on_tick`` with the fraction of the run's time gone about every 0.2 s while
-they run (where a test injects faults:
-SIGKILL and restart of agents), waits for them, drains every partition with a read_committed consumer to
-LSO = HWM, appends the drain to the history as process ``drain``, and returns the merged history.
+they run (where a test injects faults: SIGKILL and restart of agents), holds them past their time while
+``on_tick`` answers True (faults still to come: a slow restart must not end the run before the last
+one), waits for them, drains every partition with a read_committed consumer to LSO = HWM, appends the
+drain to the history as process ``drain``, and returns the merged history.
 
 Seeded: a worker's choices (micro-ops, partitions, aborts, crashes) come from ``seed`` and its number, so
 one seed replays the same plan (the interleaving, and so the outcome, still depend on timing).
@@ -51,7 +52,7 @@ def worker_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)}
 
 
-def start_workers(cfg: WorkloadConfig, out: Path) -> list[subprocess.Popen[bytes]]:
+def start_workers(cfg: WorkloadConfig, out: Path, hold: Path | None = None) -> list[subprocess.Popen[bytes]]:
     procs = []
     for i in range(cfg.processes):
         args = [
@@ -60,6 +61,8 @@ def start_workers(cfg: WorkloadConfig, out: Path) -> list[subprocess.Popen[bytes
             "--seconds", str(cfg.seconds), "--history", str(out / f"w{i}.jsonl"),
             "--txn-timeout-ms", str(cfg.txn_timeout_ms), "--isolation", cfg.isolation,
         ]  # fmt: skip
+        if hold is not None:
+            args += ["--hold", str(hold)]
         with (out / f"w{i}.log").open("wb") as log:
             procs.append(
                 subprocess.Popen(args, cwd=ROOT, env=worker_env(), stdout=log, stderr=subprocess.STDOUT)
@@ -110,18 +113,24 @@ def describe_processes(
     return "\n".join(parts)
 
 
-def run_workload(cfg: WorkloadConfig, out: Path, on_tick: Callable[[float], None] | None = None) -> list[Op]:
+def run_workload(
+    cfg: WorkloadConfig, out: Path, on_tick: Callable[[float], object] | None = None
+) -> list[Op]:
     """Runs the workload with its history in ``out``; raises WorkloadError if a worker failed."""
     out.mkdir(parents=True, exist_ok=True)
     create_topic(cfg.bootstrap, cfg.topic, cfg.partitions)
-    procs = start_workers(cfg, out)
+    hold = out / "hold" if on_tick is not None else None
+    if hold is not None:
+        hold.touch()
+    procs = start_workers(cfg, out, hold)
     started = time.monotonic()
     # A worker ends its last transaction after its time is up; calls may take CALL_TIMEOUT_S, retried.
     deadline = started + cfg.seconds + 180
     try:
         while any(p.poll() is None for p in procs):
-            if on_tick is not None:
-                on_tick(min((time.monotonic() - started) / cfg.seconds, 1.0))
+            progress = min((time.monotonic() - started) / cfg.seconds, 1.0)
+            if on_tick is not None and hold is not None and on_tick(progress) is not True:
+                hold.unlink(missing_ok=True)
             if time.monotonic() > deadline:
                 raise WorkloadError(
                     f"workers still running {deadline - started:.0f} s after the start\n"
@@ -129,6 +138,8 @@ def run_workload(cfg: WorkloadConfig, out: Path, on_tick: Callable[[float], None
                 )
             time.sleep(0.2)
     finally:
+        if hold is not None:
+            hold.unlink(missing_ok=True)
         for p in procs:
             if p.poll() is None:
                 p.kill()
