@@ -275,12 +275,18 @@ def _load(tx: Tx, d: Dialect, keys: Sequence[StateKey], not_before_ms: int) -> d
     return state
 
 
+# One encoder and decoder for every commit: ``json.dumps`` with arguments builds an encoder per call,
+# which cost about as much as the encoding (twice per partition and producer in a flush commit).
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_DECODER = json.JSONDecoder()
+
+
 def _batches_to_json(remembered: Sequence[_Remembered]) -> str:
-    return json.dumps([[r.first_seq, r.last_seq, r.base_offset] for r in remembered], separators=(",", ":"))
+    return _ENCODER.encode([[r.first_seq, r.last_seq, r.base_offset] for r in remembered])
 
 
 def _batches_from_json(text: str) -> list[_Remembered]:
-    return [_Remembered(int(f), int(last), int(base)) for f, last, base in json.loads(text)]
+    return [_Remembered(int(f), int(last), int(base)) for f, last, base in _DECODER.decode(text)]
 
 
 def last_sequence_of(text: str) -> int:
