@@ -1,6 +1,6 @@
 """How long a flush commit takes while another thread keeps the GIL busy, as an agent's event loop does.
 
-    python -m bench.commit_contention [--partitions 32] [--commits 150] [--switch-interval S]
+    python -m bench.commit_contention [--partitions 32] [--commits 150] [--idempotent] [--switch-interval S]
 
 The agent commits each flush in a worker thread (agents/flusher.py) while its event loop, in the main
 thread, parses produce requests. Python's sqlite3 module gives up the GIL around every statement step
@@ -9,7 +9,9 @@ main thread's switch interval (5 ms by default). So what a commit costs under lo
 it takes, not how long SQLite works. This runs ``commit_flush`` of one file with a chunk in each of
 ``--partitions`` partitions against a SQLite store in a temporary directory, from a second thread, once
 with the main thread idle (sleeping) and once with it spinning in a Python loop, and prints the commit
-time's mean, p50 and p90 for both.
+time's mean, p50 and p90 for both. With ``--idempotent`` each chunk carries one idempotent producer's
+batch, in sequence, so the commit checks and writes that producer's state in every partition too, as it
+does under librdkafka's and Java's idempotent producers.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ import threading
 import time
 
 from storage.metadata import open_metadata_store
-from storage.metadata.rows import NewChunk, NewFile
+from storage.metadata.rows import NewChunk, NewFile, ProducerBatch
+
+RECORDS = 100  # per chunk
 
 
-def run(partitions: int, commits: int, busy: bool) -> list[float]:
+def run(partitions: int, commits: int, busy: bool, idempotent: bool = False) -> list[float]:
     with tempfile.TemporaryDirectory() as tmp:
         store = open_metadata_store(f"sqlite:///{tmp}/meta.db")
         try:
@@ -35,10 +39,21 @@ def run(partitions: int, commits: int, busy: bool) -> list[float]:
             def commit_all() -> None:
                 try:
                     for i in range(commits):
-                        chunks = [NewChunk("t", p, 100, p * 1000, 1000, 0, 1, 0) for p in range(partitions)]
+                        chunks = [
+                            NewChunk("t", p, RECORDS, p * 1000, 1000, 0, 1, 0) for p in range(partitions)
+                        ]
+                        # Producer 1 at epoch 0, one batch per partition, each following the last.
+                        producers = [
+                            ProducerBatch(p, p, 0, RECORDS, 1, 0, i * RECORDS) for p in range(partitions)
+                        ]
                         started = time.perf_counter()
                         store.commit_flush(
-                            NewFile(f"f{i}", 1000 * partitions, 0, 0), chunks, [], 0, [], 10**9
+                            NewFile(f"f{i}", 1000 * partitions, 0, 0),
+                            chunks,
+                            [],
+                            0,
+                            producers if idempotent else [],
+                            10**9,
                         )
                         times.append(time.perf_counter() - started)
                 finally:
@@ -64,14 +79,16 @@ def main() -> int:
     )
     parser.add_argument("--partitions", type=int, default=32)
     parser.add_argument("--commits", type=int, default=150)
+    parser.add_argument("--idempotent", action="store_true", help="one producer's batch in every chunk")
     parser.add_argument("--switch-interval", type=float, default=None, help="sys.setswitchinterval, seconds")
     args = parser.parse_args()
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
     interval_ms = sys.getswitchinterval() * 1000
-    print(f"commit_flush of {args.partitions} chunks, SQLite, switch interval {interval_ms:g} ms")
+    producers = ", an idempotent producer's batch in each" if args.idempotent else ""
+    print(f"commit_flush of {args.partitions} chunks{producers}, SQLite, switch interval {interval_ms:g} ms")
     for busy in (False, True):
-        times = run(args.partitions, args.commits, busy)
+        times = run(args.partitions, args.commits, busy, args.idempotent)
         n = len(times)
         mean = 1000 * sum(times) / n
         p50, p90 = 1000 * times[n // 2], 1000 * times[int(n * 0.9)]

@@ -206,12 +206,16 @@ def check_producers(
         raise ProducerConflict(duplicates, rejected)
     open_txns.store()
     changed = [(key, state[key]) for key in keys if state[key].changed]
-    tx.executemany(
-        "INSERT INTO producer_state (topic, partition_id, producer_id, epoch, batches, last_ms)"
-        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (topic, partition_id, producer_id) DO UPDATE"
-        " SET epoch = excluded.epoch, batches = excluded.batches, last_ms = excluded.last_ms",
-        [(*key, entry.epoch, _batches_to_json(entry.batches), now_ms) for key, entry in changed],
-    )
+    # Many rows to a statement, not executemany's one step per row: each step gives up the GIL and must
+    # win it back from a busy event loop (``core.insert_chunks``). The keys are distinct, as PostgreSQL
+    # requires of one INSERT ... ON CONFLICT DO UPDATE.
+    for batch in batches(changed):
+        tx.execute(
+            "INSERT INTO producer_state (topic, partition_id, producer_id, epoch, batches, last_ms)"
+            f" VALUES {values(len(batch), 6)} ON CONFLICT (topic, partition_id, producer_id) DO UPDATE"
+            " SET epoch = excluded.epoch, batches = excluded.batches, last_ms = excluded.last_ms",
+            [v for key, entry in batch for v in (*key, entry.epoch, _batches_to_json(entry.batches), now_ms)],
+        )
 
 
 def _apply(entry: _Entry, batch: ProducerBatch, base_offset: int, key: StateKey) -> int | StrataError | None:
@@ -261,17 +265,36 @@ def _load(tx: Tx, d: Dialect, keys: Sequence[StateKey], not_before_ms: int) -> d
     """Lock and read the rows of ``keys`` (sorted); absent and expired rows read as empty entries."""
     state = {key: _Entry() for key in keys}
     for batch in batches(keys):
-        rows = tx.all(
-            "SELECT topic, partition_id, producer_id, epoch, batches, last_ms FROM producer_state"
-            f" WHERE (topic, partition_id, producer_id) IN (VALUES {values(len(batch), 3)})"
-            f" ORDER BY topic{d.binary_collation}, partition_id, producer_id{d.for_update}",
-            [v for key in batch for v in key],
-        )
-        for topic, partition, producer_id, epoch, text, last_ms in rows:
-            if int(last_ms) >= not_before_ms:
-                state[(str(topic), int(partition), int(producer_id))] = _Entry(
-                    int(epoch), _batches_from_json(text)
+        params = [v for key in batch for v in key]
+        if d.row_locks:
+            found = [
+                (str(topic), int(partition), int(producer_id), int(epoch), _batches_from_json(text), int(ms))
+                for topic, partition, producer_id, epoch, text, ms in tx.all(
+                    "SELECT topic, partition_id, producer_id, epoch, batches, last_ms FROM producer_state"
+                    f" WHERE (topic, partition_id, producer_id) IN (VALUES {values(len(batch), 3)})"
+                    f" ORDER BY topic{d.binary_collation}, partition_id, producer_id{d.for_update}",
+                    params,
                 )
+            ]
+        else:
+            # One row for the whole batch, as ``core.lock_partition_offsets`` reads partitions: the sqlite3
+            # module gives up and wins back the GIL for every row it steps through, and SQLite has no row
+            # locks to take. The retained batches come back parsed, inside the one JSON value.
+            row = tx.one(
+                "SELECT json_group_array(json_array(topic, partition_id, producer_id, epoch, json(batches),"
+                " last_ms)) FROM producer_state WHERE (topic, partition_id, producer_id) IN"
+                f" (VALUES {values(len(batch), 3)})",
+                params,
+            )
+            found = [
+                (str(topic), int(partition), int(producer_id), int(epoch), _batches(remembered), int(ms))
+                for topic, partition, producer_id, epoch, remembered, ms in (
+                    _DECODER.decode(str(row[0])) if row is not None else ()
+                )
+            ]
+        for topic, partition, producer_id, epoch, remembered, last_ms in found:
+            if last_ms >= not_before_ms:
+                state[(topic, partition, producer_id)] = _Entry(epoch, remembered)
     return state
 
 
@@ -286,7 +309,11 @@ def _batches_to_json(remembered: Sequence[_Remembered]) -> str:
 
 
 def _batches_from_json(text: str) -> list[_Remembered]:
-    return [_Remembered(int(f), int(last), int(base)) for f, last, base in _DECODER.decode(text)]
+    return _batches(_DECODER.decode(text))
+
+
+def _batches(parsed: Sequence[Sequence[int]]) -> list[_Remembered]:
+    return [_Remembered(int(f), int(last), int(base)) for f, last, base in parsed]
 
 
 def last_sequence_of(text: str) -> int:
