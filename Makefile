@@ -23,9 +23,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Reinstall whenever pyproject.toml or a C extension's source changes (pip builds them with the system's cc).
+# Reinstall whenever pyproject.toml or a C extension's source changes (built with the system's cc). uv, pinned,
+# installs what pip would (the same packages and versions) in about a third of pip's time, which CI pays on
+# every clean clone; pip stays in the venv for anyone who prefers it.
+UV_VERSION := 0.13.8
 $(STAMP): pyproject.toml $(wildcard storage/_*.c storage/_*.h planner/_*.c api/_*.c agents/_*.c) | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[dev]"
 	touch $(STAMP)
 
 install: $(STAMP)
