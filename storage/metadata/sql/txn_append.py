@@ -13,6 +13,7 @@ The first written batch sets the row's ``first_offset``: where the transaction b
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -36,12 +37,26 @@ class OpenTxns:
         """Lock and read the rows of ``keys`` (sorted, so locks are taken in the global order)."""
         rows: dict[Key, tuple[int, int | None]] = {}
         for batch in batches(keys):
-            for topic, partition, producer_id, epoch, first in tx.all(
-                "SELECT topic, partition_id, producer_id, epoch, first_offset FROM txn_partitions"
-                f" WHERE (topic, partition_id, producer_id) IN (VALUES {values(len(batch), 3)})"
-                f" ORDER BY topic{d.binary_collation}, partition_id, producer_id{d.for_update}",
-                [v for key in batch for v in key],
-            ):
+            params = [v for key in batch for v in key]
+            if d.row_locks:
+                found = tx.all(
+                    "SELECT topic, partition_id, producer_id, epoch, first_offset FROM txn_partitions"
+                    f" WHERE (topic, partition_id, producer_id) IN (VALUES {values(len(batch), 3)})"
+                    f" ORDER BY topic{d.binary_collation}, partition_id, producer_id{d.for_update}",
+                    params,
+                )
+            else:
+                # One row for the batch, as ``core.lock_partition_offsets`` reads partitions: the sqlite3
+                # module gives up and wins back the GIL for every row it steps through, and SQLite has no
+                # row locks to take.
+                row = tx.one(
+                    "SELECT json_group_array(json_array(topic, partition_id, producer_id, epoch,"
+                    " first_offset)) FROM txn_partitions WHERE (topic, partition_id, producer_id) IN"
+                    f" (VALUES {values(len(batch), 3)})",
+                    params,
+                )
+                found = json.loads(str(row[0])) if row is not None else []
+            for topic, partition, producer_id, epoch, first in found:
                 rows[(str(topic), int(partition), int(producer_id))] = (
                     int(epoch),
                     None if first is None else int(first),
@@ -76,11 +91,15 @@ class OpenTxns:
         """Record where each transaction begins in partitions it had not written to before."""
         if not self.first:
             return
-        self.tx.executemany(
-            "UPDATE txn_partitions SET first_offset = ?"
-            " WHERE topic = ? AND partition_id = ? AND producer_id = ? AND first_offset IS NULL",
-            [(offset, *key) for key, offset in sorted(self.first.items())],
-        )
+        # Many rows to a statement, not executemany's one step per row (see ``core.insert_chunks``).
+        for batch in batches(sorted(self.first.items())):
+            self.tx.execute(
+                f"WITH v (o, topic, p, pid) AS (VALUES {values(len(batch), 4)})"
+                " UPDATE txn_partitions SET first_offset = v.o FROM v WHERE txn_partitions.topic = v.topic"
+                " AND txn_partitions.partition_id = v.p AND txn_partitions.producer_id = v.pid"
+                " AND txn_partitions.first_offset IS NULL",
+                [v for key, offset in batch for v in (offset, *key)],
+            )
 
     def _current_epoch(self, producer_id: int) -> int | None:
         """The epoch of the transactional id that holds ``producer_id`` now, read without a lock: it only
