@@ -143,20 +143,34 @@ def test_a_missing_certificate_stops_start_up_with_its_name(tmp_path: Path, cert
     base = [strata, "serve", "--data-dir", str(tmp_path / "data"), "--host", "127.0.0.1"]
     base += ["--port", str(free_port()), "--kafka-port", str(free_port()), "--schema-registry-port", "-1"]
     missing = str(tmp_path / ("a-directory-deeper-than-a-terminal-is-wide-" * 3) / "missing.pem")
-    for cert_file, key_file in ((missing, key), (crt, missing), (key, crt)):
-        done = subprocess.run(
+    pairs = ((missing, key), (crt, missing), (key, crt))
+    # Started side by side: each spends its seconds importing before it refuses to start.
+    starts = [
+        subprocess.Popen(
             [*base, "--tls-cert-file", cert_file, "--tls-key-file", key_file],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-            timeout=60,
         )
-        assert done.returncode == 1
-        message = done.stdout + done.stderr  # one line, unwrapped, however long its paths
-        assert "cannot load the TLS certificate" in message
-        assert cert_file in message
-    half = subprocess.run([*base, "--tls-cert-file", crt], capture_output=True, text=True, timeout=60)
-    assert half.returncode == 1
-    assert "needs both" in " ".join((half.stdout + half.stderr).split())
+        for cert_file, key_file in pairs
+    ]
+    half = subprocess.Popen(
+        [*base, "--tls-cert-file", crt], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        for (cert_file, _), start in zip(pairs, starts, strict=True):
+            message, _ = start.communicate(timeout=60)  # one line, unwrapped, however long its paths
+            assert start.returncode == 1
+            assert "cannot load the TLS certificate" in message
+            assert cert_file in message
+        message, _ = half.communicate(timeout=60)
+        assert half.returncode == 1
+        assert "needs both" in " ".join(message.split())
+    finally:
+        for proc in (*starts, half):
+            if proc.poll() is None:  # an agent that started after all: the assertions above failed
+                proc.kill()
+                proc.wait()
 
 
 def test_a_client_that_does_not_trust_the_certificate_fails(
