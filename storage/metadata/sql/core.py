@@ -363,28 +363,40 @@ def lock_partition_offsets(
     tx: Tx, d: Dialect, keys: Sequence[tuple[str, int]], lock: str
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """``lock_partitions``, returning (next_offset, log_start_offset) of each partition that exists."""
-    found: dict[tuple[str, int], tuple[int, int]] = {}
-    if not d.row_locks:
-        # One row for the whole batch: the sqlite3 module gives up and wins back the GIL for every row it
-        # steps through (see insert_chunks), and there are no row locks to take.
-        for batch in batches(keys):
-            row = tx.one(
-                "SELECT json_group_array(json_array(topic, partition_id, next_offset, log_start_offset))"
-                f" FROM partitions WHERE (topic, partition_id) IN (VALUES {values(len(batch), 2)})",
-                [v for key in batch for v in key],
-            )
-            for topic, partition, next_offset, start in json.loads(str(row[0])) if row is not None else ():
-                found[(str(topic), int(partition))] = (int(next_offset), int(start))
-        return found
+    rows = rows_by_keys(
+        tx, d, "partitions", ("topic", "partition_id"), ("next_offset", "log_start_offset"), keys, lock
+    )
+    return {(str(topic), int(partition)): (int(n), int(start)) for topic, partition, n, start in rows}
+
+
+def rows_by_keys(
+    tx: Tx,
+    d: Dialect,
+    table: str,
+    key_columns: Sequence[str],
+    columns: Sequence[str],
+    keys: Sequence[Sequence[Param]],
+    lock: str,
+) -> list[Row]:
+    """The rows of ``table`` whose ``key_columns`` (a text column first) equal one of ``keys`` (sorted), as
+    (*key_columns, *columns), locked with ``lock`` (``Dialect.for_update`` or "") batch by batch in key
+    order, so that locks are taken in one global order.
+
+    SQLite has no row locks to take, and its sqlite3 module gives up and wins back the GIL for every row it
+    steps through (see ``insert_chunks``), so there each batch comes back as one JSON row.
+    """
+    names = ", ".join(key_columns)
+    selected = ", ".join([*key_columns, *columns])
+    found: list[Row] = []
     for batch in batches(keys):
-        rows = tx.all(
-            "SELECT topic, partition_id, next_offset, log_start_offset FROM partitions"
-            f" WHERE (topic, partition_id) IN (VALUES {values(len(batch), 2)})"
-            f" ORDER BY topic{d.binary_collation}, partition_id{lock}",
-            [v for key in batch for v in key],
-        )
-        for topic, partition, next_offset, start in rows:
-            found[(str(topic), int(partition))] = (int(next_offset), int(start))
+        where = f" FROM {table} WHERE ({names}) IN (VALUES {values(len(batch), len(key_columns))})"
+        params = [v for key in batch for v in key]
+        if d.row_locks:
+            order = ", ".join([f"{key_columns[0]}{d.binary_collation}", *key_columns[1:]])
+            found.extend(tx.all(f"SELECT {selected}{where} ORDER BY {order}{lock}", params))
+            continue
+        row = tx.one(f"SELECT json_group_array(json_array({selected})){where}", params)
+        found.extend(tuple(r) for r in (json.loads(str(row[0])) if row is not None else ()))
     return found
 
 

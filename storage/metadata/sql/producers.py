@@ -43,13 +43,14 @@ from storage.metadata.rows import (
     ProducerBatch,
     ProducerIdAndEpoch,
 )
-from storage.metadata.sql.core import Dialect, SqlBase, Tx, batches, values
+from storage.metadata.sql.core import Dialect, SqlBase, Tx, batches, rows_by_keys, values
 from storage.metadata.sql.txn_append import OpenTxns
 from storage.metadata.txn_state import EPOCH_EXHAUSTED
 
 MAX_SEQUENCE = 2**31 - 1
 
 StateKey = tuple[str, int, int]  # (topic, partition, producer id)
+STATE_KEY = ("topic", "partition_id", "producer_id")
 
 
 def last_sequence(first_seq: int, record_count: int) -> int:
@@ -264,37 +265,14 @@ def _key(chunks: Sequence[NewChunk], batch: ProducerBatch) -> StateKey:
 def _load(tx: Tx, d: Dialect, keys: Sequence[StateKey], not_before_ms: int) -> dict[StateKey, _Entry]:
     """Lock and read the rows of ``keys`` (sorted); absent and expired rows read as empty entries."""
     state = {key: _Entry() for key in keys}
-    for batch in batches(keys):
-        params = [v for key in batch for v in key]
-        if d.row_locks:
-            found = [
-                (str(topic), int(partition), int(producer_id), int(epoch), _batches_from_json(text), int(ms))
-                for topic, partition, producer_id, epoch, text, ms in tx.all(
-                    "SELECT topic, partition_id, producer_id, epoch, batches, last_ms FROM producer_state"
-                    f" WHERE (topic, partition_id, producer_id) IN (VALUES {values(len(batch), 3)})"
-                    f" ORDER BY topic{d.binary_collation}, partition_id, producer_id{d.for_update}",
-                    params,
-                )
-            ]
-        else:
-            # One row for the whole batch, as ``core.lock_partition_offsets`` reads partitions: the sqlite3
-            # module gives up and wins back the GIL for every row it steps through, and SQLite has no row
-            # locks to take. The retained batches come back parsed, inside the one JSON value.
-            row = tx.one(
-                "SELECT json_group_array(json_array(topic, partition_id, producer_id, epoch, json(batches),"
-                " last_ms)) FROM producer_state WHERE (topic, partition_id, producer_id) IN"
-                f" (VALUES {values(len(batch), 3)})",
-                params,
+    rows = rows_by_keys(
+        tx, d, "producer_state", STATE_KEY, ("epoch", "batches", "last_ms"), keys, d.for_update
+    )
+    for topic, partition, producer_id, epoch, text, last_ms in rows:
+        if int(last_ms) >= not_before_ms:
+            state[(str(topic), int(partition), int(producer_id))] = _Entry(
+                int(epoch), _batches_from_json(text)
             )
-            found = [
-                (str(topic), int(partition), int(producer_id), int(epoch), _batches(remembered), int(ms))
-                for topic, partition, producer_id, epoch, remembered, ms in (
-                    _DECODER.decode(str(row[0])) if row is not None else ()
-                )
-            ]
-        for topic, partition, producer_id, epoch, remembered, last_ms in found:
-            if last_ms >= not_before_ms:
-                state[(topic, partition, producer_id)] = _Entry(epoch, remembered)
     return state
 
 
@@ -309,11 +287,7 @@ def _batches_to_json(remembered: Sequence[_Remembered]) -> str:
 
 
 def _batches_from_json(text: str) -> list[_Remembered]:
-    return _batches(_DECODER.decode(text))
-
-
-def _batches(parsed: Sequence[Sequence[int]]) -> list[_Remembered]:
-    return [_Remembered(int(f), int(last), int(base)) for f, last, base in parsed]
+    return [_Remembered(int(f), int(last), int(base)) for f, last, base in _DECODER.decode(text)]
 
 
 def last_sequence_of(text: str) -> int:

@@ -13,13 +13,12 @@ The first written batch sets the row's ``first_offset``: where the transaction b
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from storage.errors import InvalidProducerEpoch, InvalidTxnState, StrataError
 from storage.metadata.rows import ProducerBatch
-from storage.metadata.sql.core import Dialect, Tx, batches, values
+from storage.metadata.sql.core import Dialect, Tx, batches, rows_by_keys, values
 
 Key = tuple[str, int, int]  # (topic, partition, producer id)
 
@@ -35,32 +34,22 @@ class OpenTxns:
     @classmethod
     def load(cls, tx: Tx, d: Dialect, keys: Sequence[Key]) -> OpenTxns:
         """Lock and read the rows of ``keys`` (sorted, so locks are taken in the global order)."""
-        rows: dict[Key, tuple[int, int | None]] = {}
-        for batch in batches(keys):
-            params = [v for key in batch for v in key]
-            if d.row_locks:
-                found = tx.all(
-                    "SELECT topic, partition_id, producer_id, epoch, first_offset FROM txn_partitions"
-                    f" WHERE (topic, partition_id, producer_id) IN (VALUES {values(len(batch), 3)})"
-                    f" ORDER BY topic{d.binary_collation}, partition_id, producer_id{d.for_update}",
-                    params,
-                )
-            else:
-                # One row for the batch, as ``core.lock_partition_offsets`` reads partitions: the sqlite3
-                # module gives up and wins back the GIL for every row it steps through, and SQLite has no
-                # row locks to take.
-                row = tx.one(
-                    "SELECT json_group_array(json_array(topic, partition_id, producer_id, epoch,"
-                    " first_offset)) FROM txn_partitions WHERE (topic, partition_id, producer_id) IN"
-                    f" (VALUES {values(len(batch), 3)})",
-                    params,
-                )
-                found = json.loads(str(row[0])) if row is not None else []
-            for topic, partition, producer_id, epoch, first in found:
-                rows[(str(topic), int(partition), int(producer_id))] = (
-                    int(epoch),
-                    None if first is None else int(first),
-                )
+        found = rows_by_keys(
+            tx,
+            d,
+            "txn_partitions",
+            ("topic", "partition_id", "producer_id"),
+            ("epoch", "first_offset"),
+            keys,
+            d.for_update,
+        )
+        rows: dict[Key, tuple[int, int | None]] = {
+            (str(topic), int(partition), int(producer_id)): (
+                int(epoch),
+                None if first is None else int(first),
+            )
+            for topic, partition, producer_id, epoch, first in found
+        }
         return cls(tx, rows)
 
     def verify(self, batch: ProducerBatch, key: Key) -> StrataError | None:
