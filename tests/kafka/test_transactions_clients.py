@@ -276,5 +276,5 @@ def test_empty_transactions(target: Target, commit: bool, with_offsets: bool) ->
     producer.begin_transaction()
     producer.produce(topic, value=b"after", partition=0)
     producer.commit_transaction(TXN_TIMEOUT_S)
-    assert watermarks(target.bootstrap, topic, 0, READ_COMMITTED) == (0, 12)
+    assert settled_watermarks(target, topic, 0, READ_COMMITTED, (0, 12)) == (0, 12)
     assert read_all(target.bootstrap, topic, 1, READ_COMMITTED)[-1] == Seen(0, 10, b"after")
