@@ -7,7 +7,10 @@ Sequence of one flush (the order is the durability argument):
 3. One metadata transaction assigns every chunk its absolute base offset and records idempotency keys.
 4. Only now is any waiting producer answered with offsets.
 Uploads of up to ``max_inflight_flushes`` flushes run in parallel, but step 3 waits for the flush's turn:
-commits happen in the order the flushes were cut (agents/sequencer.py).
+commits happen in the order the flushes were cut (agents/sequencer.py). When the turn has come before the
+upload starts and the upload is a short local write, step 3's statements run while step 2 writes, and the
+transaction waits for step 2 to end before its COMMIT (``UploadGate``): the metadata still never names a
+file that is not durable, and the flush saves the statements' time.
 If 2 or 3 fails, every waiter gets ``Unavailable`` (HTTP 503 / 50003) and nothing is acknowledged. A crash
 between 2 and 3 leaves an uploaded file that no chunk row references: an orphan, removed by GC later.
 
@@ -27,9 +30,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import threading
 
 from agents.buffer import PendingFlush, PendingRequest
 from agents.cache import ObjectCache
+from agents.flush_policy import LOW_LATENCY_PIPELINE_BYTES
 from agents.layout import BuiltFile, build_file
 from agents.metrics import Metrics
 from agents.offsets import Order, RecordOffsets, order_pairs
@@ -55,7 +60,7 @@ from storage.metadata.rows import (
     NewFile,
     ProducerBatch,
 )
-from storage.objectstore.base import AsyncObjectStore, body_bytes
+from storage.objectstore.base import AsyncObjectStore, Body, body_bytes
 
 log = logging.getLogger("strata.flush")
 
@@ -63,6 +68,13 @@ log = logging.getLogger("strata.flush")
 _MAX_CONFLICT_ROUNDS = 4
 COMMIT_ATTEMPTS = 4
 COMMIT_BACKOFF_S = 0.05
+# A flush's commit runs beside its upload when the upload is a local write of at most this much
+# (``Flusher._beside_upload``): a few milliseconds of disk, for which the commit may hold its locks. It is
+# the low-latency class's pipeline size, so a low-latency flush that does not overlap another qualifies.
+BESIDE_UPLOAD_BYTES = LOW_LATENCY_PIPELINE_BYTES
+# How long such a commit waits for the upload before it rolls back: a bound for a stuck disk, so that a
+# connection and its locks are not held forever. A local write takes milliseconds.
+UPLOAD_WAIT_S = 30.0
 
 
 class Flusher:
@@ -166,14 +178,51 @@ class Flusher:
                 remaining.append(req)
         return remaining
 
+    def _beside_upload(self, seq: int, size: int) -> bool:
+        """Whether this flush's commit runs beside its upload (``_commit_beside_upload``): only when its
+        turn has come already, so it could commit at once, and its upload is short (a local store's write
+        of at most ``BESIDE_UPLOAD_BYTES``). Such a commit holds its partitions' locks, and on SQLite the
+        database's write lock, until the upload ends; a long PUT would keep other writers waiting."""
+        return not self.store.remote and size <= BESIDE_UPLOAD_BYTES and self.sequencer.next_turn == seq
+
+    async def _commit_beside_upload(
+        self,
+        body: Body,
+        new_file: NewFile,
+        chunks: list[NewChunk],
+        entries: list[IdempotencyEntry],
+        producers: list[ProducerBatch],
+    ) -> tuple[FlushResult, float]:
+        """Upload and commit at once; returns the commit's result and when the upload ended.
+
+        The commit's statements (offsets, chunk rows, the producers' checks) run in their thread while
+        the file is written in another, and the transaction waits for the upload before its COMMIT
+        (``UploadGate``). So the metadata still never names a file that is not durable, and a failed
+        upload rolls the commit back; what the flush saves is the statements' time after the upload.
+        """
+        gate = UploadGate(self.clock)
+        upload = asyncio.ensure_future(self.store.put(new_file.object_key, body))
+        upload.add_done_callback(gate.settle)
+        # A task of its own, created after the upload's: the two start in this order on the loop's next
+        # turn, so the upload's thread is handed its work (and gets into its write) before the commit's.
+        commit = asyncio.ensure_future(self._commit(new_file, chunks, entries, producers, gate))
+        try:
+            result = await commit
+        finally:
+            # A commit that failed (or was answered with a conflict) leaves the file an orphan for GC; it
+            # is not left uploading while the flush goes on to its next attempt.
+            await asyncio.wait([upload])
+        return result, gate.settled_at
+
     async def _commit(
         self,
         new_file: NewFile,
         chunks: list[NewChunk],
         entries: list[IdempotencyEntry],
         producers: list[ProducerBatch],
+        gate: UploadGate | None = None,
     ) -> FlushResult:
-        """Commit, retrying transient failures.
+        """Commit, retrying transient failures; with ``gate``, COMMIT waits for the file's upload.
 
         A failed commit is ambiguous: the transaction may have committed and only its reply been lost.
         ``commit_flush`` is idempotent per object key (a replay returns the recorded offsets), so
@@ -189,11 +238,12 @@ class Flusher:
                     self.clock.now_ms(),
                     producers,
                     self.producer_expiration_ms,
+                    None if gate is None else gate.wait,
                 )
             # CommitConflict here means an idempotency key expired mid-commit: a retry does not conflict.
             # (IdempotencyConflict, the other conflict commit_flush raises, is an answer: see flush.)
             except (Unavailable, CommitConflict) as exc:
-                if attempt == COMMIT_ATTEMPTS - 1:
+                if attempt == COMMIT_ATTEMPTS - 1 or (gate is not None and gate.failed):
                     raise
                 log.warning("commit of %s failed, retrying: %s", new_file.object_key, exc.message)
                 await self.clock.asleep(COMMIT_BACKOFF_S * 2**attempt)
@@ -213,9 +263,7 @@ class Flusher:
         if self.store.remote:
             joined = body_bytes(built.pieces)
             built.rebase(batches, joined)
-        await self.store.put(key, built.pieces if joined is None else joined)
-        uploaded = self.clock.monotonic()
-        self.metrics.flush_puts.labels(flush_class).inc()
+        body = built.pieces if joined is None else joined
         spans = built.spans(batches)
         entries = [
             IdempotencyEntry(req.idempotency_key, req.topic, _placements(spans[i], req.request.order))
@@ -224,9 +272,18 @@ class Flusher:
         ]
         producers = built.producer_batches(batches)
         new_file = NewFile(key, built.size, LEVEL_INGEST, self.clock.now_ms())
-        await self.sequencer.wait_turn(seq)
-        turn = self.clock.monotonic()
-        result = await self._commit(new_file, built.chunks, entries, producers)
+        if self._beside_upload(seq, built.size):
+            result, uploaded = await self._commit_beside_upload(
+                body, new_file, built.chunks, entries, producers
+            )
+            turn = uploaded
+        else:
+            await self.store.put(key, body)
+            uploaded = self.clock.monotonic()
+            await self.sequencer.wait_turn(seq)
+            turn = self.clock.monotonic()
+            result = await self._commit(new_file, built.chunks, entries, producers)
+        self.metrics.flush_puts.labels(flush_class).inc()
         await self.sequencer.done(seq)
         self.metrics.observe_flush_steps(
             upload=uploaded - started, turn=turn - uploaded, commit=self.clock.monotonic() - turn
@@ -264,6 +321,34 @@ class Flusher:
                     [log_starts[c] for c, _ in span],
                 )
             req.future.set_result(offsets)
+
+
+class UploadGate:
+    """A flush's upload as the commit beside it sees it: the commit's thread waits in ``wait`` before its
+    COMMIT until the upload has ended, and raises if it failed (the transaction then rolls back)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._ended = threading.Event()
+        self._error: str | None = None
+        self.failed = False  # ``wait`` raised: a retry of the commit cannot succeed either
+        self.settled_at = 0.0
+
+    def settle(self, upload: asyncio.Future[None]) -> None:
+        """The upload's done-callback, on the event loop."""
+        if upload.cancelled():
+            self._error = "cancelled"
+        elif (exc := upload.exception()) is not None:
+            self._error = exc.message if isinstance(exc, StrataError) else repr(exc)
+        self.settled_at = self._clock.monotonic()
+        self._ended.set()
+
+    def wait(self) -> None:
+        """In the commit's thread, before COMMIT: return once the file is durable, else raise."""
+        ended = self._ended.wait(UPLOAD_WAIT_S)
+        if not ended or self._error is not None:
+            self.failed = True
+            raise Unavailable(f"the flush's upload failed: {self._error or 'it did not end in time'}")
 
 
 def _placements(spans: list[tuple[int, int]], order: Order) -> list[tuple[int, int]]:

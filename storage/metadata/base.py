@@ -60,7 +60,7 @@ package (``storage.metadata.sql``) through a small dialect layer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from storage.errors import DamagedRange
@@ -134,9 +134,15 @@ class LogStore(TopicReader, Protocol):
         now_ms: int,
         producers: Sequence[ProducerBatch] = (),
         producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+        before_commit: Callable[[], None] | None = None,
     ) -> FlushResult:
         """One transaction: insert the file, give every chunk its base offset, record idempotency keys,
         check and record the idempotent producers' sequences.
+
+        ``before_commit`` runs in the transaction after its last statement, just before COMMIT; if it
+        raises, the transaction rolls back and nothing is written. The flusher passes a wait for the
+        file's upload, so that a commit can do its work while the file is still being written and yet
+        commit only once the file is durable (agents/flusher.py).
 
         Chunks of topics deleted meanwhile get base offset -1 and no row. Raises IdempotencyConflict
         (nothing written) when a key was committed first by another request, and CommitConflict (nothing

@@ -337,6 +337,37 @@ def test_idempotency_conflict_writes_nothing(metadata_store: MetadataStore) -> N
     assert result.request_offsets == {"fresh": [(1, 0)]}
 
 
+def test_before_commit_runs_last_and_its_failure_writes_nothing(metadata_store: MetadataStore) -> None:
+    """The flusher's hook for a commit beside its upload: it runs after every statement, inside the
+    transaction, and if it raises (the upload failed) the file, chunks and offsets are rolled back."""
+    metadata_store.create_topic("t", 2, {}, NOW)
+    metadata_store.commit_flush(new_file(), [chunk("t", 0, 4)], [], NOW)
+    before = metadata_store.partition_states("t")
+    seen: list[list[int]] = []
+
+    def upload_failed() -> None:
+        # Another connection sees none of this transaction's work yet.
+        seen.append([s.high_watermark for s in metadata_store.partition_states("t")])
+        raise Unavailable("the flush's upload failed: disk gone")
+
+    failed = new_file()
+    with pytest.raises(Unavailable):
+        metadata_store.commit_flush(
+            failed, [chunk("t", 0, 2), chunk("t", 1, 3)], [], NOW + 1, before_commit=upload_failed
+        )
+    assert seen == [[4, 0]]
+    assert metadata_store.partition_states("t") == before
+    assert metadata_store.known_object_keys([failed.object_key]) == set()
+
+    calls: list[str] = []
+    result = metadata_store.commit_flush(
+        new_file(), [chunk("t", 0, 2)], [], NOW + 2, before_commit=lambda: calls.append("waited")
+    )
+    assert calls == ["waited"]
+    assert result.base_offsets == [4]
+    assert metadata_store.partition_state("t", 0).high_watermark == 6
+
+
 def test_requests_in_dropped_chunks_are_not_recorded(metadata_store: MetadataStore) -> None:
     metadata_store.create_topic("t", 1, {}, NOW)
     result = metadata_store.commit_flush(

@@ -5,7 +5,7 @@ The idempotent producers' sequence check runs inside the commit (``producers.che
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from storage.errors import CommitConflict, IdempotencyConflict, ProducerConflict
 from storage.metadata.rows import (
@@ -43,6 +43,7 @@ class FlushQueries(SqlBase):
         now_ms: int,
         producers: Sequence[ProducerBatch] = (),
         producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+        before_commit: Callable[[], None] | None = None,
     ) -> FlushResult:
         """One transaction: the file row, every chunk's base offset and row, the idempotency rows, the
         producer state.
@@ -62,13 +63,14 @@ class FlushQueries(SqlBase):
         entries = tuple(idempotency)
         batches_ = tuple(producers)
         _validate_flush(chunks, entries, batches_)
-        return self._backend.run(
-            lambda tx: self._commit_flush(
-                tx, file, chunks, entries, batches_, now_ms, producer_expiration_ms
-            ),
-            write=True,
-            what="commit_flush",
-        )
+
+        def work(tx: Tx) -> FlushResult:
+            result = self._commit_flush(tx, file, chunks, entries, batches_, now_ms, producer_expiration_ms)
+            if before_commit is not None:
+                before_commit()  # last: raising rolls back everything above
+            return result
+
+        return self._backend.run(work, write=True, what="commit_flush")
 
     def _commit_flush(
         self,
