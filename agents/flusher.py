@@ -203,15 +203,17 @@ class Flusher:
         gate = UploadGate(self.clock)
         upload = asyncio.ensure_future(self.store.put(new_file.object_key, body))
         upload.add_done_callback(gate.settle)
-        # A task of its own, created after the upload's: the two start in this order on the loop's next
-        # turn, so the upload's thread is handed its work (and gets into its write) before the commit's.
-        commit = asyncio.ensure_future(self._commit(new_file, chunks, entries, producers, gate))
         try:
-            result = await commit
+            # One turn of the loop first, in which the upload's task hands the write to its thread: the
+            # write starts before the statements, and the commit takes no task (and no turn) of its own.
+            await asyncio.sleep(0)
+            result = await self._commit(new_file, chunks, entries, producers, gate)
         finally:
-            # A commit that failed (or was answered with a conflict) leaves the file an orphan for GC; it
-            # is not left uploading while the flush goes on to its next attempt.
-            await asyncio.wait([upload])
+            # Done already if the commit succeeded (the gate opens when the upload's task ends); if not,
+            # the file is an orphan for GC, and its upload is not left running while the flush goes on.
+            # (``asyncio.wait`` takes a turn of the loop even for a future that is done.)
+            if not upload.done():
+                await asyncio.wait([upload])
         return result, gate.settled_at
 
     async def _commit(
