@@ -60,7 +60,7 @@ from storage.metadata.rows import (
     NewFile,
     ProducerBatch,
 )
-from storage.objectstore.base import AsyncObjectStore, Body, body_bytes
+from storage.objectstore.base import ON_DURABLE, AsyncObjectStore, Body, body_bytes
 
 log = logging.getLogger("strata.flush")
 
@@ -201,18 +201,25 @@ class Flusher:
         upload rolls the commit back; what the flush saves is the statements' time after the upload.
         """
         gate = UploadGate(self.clock)
-        upload = asyncio.ensure_future(self.store.put(new_file.object_key, body))
+        # The upload's task copies the context as it is now: a local store opens the gate from its thread.
+        token = ON_DURABLE.set(gate.durable)
+        try:
+            upload = asyncio.ensure_future(self.store.put(new_file.object_key, body))
+        finally:
+            ON_DURABLE.reset(token)
         upload.add_done_callback(gate.settle)
+        committed = False
         try:
             # One turn of the loop first, in which the upload's task hands the write to its thread: the
             # write starts before the statements, and the commit takes no task (and no turn) of its own.
             await asyncio.sleep(0)
             result = await self._commit(new_file, chunks, entries, producers, gate)
+            committed = True
         finally:
-            # Done already if the commit succeeded (the gate opens when the upload's task ends); if not,
-            # the file is an orphan for GC, and its upload is not left running while the flush goes on.
-            # (``asyncio.wait`` takes a turn of the loop even for a future that is done.)
-            if not upload.done():
+            # A commit that failed leaves the file an orphan for GC, and its upload is not left running
+            # while the flush goes on. After a commit the file is durable, and its task's end is not
+            # waited for (``settle`` takes its outcome).
+            if not committed and not upload.done():
                 await asyncio.wait([upload])
         return result, gate.settled_at
 
@@ -336,12 +343,22 @@ class UploadGate:
         self.failed = False  # ``wait`` raised: a retry of the commit cannot succeed either
         self.settled_at = 0.0
 
+    def durable(self) -> None:
+        """The file is durable (``ON_DURABLE``): called by a local store in its thread, before its put
+        returns. The first of this and ``settle`` opens the gate."""
+        self.settled_at = self._clock.monotonic()
+        self._ended.set()
+
     def settle(self, upload: asyncio.Future[None]) -> None:
         """The upload's done-callback, on the event loop."""
+        error = None
         if upload.cancelled():
-            self._error = "cancelled"
+            error = "cancelled"
         elif (exc := upload.exception()) is not None:
-            self._error = exc.message if isinstance(exc, StrataError) else repr(exc)
+            error = exc.message if isinstance(exc, StrataError) else repr(exc)
+        if self._ended.is_set():
+            return  # the store said the file was durable: what came after does not undo that
+        self._error = error
         self.settled_at = self._clock.monotonic()
         self._ended.set()
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Generic, Protocol, Self, TypeVar
@@ -35,6 +36,13 @@ HEAD = "HEAD"
 LIST = "LIST"
 DELETE = "DELETE"
 REQUEST_KINDS = (PUT, GET, HEAD, LIST, DELETE)
+
+# Set by a caller that must know the moment its PUT is durable, sooner than ``put`` can return to it: the
+# local store calls it from its worker thread as soon as the write's fsyncs are done, so another thread
+# waiting on it need not wait for the event loop to resume the put's coroutine (a few of its turns, each
+# behind whatever requests it is parsing). A store that cannot tell sooner does not call it; the caller
+# then learns from ``put`` returning. The agent's flusher uses it for a commit beside its upload.
+ON_DURABLE: ContextVar[Callable[[], None] | None] = ContextVar("on_durable", default=None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from storage.objectstore.base import (
     GET,
     HEAD,
     LIST,
+    ON_DURABLE,
     PUT,
     AsyncObjectStore,
     Body,
@@ -190,6 +191,8 @@ class LocalObjectStore(ObjectStore):
             write_file(path.parent, _temp_name(), path.name, [data] if isinstance(data, bytes) else data)
         except OSError as exc:
             raise _store_error("put", key, exc) from exc
+        if (durable := ON_DURABLE.get()) is not None:
+            durable()
         self.recent_writes.written(path, size)
 
     def delete(self, key: str) -> None:

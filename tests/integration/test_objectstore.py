@@ -8,6 +8,7 @@ seeded ``random.Random``; retry sleeps go to a ``ManualClock``, so nothing here 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import math
 import random
@@ -49,6 +50,7 @@ from storage.objectstore import (
     open_async_object_store,
     open_object_store,
 )
+from storage.objectstore.base import ON_DURABLE
 from storage.objectstore.faults import FaultyAsyncObjectStore, FaultyObjectStore
 from storage.objectstore.local import TEMP_PREFIX, LocalAsyncObjectStore, LocalObjectStore
 from storage.objectstore.loopthread import LoopThreadAsyncObjectStore
@@ -638,6 +640,32 @@ async def test_local_sync_and_async_share_counters(tmp_path: Path) -> None:
     await async_store.put("k", b"value")
     assert sync.get("k") == b"value"
     assert counters.snapshot() == counts(PUT=1, GET=1)
+
+
+async def test_local_put_says_durable_from_its_thread_before_it_returns(tmp_path: Path) -> None:
+    """``ON_DURABLE``: the local store calls the caller's hook in the thread that wrote the object, once
+    the object is in place, through the retry wrapper as the agent stacks it; a failed put does not."""
+    local = LocalAsyncObjectStore(tmp_path)
+    store = RetryingAsyncObjectStore(local, RetryPolicy(), ManualClock(), random.Random(1))
+    seen: list[tuple[str, bytes, bool]] = []
+    main = threading.get_ident()
+
+    def put_with_hook(key: str) -> asyncio.Future[None]:
+        def durable() -> None:
+            seen.append((key, local.sync.get(key), threading.get_ident() != main))
+
+        token = ON_DURABLE.set(durable)
+        try:
+            return asyncio.ensure_future(store.put(key, b"value"))
+        finally:
+            ON_DURABLE.reset(token)
+
+    await put_with_hook("k")
+    assert seen == [("k", b"value", True)]
+    with pytest.raises(ObjectStoreError):
+        await put_with_hook("k/below-an-object")
+    await store.put("other", b"v")  # the hook belongs to the puts started while it was set
+    assert seen == [("k", b"value", True)]
 
 
 # --- S3 error translation ----------------------------------------------------------------------------------
