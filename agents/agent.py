@@ -9,12 +9,9 @@ partitioned and encoded, plus the memory ``Reservation`` the front door took bef
 (agents/buffer.py). HTTP builds requests with ``prepare`` (agents/encode.py); Kafka clients send encoded
 batches.
 
-Flush trigger: the flush policy of the buffered topics' classes (agents/flush_policy.py): for the
-standard class ``flush_interval_ms`` after the first record entered the open buffer, or as soon as the
-open buffer holds ``flush_bytes``, or once it holds ``flush_idle_bytes`` and nothing more has arrived for
-``flush_idle_ms``; for the low-latency class ``low_latency_ms`` after its first record. Up to
-``inflight_flushes`` flushes may upload/commit at once; the buffer keeps filling meanwhile, bounded by
-``buffer_bytes`` (open + in flight).
+Flush trigger: the flush policy of the buffered topics' classes (agents/flush_policy.py: an interval, a
+size, an idle cut, and the low-latency class's bound). Up to ``inflight_flushes`` flushes may upload and
+commit at once; the buffer keeps filling meanwhile, bounded by ``buffer_bytes`` (open + in flight).
 """
 
 from __future__ import annotations
@@ -38,7 +35,7 @@ from agents.flush_policy import (
     STANDARD,
     FlushCause,
     FlushPolicy,
-    low_latency_depth,
+    pipeline_full,
 )
 from agents.flusher import Flusher
 from agents.group_coordinator import GroupCoordinator
@@ -416,12 +413,7 @@ class Agent:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            first, last = self.buffer.first_append_at, self.buffer.last_append_at
-            assert first is not None  # the buffer is not empty
-            assert last is not None
-            deadline, cause = self._policy.deadline(
-                self.buffer.open_bytes, first, last, self.buffer.urgent_at, self._senders_waiting
-            )
+            deadline, cause = self._deadline()
             remaining = deadline - self.clock.monotonic()
             if remaining > 0 and not self._closing:
                 self._wakeup.clear()
@@ -432,17 +424,25 @@ class Agent:
                 continue
             # Wait for a flush slot before draining, so the buffer keeps growing while uploads are busy. A
             # low-latency cut waits for a shallower pipeline (agents/flush_policy.py, low_latency_depth).
-            while self.config.inflight_flushes - self._free_slots >= self._depth(cause):
+            # Then look again: a flush that ended may have cut the buffer already (``_flush``).
+            if self._pipeline_full(cause):
                 self._depth_changed.clear()
                 await self._depth_changed.wait()
-            if len(self.buffer):  # unless a size cut took it meanwhile
-                self._cut(cause)
+                continue
+            self._cut(cause)
 
-    def _depth(self, cause: FlushCause) -> int:
-        """Flushes that may be in flight when a cut of ``cause`` is made."""
-        if cause is FlushCause.LOW_LATENCY:
-            return low_latency_depth(self.buffer.open_bytes)
-        return self.config.inflight_flushes
+    def _deadline(self) -> tuple[float, FlushCause]:
+        """When the open buffer (not empty) is due to be cut, and the class the cut counts under."""
+        b = self.buffer
+        assert b.first_append_at is not None  # the buffer is not empty
+        assert b.last_append_at is not None
+        return self._policy.deadline(
+            b.open_bytes, b.first_append_at, b.last_append_at, b.urgent_at, self._senders_waiting
+        )
+
+    def _pipeline_full(self, cause: FlushCause) -> bool:
+        in_flight = self.config.inflight_flushes - self._free_slots
+        return pipeline_full(cause, self.buffer.open_bytes, in_flight, self.config.inflight_flushes)
 
     def _cut(self, cause: FlushCause) -> None:
         """Drain the open buffer into a flush of its own, in a free slot; ``cause``: the class it counts
@@ -472,6 +472,12 @@ class Agent:
             self._depth_changed.set()
             if self.buffer.open_bytes >= self.config.flush_bytes:
                 self._wakeup.set()  # a size cut waited for this slot
+        # A due cut that waited for this slot is made in this turn of the event loop, not a turn later by
+        # the flush loop, behind every request read meanwhile (a low-latency buffer's usual cut).
+        if len(self.buffer) and not self._closing:
+            deadline, cause = self._deadline()
+            if deadline <= self.clock.monotonic() and not self._pipeline_full(cause):
+                self._cut(cause)
 
     # --- fetch -------------------------------------------------------------------------------------------
     async def fetch(

@@ -36,6 +36,7 @@ __all__ = [
     "FlushCause",
     "FlushPolicy",
     "low_latency_depth",
+    "pipeline_full",
 ]
 
 # A low-latency cut waits while this many flushes are still uploading or committing. Flushes commit one at a
@@ -56,6 +57,13 @@ LOW_LATENCY_PIPELINE_BYTES = 2 << 20
 def low_latency_depth(open_bytes: int) -> int:
     """How many flushes may be in flight when a low-latency cut is made of ``open_bytes``."""
     return LOW_LATENCY_DEPTH if open_bytes >= LOW_LATENCY_PIPELINE_BYTES else 1
+
+
+def pipeline_full(cause: FlushCause, open_bytes: int, in_flight: int, max_in_flight: int) -> bool:
+    """Whether a cut of ``cause`` and ``open_bytes`` must wait for one of ``in_flight`` flushes to end:
+    standard cuts use every slot (``max_in_flight``), low-latency ones ``low_latency_depth``."""
+    depth = low_latency_depth(open_bytes) if cause is FlushCause.LOW_LATENCY else max_in_flight
+    return in_flight >= depth
 
 
 class FlushCause(StrEnum):

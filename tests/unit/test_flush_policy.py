@@ -8,6 +8,7 @@ from agents.flush_policy import (
     FlushCause,
     FlushPolicy,
     low_latency_depth,
+    pipeline_full,
 )
 from strata.settings import LOCAL_LOW_LATENCY_MS, S3_LOW_LATENCY_MS, Settings
 
@@ -46,6 +47,18 @@ def test_a_second_low_latency_flush_overlaps_the_first_only_with_enough_bytes() 
     assert low_latency_depth(0) == 1
     assert low_latency_depth(LOW_LATENCY_PIPELINE_BYTES - 1) == 1
     assert low_latency_depth(LOW_LATENCY_PIPELINE_BYTES) == LOW_LATENCY_DEPTH == 2
+
+
+def test_the_pipeline_is_full_at_the_cut_class_depth() -> None:
+    small, big = 100, LOW_LATENCY_PIPELINE_BYTES
+    # A low-latency cut waits for the flush in flight, unless it holds enough bytes for a second.
+    assert not pipeline_full(FlushCause.LOW_LATENCY, small, 0, 8)
+    assert pipeline_full(FlushCause.LOW_LATENCY, small, 1, 8)
+    assert not pipeline_full(FlushCause.LOW_LATENCY, big, 1, 8)
+    assert pipeline_full(FlushCause.LOW_LATENCY, big, 2, 8)
+    # A standard cut uses every slot.
+    assert not pipeline_full(FlushCause.STANDARD, small, 7, 8)
+    assert pipeline_full(FlushCause.STANDARD, small, 8, 8)
 
 
 def test_a_zero_bound_makes_a_low_latency_record_due_on_arrival() -> None:
