@@ -131,9 +131,11 @@ differential: $(STAMP) $(KAFKA_STAMP)
 # The exactly-once workload and its history checker (tests/eos), longer than `make test` runs it: transactional
 # producers and read_committed consumers with crashes against an agent on the embedded default, then a full
 # drain and the checker's verdict (aborted reads, lost writes, duplicates, cycles...). EOS_SECONDS, EOS_SEED.
+# First the harness's clean runs against a real Kafka broker (pytest -m long), which `make test` leaves out.
 EOS_SECONDS ?= 120
 EOS_SEED ?= 1
-eos: $(STAMP)
+eos: $(STAMP) $(KAFKA_STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -m long tests/eos
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tests.eos --strata --seconds $(EOS_SECONDS) --seed $(EOS_SEED)
 
 # Coverage-guided fuzzing of the C extensions that parse client bytes (fuzz/README.md): libFuzzer harnesses

@@ -1,7 +1,10 @@
 """The EOS workload and the copier against a real Apache Kafka broker (the reference fixture): the harness
 itself is proven here before it judges Strata. A clean verdict from Kafka means the checker does not flag
 what Kafka really does; the read_uncommitted run is the negative control that shows it flags what a
-read_committed consumer must never see, on real data."""
+read_committed consumer must never see, on real data.
+
+The clean runs on Kafka are long conformance runs of the harness (``long``): `make eos` runs them, and
+`make test` only the negative control, which proves on real data that the checker can fail."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ def _topic(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
+@pytest.mark.long
 def test_reference_workload_is_clean(reference_broker: ReferenceBroker, tmp_path: Path) -> None:
     cfg = WorkloadConfig(reference_broker.bootstrap, _topic("eos"), processes=3, seconds=20, seed=11)
     history = run_workload(cfg, tmp_path)
@@ -59,6 +63,7 @@ def test_reference_read_uncommitted_consumers_are_caught(
     )
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("output_partitions", [3, 1], ids=["3-out", "1-out-ordered"])
 def test_reference_copier_survives_copier_sigkills(
     reference_broker: ReferenceBroker, tmp_path: Path, output_partitions: int
