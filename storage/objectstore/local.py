@@ -28,9 +28,12 @@ on either backend: one request per call, and one LIST per page of ``list_page_si
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import os
 import stat
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import quote
@@ -57,6 +60,9 @@ from storage.objectstore.base import (
 )
 from storage.objectstore.pagecache import DEFAULT_PAGE_CACHE_BYTES, RecentWrites
 
+# Threads for the async store's puts: as many as an agent has flushes in flight with the default settings
+# (agents.agent.AgentConfig.inflight_flushes); more puts than threads wait for one in turn.
+PUT_THREADS = 8
 # Prefix of in-progress upload files. A key segment may not start with it, so a temp file can never be
 # mistaken for (or collide with) an object.
 TEMP_PREFIX = ".tmp-"
@@ -339,8 +345,13 @@ class LocalObjectStore(ObjectStore):
 class LocalAsyncObjectStore(AsyncObjectStore):
     """The local store for async callers: each call runs the sync store in a worker thread.
 
-    File IO cannot be made non-blocking portably, so ``asyncio.to_thread`` keeps the event loop free
-    while a put fsyncs. It shares ``counters`` with the sync store it wraps.
+    File IO cannot be made non-blocking portably, so worker threads keep the event loop free while a put
+    fsyncs. It shares ``counters`` with the sync store it wraps.
+
+    Puts run in threads of their own (``PUT_THREADS``), not the loop's default executor: a flush commit
+    beside its upload (agents/flusher.py) holds its database locks until the put has written, and other
+    metadata calls waiting for those locks may hold every default thread meanwhile. The threads run in
+    the caller's context, as ``asyncio.to_thread`` would, so ``ON_DURABLE`` reaches the put.
     """
 
     remote = False  # reads of what was just written come from the OS page cache (its last 512 MiB)
@@ -358,9 +369,11 @@ class LocalAsyncObjectStore(AsyncObjectStore):
         )
         self.counters = self.sync.counters
         self.url = self.sync.url
+        self._put_pool = ThreadPoolExecutor(PUT_THREADS, thread_name_prefix="strata-local-put")
 
     async def put(self, key: str, data: Body) -> None:
-        await asyncio.to_thread(self.sync.put, key, data)
+        call = functools.partial(contextvars.copy_context().run, self.sync.put, key, data)
+        await asyncio.get_running_loop().run_in_executor(self._put_pool, call)
 
     async def get(self, key: str) -> bytes:
         return await asyncio.to_thread(self.sync.get, key)

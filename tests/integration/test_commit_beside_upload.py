@@ -13,6 +13,7 @@ import asyncio
 import random
 import sqlite3
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -130,3 +131,29 @@ async def test_a_failed_upload_rolls_back_the_commit_beside_it(tmp_path: Path) -
         # Nothing of the failed flush is left in the way: the partition takes the next record at offset 0.
         assert await asyncio.wait_for(agent.produce_records("t", _one_record()), 10) == [(0, 0)]
         assert metadata.known_object_keys(store.written) == set(store.written)
+
+
+class LateStore(LocalAsyncObjectStore):
+    """A local store whose PUTs start their write a moment late, as a retried PUT does."""
+
+    async def put(self, key: str, data: Body) -> None:
+        await asyncio.sleep(0.05)
+        await super().put(key, data)
+
+
+async def test_a_late_upload_does_not_wait_for_a_thread_behind_its_commit(tmp_path: Path) -> None:
+    """The commit beside an upload holds a worker thread (and its locks) until the write is done. With
+    every default thread so taken, the write must still run: the local store's puts have threads of their
+    own. Here the loop's default executor has one thread, and the put starts after the commit took it."""
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(1))
+    store = LateStore(tmp_path / "bucket")
+    metadata = open_metadata_store(f"sqlite:///{tmp_path / 'm.db'}")
+    metadata.create_topic("t", 1, {}, 0)
+    config = AgentConfig(flush_interval_ms=1)
+    agent = Agent(config, store, metadata, Metrics(store.counters), SystemClock(), random.Random(5))
+    await agent.start()
+    try:
+        assert await asyncio.wait_for(agent.produce_records("t", _one_record()), 10) == [(0, 0)]
+    finally:
+        await agent.close()
+        metadata.close()
