@@ -79,9 +79,9 @@ def _one_record(partition: int = 0) -> list[ProduceRecord]:
 
 
 @asynccontextmanager
-async def _agent(store: HeldStore, db: Path) -> AsyncIterator[tuple[Agent, MetadataStore]]:
-    """An agent on ``store`` and a SQLite database at ``db`` with topic t of one partition; the store's
-    held PUTs are released before the agent closes."""
+async def _agent(store: LocalAsyncObjectStore, db: Path) -> AsyncIterator[tuple[Agent, MetadataStore]]:
+    """An agent on ``store`` and a SQLite database at ``db`` with topic t of one partition; a held store's
+    PUTs are released before the agent closes."""
     metadata = open_metadata_store(f"sqlite:///{db}")
     metadata.create_topic("t", 1, {}, 0)
     config = AgentConfig(flush_interval_ms=1)
@@ -90,7 +90,8 @@ async def _agent(store: HeldStore, db: Path) -> AsyncIterator[tuple[Agent, Metad
     try:
         yield agent, metadata
     finally:
-        store.release.set()
+        if isinstance(store, HeldStore):
+            store.release.set()
         await agent.close()
         metadata.close()
 
@@ -146,14 +147,5 @@ async def test_a_late_upload_does_not_wait_for_a_thread_behind_its_commit(tmp_pa
     every default thread so taken, the write must still run: the local store's puts have threads of their
     own. Here the loop's default executor has one thread, and the put starts after the commit took it."""
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(1))
-    store = LateStore(tmp_path / "bucket")
-    metadata = open_metadata_store(f"sqlite:///{tmp_path / 'm.db'}")
-    metadata.create_topic("t", 1, {}, 0)
-    config = AgentConfig(flush_interval_ms=1)
-    agent = Agent(config, store, metadata, Metrics(store.counters), SystemClock(), random.Random(5))
-    await agent.start()
-    try:
+    async with _agent(LateStore(tmp_path / "bucket"), tmp_path / "m.db") as (agent, _):
         assert await asyncio.wait_for(agent.produce_records("t", _one_record()), 10) == [(0, 0)]
-    finally:
-        await agent.close()
-        metadata.close()
