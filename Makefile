@@ -16,7 +16,7 @@ export STRATA_SPARK_JARS_DIR := $(JARS_DIR)
 DECODER_JAR := $(JARS_DIR)/strata-spark.jar
 DECODER_SOURCES := $(shell find pipeline/jvm/src -type f 2>/dev/null)
 
-.PHONY: run test test-fast check install kafka-java maven clean jars spark-decoder demo kcat kafkajs buf chromium postgres jdk \
+.PHONY: run test test-fast static check install kafka-java maven clean jars spark-decoder demo kcat kafkajs buf chromium postgres jdk \
 	kafka-conformance karapace-conformance differential eos fuzz fuzz-build clang
 
 $(BIN)/python:
@@ -103,8 +103,17 @@ run: $(STAMP)
 demo: $(STAMP) $(JARS) $(DECODER_JAR)
 	$(BIN)/strata demo
 
-test: $(STAMP) $(JARS) $(DECODER_JAR) $(KAFKAJS) $(BUF) $(KAFKA_STAMP) kcat chromium postgres
-	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check
+# The Debian packages first, one at a time (apt-get takes one lock). Then the static checks, which are CPU (mypy
+# most), beside the downloads and builds the tests need, which wait on the network (Maven, npm, the jars) or
+# javac: they take about as long, so together they take half the time. Then the tests.
+TEST_NEEDS := $(JARS) $(DECODER_JAR) $(KAFKAJS) $(BUF) $(KAFKA_STAMP)
+
+test: $(STAMP) kcat chromium postgres jdk maven
+	$(MAKE) --no-print-directory -j 4 --output-sync=target static $(TEST_NEEDS)
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check --tests
+
+static: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check --static
 
 # The checks and the unit and sans-IO tests only (pytest -m "not integration"): no JDK, npm, Chromium or
 # PostgreSQL needed, under two minutes.
