@@ -19,7 +19,8 @@ it spends whatever CPU is left on flushes.
 
 What it asks: how far processes would take the low-latency class here. An agent serves every connection
 on one event loop, which a load of small requests saturates (librdkafka sends a ProduceRequest per
-partition batch: thousands a second at linger.ms 5): docs/benchmarks.md, "A slower day".
+partition batch: thousands a second at linger.ms 5): docs/benchmarks.md, "The low-latency ack against
+the request rate".
 """
 
 from __future__ import annotations
