@@ -105,7 +105,8 @@ demo: $(STAMP) $(JARS) $(DECODER_JAR)
 
 # The Debian packages first, one at a time (apt-get takes one lock). Then the static checks, which are CPU (mypy
 # most), beside the downloads and builds the tests need, which wait on the network (Maven, npm, the jars) or
-# javac: they take about as long, so together they take half the time. Then the tests.
+# javac: each takes about a minute on a fresh clone, and side by side little more than the longer. Then the
+# tests.
 TEST_NEEDS := $(JARS) $(DECODER_JAR) $(KAFKAJS) $(BUF) $(KAFKA_STAMP)
 
 test: $(STAMP) kcat chromium postgres jdk maven
