@@ -225,7 +225,7 @@ def test_from_now_and_a_byte_cap_still_commit_each_record_once(lake: Lake) -> No
     # A cap below one chunk: one chunk per commit, partitions in turn, until the table is up to date.
     capped = "capped"
     lake.create_topic(capped, 2)
-    produce_both_doors(lake, capped, 2, 1)  # five producers, so several flushes: several chunks per partition
+    produce_both_doors(lake, capped, 2, 1)  # five sends (four codecs, HTTP): several chunks per partition
     info = lake.runtime.metadata.get_topic(capped)
     small = LakeWriter(
         lake.runtime.metadata,
@@ -251,7 +251,7 @@ def test_a_commit_larger_than_the_write_buffer_is_one_snapshot_of_several_files(
 ) -> None:
     topic = "pieces"
     lake.create_topic(topic, 3)
-    produce_both_doors(lake, topic, 3, 1)  # five producers, so several flushes: several objects to read
+    produce_both_doors(lake, topic, 3, 1)  # five sends (four codecs, HTTP): several objects to read
     info = lake.runtime.metadata.get_topic(topic)
     # A write buffer of one byte: each span of the read (one object's chunks) is a piece of its own,
     # written as data files before the next one is read.
