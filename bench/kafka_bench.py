@@ -24,8 +24,9 @@ Phases (``--phases``, default all):
    the same generator with the same parameters, once per codec (``--compression none,lz4``; one topic per
    codec). A codec the agent (or the sink) refuses is reported as that codec's error, and a codec the client
    did not really use is flagged (librdkafka sends lz4 batches uncompressed to a broker that does not
-   advertise FindCoordinator). PUTs and flushes come from the agent's /metrics; CPU of the agent (and moto)
-   from /proc/PID/stat over the window, so "agent CPU per MiB" is agent core-seconds / MiB acknowledged.
+   advertise FindCoordinator). PUTs, flushes and the flush steps' means (the JSON's ``steps_ms``) come
+   from the agent's /metrics; CPU of the agent (and moto) from /proc/PID/stat over the window, so "agent
+   CPU per MiB" is agent core-seconds / MiB acknowledged.
    librdkafka's statistics give the ProduceRequests sent, their mean size and the most awaiting an answer.
 3. latency: the same agent, ``--rate-mib`` (default 20) offered at a fixed rate, linger.ms 5, uncompressed,
    once per flush class, each after a ``sync`` (what the produce phases left dirty is written first):

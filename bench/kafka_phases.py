@@ -159,6 +159,7 @@ def produce_phase(
     marks["after"] = metrics.scrape(agent.url)
     result.update(metrics.flush_figures(marks["before"], marks["after"]))
     result["puts_s"] = (metrics.puts(marks["end"]) - metrics.puts(marks["start"])) / args.duration
+    result["steps_ms"] = metrics.flush_steps_ms(marks["start"], marks["end"])
     result["cpu_cores"] = cpu.cores()
     result["loadavg_after"] = loadavg()
     return result
