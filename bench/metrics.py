@@ -23,7 +23,11 @@ Scrape = dict[str, float]
 
 
 def scrape(base_url: str) -> Scrape:
-    text = httpx.get(base_url + "/metrics", timeout=10.0).text
+    return parse(httpx.get(base_url + "/metrics", timeout=10.0).text)
+
+
+def parse(text: str) -> Scrape:
+    """Prometheus's text format as samples by name (labels included in the name)."""
     out = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):

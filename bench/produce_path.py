@@ -39,6 +39,8 @@ from typing import Any
 import uvloop
 from prometheus_client import generate_latest
 
+from bench import metrics
+from bench.kafka_loadgen import value_pool
 from bench.metrics import Scrape, delta, flush_steps_ms
 from broker.connection import Connection
 from storage.records import Record, encode_batch
@@ -49,6 +51,8 @@ from strata.settings import Settings
 
 TOPIC = "bench-path"
 _FRAME_HEAD = struct.Struct(">ihhih5s")  # size, api key, version, correlation id, client id
+_CORRELATION_ID = struct.Struct(">i")
+_CORRELATION_AT = 8  # after the size, the API key and the version
 
 
 def produce_frame(correlation_id: int, partition: int, batch: bytes) -> bytes:
@@ -94,11 +98,13 @@ class _Transport:
 
 
 class _Client:
-    """One connection's producer: ``window`` requests unanswered, the next sent in the loop's next turn."""
+    """One connection's producer: ``window`` requests unanswered, the next sent in the loop's next turn.
+    Its frames are made once (``_frames``): building each request on the loop would be counted as the
+    agent's CPU."""
 
-    def __init__(self, connection: Connection, batches: list[bytes], window: int, first: int) -> None:
+    def __init__(self, connection: Connection, frames: list[bytearray], window: int, first: int) -> None:
         self.connection = connection
-        self.batches = batches
+        self.frames = frames
         self.window = window
         self.sent = self.answers = self.errors = 0
         self.partition = first
@@ -124,8 +130,9 @@ class _Client:
     def send(self) -> None:
         self._scheduled = False
         while self.sent - self.answers < self.window:
-            self.partition = (self.partition + 1) % len(self.batches)
-            frame = produce_frame(self.sent, self.partition, self.batches[self.partition])
+            self.partition = (self.partition + 1) % len(self.frames)
+            frame = self.frames[self.partition]
+            _CORRELATION_ID.pack_into(frame, _CORRELATION_AT, self.sent)
             self.sent += 1
             at = 0
             while at < len(frame):  # as a socket fills it: as much as the buffer offered, at a time
@@ -136,23 +143,16 @@ class _Client:
                 at += n
 
 
-def _batches(partitions: int, records: int) -> list[bytes]:
-    words = b"order shipped customer invoice paid pending refunded warehouse "
-    value = (words * (1024 // len(words) + 1))[:1024]
+def _frames(partitions: int, records: int) -> list[bytearray]:
+    """A request's frame per partition; a client writes each request's correlation id into it."""
+    (value,) = value_pool(1, 1024, 1, "text")  # the latency phase's kind of value (bench/kafka_loadgen.py)
     now = int(time.time() * 1000)
-    return [
-        encode_batch([Record(i, now, b"key-%03d" % (i % 997), value) for i in range(records)])
-        for _ in range(partitions)
-    ]
+    batch = encode_batch([Record(i, now, b"key-%03d" % (i % 997), value) for i in range(records)])
+    return [bytearray(produce_frame(0, partition, batch)) for partition in range(partitions)]
 
 
 def _scrape(registry: Any) -> Scrape:
-    out: Scrape = {}
-    for line in generate_latest(registry).decode().splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
+    return metrics.parse(generate_latest(registry).decode())
 
 
 async def _run(args: argparse.Namespace, data_dir: str) -> dict[str, float]:
@@ -166,11 +166,11 @@ async def _run(args: argparse.Namespace, data_dir: str) -> dict[str, float]:
         configs = {FLUSH_CLASS: args.flush_class}
         runtime.metadata.create_topic(TOPIC, args.partitions, configs, int(time.time() * 1000))
         await runtime.agent.topic(TOPIC)
-        batches = _batches(args.partitions, args.records)
         clients = []
         for i in range(args.connections):
             connection = Connection(kafka.ctx, kafka)
-            client = _Client(connection, batches, args.window, i * args.partitions // args.connections)
+            frames = _frames(args.partitions, args.records)  # a connection's own: ids are written into them
+            client = _Client(connection, frames, args.window, i * args.partitions // args.connections)
             connection.connection_made(_Transport(client))  # type: ignore[arg-type]
             clients.append(client)
         for client in clients:
@@ -189,8 +189,9 @@ async def _run(args: argparse.Namespace, data_dir: str) -> dict[str, float]:
         wall = time.perf_counter() - wall
         thread, process = time.thread_time() - thread, time.process_time() - process
         n = sum(c.answers for c in clients) - answered
-        if sum(c.errors for c in clients):
-            raise SystemExit(f"{sum(c.errors for c in clients)} answers carried an error code")
+        errors = sum(c.errors for c in clients)
+        if errors:
+            raise SystemExit(f"{errors} answers carried an error code")
         after = _scrape(runtime.metrics.registry)
         steps = flush_steps_ms(before, after)
         flushes = delta(before, after, "strata_flushes_total")
